@@ -1,0 +1,3 @@
+export { Workflow, WorkflowMetadata } from './workflow.decorator';
+export { Step, StepMetadata } from './step.decorator';
+export { Compensate } from './compensate.decorator';

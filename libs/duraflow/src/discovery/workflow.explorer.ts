@@ -1,0 +1,163 @@
+import { Inject, Injectable, Logger, OnModuleInit, Type } from '@nestjs/common';
+import { DiscoveryService, MetadataScanner } from '@nestjs/core';
+import { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
+import { RESOLVED_DURAFLOW_OPTIONS, WORKFLOW_NAME_PATTERN } from '../duraflow.constants';
+import { ResolvedDuraflowOptions, resolveStepOptions } from '../duraflow.options';
+import {
+  DuplicateCompensationError,
+  DuplicateStepDefinitionError,
+  DuraflowError,
+  InvalidDuraflowOptionsError,
+  InvalidWorkflowDefinitionError,
+  UnknownCompensationTargetError,
+} from '../errors';
+import { FunctionalWorkflowDefinition, WorkflowOptions } from '../interfaces/workflow-definition';
+import { WorkflowContext } from '../interfaces/workflow-context';
+import { WorkflowMetadataAccessor } from './workflow-metadata.accessor';
+import { RegisteredCompensation, RegisteredWorkflow, WorkflowRegistry } from './workflow.registry';
+
+/**
+ * Finds the @Workflow providers and the functional definitions at module init, checks them
+ * and registers them; any mistake stops the boot with an error naming the culprit.
+ */
+@Injectable()
+export class WorkflowExplorer implements OnModuleInit {
+  private readonly logger = new Logger('Duraflow');
+
+  constructor(
+    private readonly discovery: DiscoveryService,
+    private readonly scanner: MetadataScanner,
+    private readonly metadata: WorkflowMetadataAccessor,
+    private readonly registry: WorkflowRegistry,
+    @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
+  ) {}
+
+  onModuleInit(): void {
+    const seen = new Set<Function>();
+    for (const wrapper of this.discovery.getProviders()) {
+      const metatype = wrapper.metatype as Type | undefined;
+      if (!metatype || typeof metatype !== 'function' || seen.has(metatype)) continue;
+      const meta = this.metadata.getWorkflowMetadata(metatype);
+      if (!meta) continue;
+      seen.add(metatype);
+      this.registry.register(this.describeClass(wrapper, metatype, meta.name, meta.options));
+    }
+    for (const definition of this.options.workflows) {
+      this.registry.register(this.describeFunctional(definition));
+    }
+    this.logger.log(`Registered workflows: ${this.registry.names().join(', ') || 'none'}`);
+  }
+
+  private describeClass(wrapper: InstanceWrapper, metatype: Type, name: string, options: WorkflowOptions): RegisteredWorkflow {
+    const source = `class ${metatype.name}`;
+    this.checkName(name, source);
+    if (!wrapper.isDependencyTreeStatic() || wrapper.isTransient) {
+      throw new InvalidWorkflowDefinitionError(name, `${source} must be a singleton provider (not request-scoped or transient).`);
+    }
+    const instance = wrapper.instance as Record<string, unknown>;
+    if (typeof instance?.run !== 'function') {
+      throw new InvalidWorkflowDefinitionError(name, `${source} has no run(ctx) method: add one; it is the workflow's entry point.`);
+    }
+    const step = this.resolveWorkflowOptions(name, source, options);
+
+    const prototype = Object.getPrototypeOf(instance);
+    const steps = new Map<string, string>();
+    const compensationMethods: Array<{ method: string; stepKey: string }> = [];
+    for (const method of this.scanner.getAllMethodNames(prototype)) {
+      const fn = prototype[method];
+      const stepMeta = this.metadata.getStepMetadata(fn);
+      if (stepMeta) {
+        this.checkStepKey(name, stepMeta.key, `${metatype.name}.${method}`);
+        const first = steps.get(stepMeta.key);
+        if (first) {
+          throw new DuplicateStepDefinitionError(name, stepMeta.key, `${metatype.name}.${first}`, `${metatype.name}.${method}`);
+        }
+        resolveStepOptions(stepMeta.options, step, `@Step("${stepMeta.key}") on ${metatype.name}.${method}`);
+        steps.set(stepMeta.key, method);
+      }
+      const compensated = this.metadata.getCompensatedStepKey(fn);
+      if (compensated !== undefined) compensationMethods.push({ method, stepKey: compensated });
+    }
+
+    const compensations = new Map<string, RegisteredCompensation>();
+    for (const { method, stepKey } of compensationMethods) {
+      const where = `@Compensate("${stepKey}") on ${metatype.name}.${method}`;
+      if (!steps.has(stepKey)) throw new UnknownCompensationTargetError(name, stepKey, where, [...steps.keys()]);
+      const first = compensations.get(stepKey);
+      if (first) throw new DuplicateCompensationError(name, stepKey, first.name, `${name}.${method}`);
+      const fn = instance[method] as (...args: unknown[]) => unknown;
+      compensations.set(stepKey, { name: `${name}.${method}`, fn: (output, ctx) => fn.call(instance, output, ctx) });
+    }
+
+    const run = instance.run as (ctx: WorkflowContext) => unknown;
+    return {
+      name,
+      source,
+      run: async (ctx) => run.call(instance, ctx),
+      inputType: options.input as Type<object> | undefined,
+      maxRetries: options.maxRetries,
+      step,
+      compensations,
+    };
+  }
+
+  private describeFunctional(definition: FunctionalWorkflowDefinition): RegisteredWorkflow {
+    if (!definition || definition.kind !== 'functional-workflow') {
+      throw new InvalidDuraflowOptionsError('workflows', `must hold only definitions made by workflow(name, fn), got ${String(definition)}.`);
+    }
+    const { name, options } = definition;
+    const source = `workflow("${name}")`;
+    this.checkName(name, source);
+    if (typeof definition.run !== 'function') {
+      throw new InvalidWorkflowDefinitionError(name, `the second argument of workflow("${name}", fn) must be a function.`);
+    }
+    const step = this.resolveWorkflowOptions(name, source, options);
+    const compensations = new Map<string, RegisteredCompensation>();
+    for (const [stepKey, fn] of Object.entries(options.compensations ?? {})) {
+      this.checkStepKey(name, stepKey, `${source} compensations`);
+      if (typeof fn !== 'function') {
+        throw new InvalidWorkflowDefinitionError(name, `compensations["${stepKey}"] must be a function of the step's output.`);
+      }
+      compensations.set(stepKey, { name: `${name}.compensations.${stepKey}`, fn });
+    }
+    return {
+      name,
+      source,
+      run: async (ctx) => definition.run(ctx),
+      inputType: options.input as Type<object> | undefined,
+      maxRetries: options.maxRetries,
+      step,
+      compensations,
+    };
+  }
+
+  private resolveWorkflowOptions(name: string, source: string, options: WorkflowOptions) {
+    if (options.input !== undefined && typeof options.input !== 'function') {
+      throw new InvalidWorkflowDefinitionError(name, `${source}: "input" must be a class-validator DTO class.`);
+    }
+    if (options.maxRetries !== undefined && (!Number.isSafeInteger(options.maxRetries) || options.maxRetries < 0)) {
+      throw new InvalidWorkflowDefinitionError(name, `${source}: "maxRetries" must be an integer >= 0.`);
+    }
+    try {
+      return resolveStepOptions(options.step, this.options.step, `${source} step`);
+    } catch (error) {
+      if (error instanceof DuraflowError) throw new InvalidWorkflowDefinitionError(name, error.message);
+      throw error;
+    }
+  }
+
+  private checkName(name: unknown, source: string): asserts name is string {
+    if (typeof name !== 'string' || !WORKFLOW_NAME_PATTERN.test(name)) {
+      throw new InvalidWorkflowDefinitionError(
+        undefined,
+        `${source} has the name ${JSON.stringify(name)}; use 1 to 255 letters, digits, "-" or "_".`,
+      );
+    }
+  }
+
+  private checkStepKey(workflowName: string, key: unknown, where: string): void {
+    if (typeof key !== 'string' || key.length === 0 || key.length > 255) {
+      throw new InvalidWorkflowDefinitionError(workflowName, `${where}: step key ${JSON.stringify(key)} must be a non-empty string of at most 255 characters.`);
+    }
+  }
+}

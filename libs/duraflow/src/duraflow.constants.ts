@@ -1,0 +1,14 @@
+export const WORKFLOW_METADATA = 'duraflow:workflow';
+export const STEP_METADATA = 'duraflow:step';
+export const COMPENSATE_METADATA = 'duraflow:compensate';
+
+/** Injection token of the options with every default applied. */
+export const RESOLVED_DURAFLOW_OPTIONS = Symbol('DURAFLOW_RESOLVED_OPTIONS');
+
+/** NOTIFY channel: a task became claimable (payload: workflow name). */
+export const TASK_SUBMITTED_CHANNEL = 'duraflow_task_submitted';
+/** NOTIFY channel: a task reached a terminal status or was cancelled (payload: task id). */
+export const TASK_FINISHED_CHANNEL = 'duraflow_task_finished';
+
+/** Workflow names, as DESIGN.md semantic 9 defines them. */
+export const WORKFLOW_NAME_PATTERN = /^[A-Za-z0-9_-]{1,255}$/;

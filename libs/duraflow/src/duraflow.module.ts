@@ -1,0 +1,49 @@
+import { Module } from '@nestjs/common';
+import { DiscoveryModule } from '@nestjs/core';
+import { WorkflowMetadataAccessor } from './discovery/workflow-metadata.accessor';
+import { WorkflowExplorer } from './discovery/workflow.explorer';
+import { WorkflowRegistry } from './discovery/workflow.registry';
+import { RESOLVED_DURAFLOW_OPTIONS } from './duraflow.constants';
+import { DURAFLOW_MODULE_OPTIONS, DuraflowConfigurableModule } from './duraflow.module-definition';
+import { DuraflowModuleOptions, resolveDuraflowOptions } from './duraflow.options';
+import { TaskExecutor } from './execution/task-executor';
+import { TaskNotifications } from './notifications/task-notifications';
+import { DeadLetterStore } from './persistence/dead-letter.store';
+import { DuraflowDatabase } from './persistence/duraflow-database';
+import { StepStore } from './persistence/step.store';
+import { TaskStore } from './persistence/task.store';
+import { ReaperService } from './services/reaper.service';
+import { SagaService } from './services/saga.service';
+import { WorkerService } from './services/worker.service';
+import { WorkflowService } from './services/workflow.service';
+
+/**
+ * Durable workflows on the host's PostgreSQL. Needs the host's TypeORM DataSource
+ * (`TypeOrmModule.forRoot({ type: 'postgres', ... })`); global by default, so
+ * WorkflowService and friends inject anywhere.
+ */
+@Module({
+  imports: [DiscoveryModule],
+  providers: [
+    {
+      provide: RESOLVED_DURAFLOW_OPTIONS,
+      inject: [DURAFLOW_MODULE_OPTIONS],
+      useFactory: (options: DuraflowModuleOptions) => resolveDuraflowOptions(options),
+    },
+    WorkflowMetadataAccessor,
+    WorkflowRegistry,
+    WorkflowExplorer,
+    DuraflowDatabase,
+    TaskStore,
+    StepStore,
+    DeadLetterStore,
+    TaskNotifications,
+    TaskExecutor,
+    WorkflowService,
+    WorkerService,
+    ReaperService,
+    SagaService,
+  ],
+  exports: [WorkflowService, WorkerService, ReaperService, SagaService, WorkflowRegistry],
+})
+export class DuraflowModule extends DuraflowConfigurableModule {}

@@ -1,0 +1,158 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { InvalidDuraflowOptionsError } from './errors';
+import { FunctionalWorkflowDefinition } from './interfaces/workflow-definition';
+import { BackoffOptions, StepOptions } from './interfaces/workflow-context';
+
+export interface DuraflowRedisOptions {
+  /** e.g. `redis://127.0.0.1:6379`. */
+  url?: string;
+  host?: string;
+  port?: number;
+  password?: string;
+  db?: number;
+}
+
+export interface DuraflowWorkerOptions {
+  /** false = a submit-only node: no claiming, no execution. Default true. */
+  enabled?: boolean;
+  /** Tasks run at once by this process. Default 10. */
+  concurrency?: number;
+  /** Fallback poll when no NOTIFY arrives (and for `scheduledAt`). Default 500 ms. */
+  pollIntervalMs?: number;
+  /** On shutdown, how long running tasks may finish before they are handed back. Default 10 s. */
+  shutdownTimeoutMs?: number;
+}
+
+export interface DuraflowReaperOptions {
+  /** Default true (the reaper runs only on the elected leader). */
+  enabled?: boolean;
+  /** Default 10 s. */
+  intervalMs?: number;
+  /** A running task whose heartbeat is older than this is stale. Default 30 s. */
+  staleAfterMs?: number;
+  /** Leader key time-to-live. Default 30 s. */
+  leaderTtlMs?: number;
+}
+
+export interface DuraflowModuleOptions {
+  /** This process's worker id (written to agent_tasks.worker_id). Default `<hostname>-<pid>-<random>`. */
+  workerId?: string;
+  /** Redis for reaper leader election; without it a PostgreSQL advisory lock elects the leader. */
+  redis?: DuraflowRedisOptions;
+  worker?: DuraflowWorkerOptions;
+  /** Default 5 s. */
+  heartbeatIntervalMs?: number;
+  reaper?: DuraflowReaperOptions;
+  /** Functional workflow definitions (`workflow(name, fn)`). */
+  workflows?: FunctionalWorkflowDefinition[];
+  /** Default `maxRetries` of a task when neither submit nor the workflow says. Default 3 (the seed's). */
+  maxRetries?: number;
+  /** Default options of every step. */
+  step?: StepOptions;
+  /** Largest accepted input, as JSON bytes. Default 1 MiB. */
+  maxInputBytes?: number;
+}
+
+export interface ResolvedBackoff {
+  initialDelayMs: number;
+  factor: number;
+  maxDelayMs: number;
+}
+
+export interface ResolvedStepOptions {
+  retries: number;
+  timeout: number | undefined;
+  backoff: ResolvedBackoff;
+}
+
+/** Every option with its default applied: the one place defaults live. */
+export interface ResolvedDuraflowOptions {
+  workerId: string;
+  redis: DuraflowRedisOptions | undefined;
+  worker: Required<DuraflowWorkerOptions>;
+  heartbeatIntervalMs: number;
+  reaper: Required<DuraflowReaperOptions>;
+  workflows: FunctionalWorkflowDefinition[];
+  maxRetries: number;
+  step: ResolvedStepOptions;
+  maxInputBytes: number;
+}
+
+export const DEFAULT_BACKOFF: ResolvedBackoff = { initialDelayMs: 100, factor: 2, maxDelayMs: 30_000 };
+
+export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): ResolvedDuraflowOptions {
+  const resolved: ResolvedDuraflowOptions = {
+    workerId: options.workerId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
+    redis: options.redis,
+    worker: {
+      enabled: options.worker?.enabled ?? true,
+      concurrency: options.worker?.concurrency ?? 10,
+      pollIntervalMs: options.worker?.pollIntervalMs ?? 500,
+      shutdownTimeoutMs: options.worker?.shutdownTimeoutMs ?? 10_000,
+    },
+    heartbeatIntervalMs: options.heartbeatIntervalMs ?? 5_000,
+    reaper: {
+      enabled: options.reaper?.enabled ?? true,
+      intervalMs: options.reaper?.intervalMs ?? 10_000,
+      staleAfterMs: options.reaper?.staleAfterMs ?? 30_000,
+      leaderTtlMs: options.reaper?.leaderTtlMs ?? 30_000,
+    },
+    workflows: options.workflows ?? [],
+    maxRetries: options.maxRetries ?? 3,
+    step: resolveStepOptions(options.step, { retries: 0, timeout: undefined, backoff: DEFAULT_BACKOFF }, 'step'),
+    maxInputBytes: options.maxInputBytes ?? 1024 * 1024,
+  };
+  checkText('workerId', resolved.workerId, 255);
+  checkInteger('worker.concurrency', resolved.worker.concurrency, 1);
+  checkInteger('worker.pollIntervalMs', resolved.worker.pollIntervalMs, 1);
+  checkInteger('worker.shutdownTimeoutMs', resolved.worker.shutdownTimeoutMs, 0);
+  checkInteger('heartbeatIntervalMs', resolved.heartbeatIntervalMs, 1);
+  checkInteger('reaper.intervalMs', resolved.reaper.intervalMs, 1);
+  checkInteger('reaper.staleAfterMs', resolved.reaper.staleAfterMs, 1);
+  checkInteger('reaper.leaderTtlMs', resolved.reaper.leaderTtlMs, 1);
+  checkInteger('maxRetries', resolved.maxRetries, 0);
+  checkInteger('maxInputBytes', resolved.maxInputBytes, 1);
+  if (!Array.isArray(resolved.workflows)) {
+    throw new InvalidDuraflowOptionsError('workflows', 'must be an array of workflow(name, fn) definitions.');
+  }
+  return resolved;
+}
+
+/** Layers step options (call site over workflow over module) and checks the result. */
+export function resolveStepOptions(
+  options: StepOptions | undefined,
+  base: ResolvedStepOptions,
+  where: string,
+): ResolvedStepOptions {
+  const backoff: BackoffOptions = options?.backoff ?? {};
+  const resolved: ResolvedStepOptions = {
+    retries: options?.retries ?? base.retries,
+    timeout: options?.timeout ?? base.timeout,
+    backoff: {
+      initialDelayMs: backoff.initialDelayMs ?? base.backoff.initialDelayMs,
+      factor: backoff.factor ?? base.backoff.factor,
+      maxDelayMs: backoff.maxDelayMs ?? base.backoff.maxDelayMs,
+    },
+  };
+  checkInteger(`${where}.retries`, resolved.retries, 0);
+  if (resolved.timeout !== undefined) checkInteger(`${where}.timeout`, resolved.timeout, 1);
+  checkInteger(`${where}.backoff.initialDelayMs`, resolved.backoff.initialDelayMs, 0);
+  checkInteger(`${where}.backoff.maxDelayMs`, resolved.backoff.maxDelayMs, 0);
+  if (!(typeof resolved.backoff.factor === 'number' && resolved.backoff.factor >= 1)) {
+    throw new InvalidDuraflowOptionsError(`${where}.backoff.factor`, 'must be a number >= 1.');
+  }
+  return resolved;
+}
+
+function checkInteger(option: string, value: unknown, min: number): void {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
+    throw new InvalidDuraflowOptionsError(option, `must be an integer >= ${min}, got ${String(value)}.`);
+  }
+}
+
+function checkText(option: string, value: unknown, maxLength: number): void {
+  if (typeof value !== 'string' || value.length === 0 || value.length > maxLength) {
+    throw new InvalidDuraflowOptionsError(option, `must be a non-empty string of at most ${maxLength} characters.`);
+  }
+}

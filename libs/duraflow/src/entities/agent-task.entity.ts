@@ -1,0 +1,82 @@
+import { Column, CreateDateColumn, DeleteDateColumn, Entity, Index, PrimaryColumn, UpdateDateColumn } from 'typeorm';
+import { TaskStatus } from '../interfaces/task-status';
+
+/** A workflow run: one row of `agent_tasks` (seed 000), plus the engine's own columns. */
+@Entity({ name: 'agent_tasks' })
+@Index('idx_agent_tasks_status_scheduled_priority', ['status', 'scheduledAt', 'priority'], {
+  where: `status = 'pending'`,
+})
+@Index('idx_agent_tasks_heartbeat', ['heartbeatAt'], { where: `status = 'running'` })
+export class AgentTask {
+  @PrimaryColumn({ type: 'uuid', default: () => 'gen_random_uuid()' })
+  id: string;
+
+  @Column({ name: 'workflow_name', type: 'varchar', length: 255 })
+  workflowName: string;
+
+  @Column({ type: 'varchar', length: 50, default: TaskStatus.PENDING })
+  status: TaskStatus;
+
+  @Column({ type: 'jsonb', nullable: true, default: () => `'{}'` })
+  input: unknown;
+
+  @Column({ type: 'jsonb', nullable: true })
+  output: unknown;
+
+  @Column({ type: 'jsonb', nullable: true })
+  error: TaskError | null;
+
+  @Column({ type: 'integer', nullable: true, default: 0 })
+  priority: number;
+
+  @Column({ name: 'scheduled_at', type: 'timestamptz', nullable: true })
+  scheduledAt: Date | null;
+
+  @Column({ name: 'started_at', type: 'timestamptz', nullable: true })
+  startedAt: Date | null;
+
+  @Column({ name: 'completed_at', type: 'timestamptz', nullable: true })
+  completedAt: Date | null;
+
+  @Column({ name: 'heartbeat_at', type: 'timestamptz', nullable: true })
+  heartbeatAt: Date | null;
+
+  @Column({ name: 'worker_id', type: 'varchar', length: 255, nullable: true })
+  workerId: string | null;
+
+  @Column({ name: 'retry_count', type: 'integer', nullable: true, default: 0 })
+  retryCount: number;
+
+  @Column({ name: 'max_retries', type: 'integer', nullable: true, default: 3 })
+  maxRetries: number;
+
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz', nullable: true, default: () => 'NOW()' })
+  createdAt: Date;
+
+  @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz', nullable: true, default: () => 'NOW()' })
+  updatedAt: Date;
+
+  @DeleteDateColumn({ name: 'deleted_at', type: 'timestamptz', nullable: true })
+  deletedAt: Date | null;
+
+  /** Engine column: the key that makes `submit` idempotent (unique per workflow). */
+  @Column({ name: 'idempotency_key', type: 'varchar', length: 255, nullable: true })
+  idempotencyKey: string | null;
+
+  /** Engine column: the fencing token of the current claim; writes of an older claim land nowhere. */
+  @Column({ name: 'claim_token', type: 'uuid', nullable: true, select: false })
+  claimToken?: string | null;
+}
+
+/** What a failed task keeps in `agent_tasks.error`. */
+export interface TaskError {
+  message: string;
+  name: string;
+  /** The step that failed for good, when a step failed. */
+  stepKey?: string;
+  stack?: string;
+  /** A stable machine-readable reason, e.g. `STEP_FAILED`, `WORKFLOW_FAILED`, `MAX_RETRIES_EXCEEDED`. */
+  code?: string;
+  /** Attempts made of the failing step. */
+  attempts?: number;
+}

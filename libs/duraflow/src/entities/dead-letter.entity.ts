@@ -1,0 +1,24 @@
+import { Column, CreateDateColumn, Entity, Index, PrimaryColumn } from 'typeorm';
+
+/** A compensation that failed for good: a row of `dead_letter_queue` (seed 000). */
+@Entity({ name: 'dead_letter_queue' })
+@Index('idx_dlq_task_id', ['taskId'])
+export class DeadLetter {
+  @PrimaryColumn({ type: 'uuid', default: () => 'gen_random_uuid()' })
+  id: string;
+
+  @Column({ name: 'task_id', type: 'uuid' })
+  taskId: string;
+
+  @Column({ name: 'step_id', type: 'uuid' })
+  stepId: string;
+
+  @Column({ type: 'jsonb', nullable: true })
+  error: Record<string, unknown> | null;
+
+  @Column({ name: 'retry_count', type: 'integer', nullable: true, default: 0 })
+  retryCount: number;
+
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz', nullable: true, default: () => 'NOW()' })
+  createdAt: Date;
+}

@@ -1,0 +1,59 @@
+import { Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn, Unique } from 'typeorm';
+import { AgentTask } from './agent-task.entity';
+
+export type StepRunStatus = 'pending' | 'running' | 'completed' | 'failed';
+
+/** One step's checkpoint: a row of `step_runs` (seed 000). A `completed` row is the memo. */
+@Entity({ name: 'step_runs' })
+@Unique(['taskId', 'stepKey'])
+@Index('idx_step_runs_task_step', ['taskId', 'stepKey'], { unique: true })
+@Index('idx_step_runs_compensation', ['taskId'], { where: 'compensation_fn IS NOT NULL' })
+export class StepRun {
+  @PrimaryColumn({ type: 'uuid', default: () => 'gen_random_uuid()' })
+  id: string;
+
+  @Column({ name: 'task_id', type: 'uuid' })
+  taskId: string;
+
+  @ManyToOne(() => AgentTask, { onDelete: 'CASCADE', createForeignKeyConstraints: true })
+  @JoinColumn({ name: 'task_id' })
+  task?: AgentTask;
+
+  @Column({ name: 'step_key', type: 'varchar', length: 255 })
+  stepKey: string;
+
+  @Column({ type: 'varchar', length: 50, default: 'pending' })
+  status: StepRunStatus;
+
+  @Column({ type: 'jsonb', nullable: true })
+  input: unknown;
+
+  @Column({ type: 'jsonb', nullable: true })
+  output: unknown;
+
+  @Column({ type: 'jsonb', nullable: true })
+  error: Record<string, unknown> | null;
+
+  /** The name the saga resolves to this step's compensation, in any process. */
+  @Column({ name: 'compensation_fn', type: 'text', nullable: true })
+  compensationFn: string | null;
+
+  @Column({ name: 'compensated_at', type: 'timestamptz', nullable: true })
+  compensatedAt: Date | null;
+
+  @Column({ name: 'started_at', type: 'timestamptz', nullable: true })
+  startedAt: Date | null;
+
+  @Column({ name: 'completed_at', type: 'timestamptz', nullable: true })
+  completedAt: Date | null;
+
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz', nullable: true, default: () => 'NOW()' })
+  createdAt: Date;
+
+  @Column({ type: 'integer', nullable: true, default: 0 })
+  attempt: number;
+
+  /** Engine column: position in the order the run's steps completed (LIFO rollback). */
+  @Column({ name: 'completion_seq', type: 'bigint', nullable: true })
+  completionSeq: string | null;
+}

@@ -1,0 +1,5 @@
+export * from './duraflow.error';
+export * from './definition.errors';
+export * from './submit.errors';
+export * from './task.errors';
+export * from './step.errors';

@@ -1,0 +1,28 @@
+import { DuraflowError } from './duraflow.error';
+
+/** No task has this id. */
+export class TaskNotFoundError extends DuraflowError {
+  readonly code = 'TASK_NOT_FOUND';
+  constructor(readonly taskId: string) {
+    super(`No task with id "${taskId}". Check the id returned by submit().`);
+  }
+}
+
+/** The task already reached a terminal status, which never changes again. */
+export class TaskAlreadyFinishedError extends DuraflowError {
+  readonly code = 'TASK_ALREADY_FINISHED';
+  constructor(readonly taskId: string, readonly status: string) {
+    super(`Task "${taskId}" already finished with status "${status}" and cannot be cancelled.`);
+  }
+}
+
+/** `waitFor` gave up before the task reached a terminal status. */
+export class WaitForTimeoutError extends DuraflowError {
+  readonly code = 'WAIT_TIMEOUT';
+  constructor(readonly taskId: string, readonly timeoutMs: number, readonly lastStatus: string) {
+    super(
+      `Task "${taskId}" was still "${lastStatus}" after ${timeoutMs} ms. ` +
+        `Wait longer (waitFor(id, { timeoutMs })) or check that a worker serves this workflow.`,
+    );
+  }
+}

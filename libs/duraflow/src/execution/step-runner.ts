@@ -1,0 +1,157 @@
+import { RegisteredWorkflow } from '../discovery/workflow.registry';
+import { resolveStepOptions } from '../duraflow.options';
+import {
+  DuplicateStepKeyError,
+  InvalidStepKeyError,
+  NestedStepError,
+  RunAbortedError,
+  StepOutsideRunError,
+  StepTimeoutError,
+} from '../errors';
+import { StepContext, StepOptions, StepRunner } from '../interfaces/workflow-context';
+import { StepMemo, StepStore } from '../persistence/step.store';
+import { retryDelayMs, sleep } from './backoff';
+import { describeError, toJson } from './json';
+import { RunScope, runScopeStorage } from './run-scope';
+import { TaskLease } from './task-lease';
+
+/** The step that failed for good, so the task's error can name it. */
+export interface StepFailure {
+  error: unknown;
+  stepKey: string;
+  attempts: number;
+}
+
+/**
+ * The step runner of one run: memoizes through `step_runs`, retries with backoff, enforces
+ * timeouts, and writes every checkpoint fenced on the run's claim. `ctx.step.run` and
+ * @Step methods both end up in `runStep`.
+ */
+export class MemoizedStepRunner implements StepRunner {
+  private readonly usedKeys = new Set<string>();
+  private closed = false;
+  /** Set when a checkpoint could not be written (database unreachable): the run must not decide anything. */
+  persistenceFailure: unknown;
+  lastFailure: StepFailure | undefined;
+  readonly scope: RunScope = { runStep: (key, fn, options) => this.runStep(key, fn, options) };
+
+  constructor(
+    private readonly workflow: RegisteredWorkflow,
+    private readonly lease: TaskLease,
+    private readonly memos: Map<string, StepMemo>,
+    private readonly steps: StepStore,
+  ) {}
+
+  run<T>(key: string, fn: (step: StepContext) => T | Promise<T>, options?: StepOptions): Promise<T> {
+    return this.runStep(key, fn, options);
+  }
+
+  /** After the run function returned, no step may start. */
+  close(): void {
+    this.closed = true;
+  }
+
+  async runStep<T>(key: string, fn: (step: StepContext) => T | Promise<T>, options?: StepOptions): Promise<T> {
+    if (typeof key !== 'string' || key.length === 0 || key.length > 255) throw new InvalidStepKeyError(key);
+    if (typeof fn !== 'function') throw new TypeError(`ctx.step.run("${key}", fn): fn must be a function.`);
+    if (this.closed) throw new StepOutsideRunError(key);
+    const parent = runScopeStorage.getStore()?.step;
+    if (parent) throw new NestedStepError(key, parent.key);
+    if (this.usedKeys.has(key)) throw new DuplicateStepKeyError(this.workflow.name, key);
+    this.usedKeys.add(key);
+
+    const memo = this.memos.get(key);
+    if (memo?.status === 'completed') return (memo.outputUndefined ? undefined : memo.output) as T;
+    this.throwIfStopped();
+
+    const resolved = resolveStepOptions(options, this.workflow.step, `step "${key}"`);
+    let attempt = memo?.attempt ?? 0;
+    for (let retry = 0; ; retry++) {
+      attempt++;
+      const startedAt = new Date();
+      let value: T;
+      try {
+        value = await this.attempt(key, fn, attempt, resolved.timeout);
+      } catch (error) {
+        this.throwIfStopped();
+        await this.checkpoint(() =>
+          this.steps.recordStepFailed({
+            taskId: this.lease.taskId,
+            claimToken: this.lease.claimToken,
+            stepKey: key,
+            errorJson: JSON.stringify({ ...describeError(error), stepKey: key, attempt }),
+            attempt,
+            startedAt,
+          }),
+        );
+        if (retry >= resolved.retries) {
+          this.lastFailure = { error, stepKey: key, attempts: retry + 1 };
+          throw error;
+        }
+        await sleep(retryDelayMs(resolved.backoff, retry + 1), this.lease.signal).catch(() => this.throwIfStopped());
+        continue;
+      }
+      let outputJson: string | undefined;
+      try {
+        outputJson = toJson(value, `The output of step "${key}"`);
+      } catch (error) {
+        this.lastFailure = { error, stepKey: key, attempts: retry + 1 };
+        throw error;
+      }
+      await this.checkpoint(() =>
+        this.steps.recordStepCompleted({
+          taskId: this.lease.taskId,
+          claimToken: this.lease.claimToken,
+          stepKey: key,
+          outputJson: outputJson ?? null,
+          compensationFn: this.workflow.compensations.get(key)?.name ?? null,
+          attempt,
+          startedAt,
+        }),
+      );
+      // The value a replay would return, so a run behaves the same before and after a crash.
+      return (outputJson === undefined ? undefined : JSON.parse(outputJson)) as T;
+    }
+  }
+
+  /** One attempt, raced against the run's stop and the step's timeout, inside the step's scope. */
+  private async attempt<T>(key: string, fn: (step: StepContext) => T | Promise<T>, attempt: number, timeout?: number): Promise<T> {
+    const controller = new AbortController();
+    const runSignal = this.lease.signal;
+    const forwardStop = () => controller.abort(runSignal.reason);
+    runSignal.addEventListener('abort', forwardStop, { once: true });
+    const aborted = new Promise<never>((_, reject) =>
+      controller.signal.addEventListener('abort', () => reject(controller.signal.reason), { once: true }),
+    );
+    aborted.catch(() => undefined);
+    const timer = timeout === undefined ? undefined : setTimeout(() => controller.abort(new StepTimeoutError(key, timeout, attempt)), timeout);
+    const context: StepContext = { signal: controller.signal, attempt };
+    try {
+      if (runSignal.aborted) forwardStop();
+      const body = runScopeStorage.run({ ...this.scope, step: { key, context } }, async () => fn(context));
+      return await Promise.race([body, aborted]);
+    } finally {
+      if (timer) clearTimeout(timer);
+      runSignal.removeEventListener('abort', forwardStop);
+    }
+  }
+
+  private async checkpoint(write: () => Promise<boolean>): Promise<void> {
+    let owned: boolean;
+    try {
+      owned = await write();
+    } catch (error) {
+      this.persistenceFailure = error;
+      throw new RunAbortedError(this.lease.taskId, `a checkpoint could not be written (${describeError(error).message})`);
+    }
+    if (!owned) {
+      this.lease.stop('lease-lost');
+      this.throwIfStopped();
+    }
+  }
+
+  private throwIfStopped(): void {
+    const reason = this.lease.stoppedBecause;
+    if (reason) throw new RunAbortedError(this.lease.taskId, reason);
+  }
+}

@@ -1,0 +1,90 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { WorkflowRegistry } from '../discovery/workflow.registry';
+import { TaskError } from '../entities/agent-task.entity';
+import { DuraflowError } from '../errors';
+import { TaskStatus } from '../interfaces/task-status';
+import { WorkflowContext } from '../interfaces/workflow-context';
+import { StepStore } from '../persistence/step.store';
+import { ClaimedTask, TaskStore } from '../persistence/task.store';
+import { describeError, toJson } from './json';
+import { runScopeStorage } from './run-scope';
+import { MemoizedStepRunner } from './step-runner';
+import { TaskLease } from './task-lease';
+
+/** How one execution of a claimed task ended, as far as this worker knows. */
+export type RunOutcome = 'completed' | 'failed' | 'stopped' | 'unrecorded';
+
+/**
+ * Runs one claimed task to its end: loads its memoized steps, calls the workflow, and
+ * records the outcome fenced on the claim. A run that was stopped (cancelled, taken over,
+ * handed back) or could not reach the database records nothing: the database keeps the
+ * last state it owned, and the reaper or the next claim carries on from there.
+ */
+@Injectable()
+export class TaskExecutor {
+  private readonly logger = new Logger('Duraflow');
+
+  constructor(
+    private readonly registry: WorkflowRegistry,
+    private readonly tasks: TaskStore,
+    private readonly steps: StepStore,
+  ) {}
+
+  async execute({ task }: ClaimedTask, lease: TaskLease): Promise<RunOutcome> {
+    const workflow = this.registry.get(task.workflowName);
+    const memos = await this.steps.loadStepMemos(task.id);
+    const runner = new MemoizedStepRunner(workflow, lease, memos, this.steps);
+    const ctx: WorkflowContext = {
+      runId: task.id,
+      workflowName: task.workflowName,
+      input: task.input,
+      step: { run: (key, fn, options) => runner.run(key, fn, options) },
+      attempt: (task.retryCount ?? 0) + 1,
+      signal: lease.signal,
+    };
+
+    let output: unknown;
+    try {
+      output = await runScopeStorage.run(runner.scope, () => workflow.run(ctx));
+    } catch (error) {
+      runner.close();
+      if (lease.stoppedBecause) return 'stopped';
+      if (runner.persistenceFailure) return 'unrecorded';
+      return this.recordFailure(task.id, lease, this.taskError(error, runner));
+    }
+    runner.close();
+
+    let outputJson: string | undefined;
+    try {
+      outputJson = toJson(output, `The output of workflow "${task.workflowName}"`);
+    } catch (error) {
+      return this.recordFailure(task.id, lease, { ...this.taskError(error, runner), code: 'OUTPUT_NOT_SERIALIZABLE' });
+    }
+    try {
+      const owned = await this.tasks.completeTask(task.id, lease.claimToken, outputJson ?? null);
+      return owned ? 'completed' : 'stopped';
+    } catch (error) {
+      this.logger.warn(`Task ${task.id} finished but its completion could not be recorded (${describeError(error).message}); it will be recovered.`);
+      return 'unrecorded';
+    }
+  }
+
+  private async recordFailure(taskId: string, lease: TaskLease, error: TaskError): Promise<RunOutcome> {
+    try {
+      const owned = await this.tasks.finishTaskWithError(taskId, lease.claimToken, TaskStatus.FAILED, JSON.stringify(error));
+      return owned ? 'failed' : 'stopped';
+    } catch (dbError) {
+      this.logger.warn(`Task ${taskId} failed but the failure could not be recorded (${describeError(dbError).message}); it will be recovered.`);
+      return 'unrecorded';
+    }
+  }
+
+  private taskError(error: unknown, runner: MemoizedStepRunner): TaskError {
+    const described = describeError(error);
+    const failure = runner.lastFailure?.error === error ? runner.lastFailure : undefined;
+    if (failure) {
+      return { ...described, code: described.code ?? 'STEP_FAILED', stepKey: failure.stepKey, attempts: failure.attempts };
+    }
+    return { ...described, code: error instanceof DuraflowError ? error.code : (described.code ?? 'WORKFLOW_FAILED') };
+  }
+}

@@ -1,0 +1,29 @@
+/** Why a run stopped before it finished. */
+export type RunStopReason = 'cancelled' | 'lease-lost' | 'shutdown';
+
+/** A claimed task as the worker holds it while it runs: its fencing token and its stop switch. */
+export class TaskLease {
+  private readonly controller = new AbortController();
+  private stopReason: RunStopReason | undefined;
+
+  constructor(
+    readonly taskId: string,
+    readonly workflowName: string,
+    readonly claimToken: string,
+  ) {}
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  get stoppedBecause(): RunStopReason | undefined {
+    return this.stopReason;
+  }
+
+  /** Aborts the run's signal (and so the running step's); the first reason wins. */
+  stop(reason: RunStopReason): void {
+    if (this.stopReason) return;
+    this.stopReason = reason;
+    this.controller.abort(new Error(`task ${this.taskId} ${reason === 'lease-lost' ? 'was taken over by another worker' : reason === 'cancelled' ? 'was cancelled' : 'is being handed back on shutdown'}`));
+  }
+}

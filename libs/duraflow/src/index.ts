@@ -1,0 +1,17 @@
+export { DuraflowModule } from './duraflow.module';
+export { DURAFLOW_MODULE_OPTIONS } from './duraflow.module-definition';
+export * from './duraflow.options';
+export { Workflow, Step, Compensate, WorkflowMetadata, StepMetadata } from './decorators';
+export { workflow } from './workflow';
+export { currentStepContext } from './execution/run-scope';
+export { WorkflowService, SubmitOptions, ListTasksOptions, TaskPage, WaitForOptions } from './services/workflow.service';
+export { WorkerService, WorkerStats, WorkerState } from './services/worker.service';
+export { ReaperService, ReapResult } from './services/reaper.service';
+export { SagaService, ListDeadLettersOptions } from './services/saga.service';
+export { WorkflowRegistry, RegisteredWorkflow } from './discovery/workflow.registry';
+export * from './entities';
+export * from './errors';
+export { TaskStatus, TERMINAL_STATUSES, isTerminalStatus } from './interfaces/task-status';
+export * from './interfaces/workflow-context';
+export * from './interfaces/workflow-definition';
+export { DURAFLOW_MIGRATIONS } from '../../../migrations';

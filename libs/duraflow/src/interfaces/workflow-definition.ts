@@ -1,0 +1,33 @@
+import { StepOptions, WorkflowContext } from './workflow-context';
+
+/** A compensation: receives the saved output of the step it undoes. */
+export type CompensationFn<TOutput = any> = (output: TOutput, ctx: CompensationContext) => unknown | Promise<unknown>;
+
+export interface CompensationContext {
+  readonly runId: string;
+  readonly workflowName: string;
+  readonly stepKey: string;
+  readonly signal: AbortSignal;
+}
+
+export interface WorkflowOptions {
+  /** class-validator DTO the input must satisfy at submit. */
+  input?: new (...args: any[]) => object;
+  /** Default `maxRetries` of tasks of this workflow (recoveries after a worker died). */
+  maxRetries?: number;
+  /** Default options of every step of this workflow. */
+  step?: StepOptions;
+}
+
+export interface FunctionalWorkflowOptions extends WorkflowOptions {
+  /** Keyed by step key; each a pure function of the step's saved output. */
+  compensations?: Record<string, CompensationFn>;
+}
+
+/** What `workflow(name, fn, options)` returns; register it in `DuraflowModule.forRoot({ workflows })`. */
+export interface FunctionalWorkflowDefinition<TInput = any, TOutput = any> {
+  readonly kind: 'functional-workflow';
+  readonly name: string;
+  readonly run: (ctx: WorkflowContext<TInput>) => Promise<TOutput> | TOutput;
+  readonly options: FunctionalWorkflowOptions;
+}

@@ -1,0 +1,107 @@
+import { Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
+import { Client } from 'pg';
+import { TASK_FINISHED_CHANNEL, TASK_SUBMITTED_CHANNEL } from '../duraflow.constants';
+import { describeError } from '../execution/json';
+import { DuraflowDatabase } from '../persistence/duraflow-database';
+
+type Listener = (payload: string) => void;
+
+/**
+ * One LISTEN connection per process for both channels, shared by the worker (wake on
+ * submit, abort on cancel) and `waitFor`. It reconnects by itself; while it is down,
+ * everyone falls back to polling, so a lost notification only costs latency.
+ */
+@Injectable()
+export class TaskNotifications implements OnApplicationShutdown {
+  private readonly logger = new Logger('Duraflow');
+  private readonly listeners = new Map<string, Set<Listener>>([
+    [TASK_SUBMITTED_CHANNEL, new Set()],
+    [TASK_FINISHED_CHANNEL, new Set()],
+  ]);
+  private client: Client | undefined;
+  private connecting: Promise<void> | undefined;
+  private reconnectTimer: NodeJS.Timeout | undefined;
+  private closed = false;
+  private failures = 0;
+
+  constructor(private readonly db: DuraflowDatabase) {}
+
+  onSubmitted(listener: Listener): () => void {
+    return this.subscribe(TASK_SUBMITTED_CHANNEL, listener);
+  }
+
+  onFinished(listener: Listener): () => void {
+    return this.subscribe(TASK_FINISHED_CHANNEL, listener);
+  }
+
+  /** Resolves once LISTEN is in place (or the first attempt failed: callers poll anyway). */
+  ensureListening(): Promise<void> {
+    if (this.closed || this.client) return Promise.resolve();
+    this.connecting ??= this.connect().finally(() => (this.connecting = undefined));
+    return this.connecting;
+  }
+
+  get listening(): boolean {
+    return this.client !== undefined;
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.reconnectTimer);
+    await this.connecting?.catch(() => undefined);
+    const client = this.client;
+    this.client = undefined;
+    await client?.end().catch(() => undefined);
+  }
+
+  private subscribe(channel: string, listener: Listener): () => void {
+    this.listeners.get(channel)!.add(listener);
+    void this.ensureListening();
+    return () => this.listeners.get(channel)!.delete(listener);
+  }
+
+  private async connect(): Promise<void> {
+    const client = this.db.createDedicatedClient();
+    client.on('error', (error) => this.onConnectionLost(client, error));
+    client.on('end', () => this.onConnectionLost(client, new Error('connection ended')));
+    client.on('notification', (message) => {
+      for (const listener of this.listeners.get(message.channel) ?? []) listener(message.payload ?? '');
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${TASK_SUBMITTED_CHANNEL}; LISTEN ${TASK_FINISHED_CHANNEL}`);
+    } catch (error) {
+      client.removeAllListeners('end');
+      await client.end().catch(() => undefined);
+      this.scheduleReconnect(error);
+      return;
+    }
+    if (this.closed) {
+      await client.end().catch(() => undefined);
+      return;
+    }
+    if (this.failures > 0) this.logger.log('LISTEN connection restored');
+    this.failures = 0;
+    this.client = client;
+  }
+
+  private onConnectionLost(client: Client, error: Error): void {
+    if (this.client !== client) return;
+    this.client = undefined;
+    client.removeAllListeners('end');
+    client.end().catch(() => undefined);
+    this.scheduleReconnect(error);
+  }
+
+  private scheduleReconnect(error: unknown): void {
+    if (this.closed) return;
+    if (this.failures === 0) {
+      this.logger.warn(`LISTEN connection lost (${describeError(error).message}); polling until it is back`);
+    }
+    this.failures++;
+    const delay = Math.min(5_000, 100 * 2 ** Math.min(this.failures, 6));
+    clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = setTimeout(() => void this.ensureListening(), delay);
+    this.reconnectTimer.unref();
+  }
+}

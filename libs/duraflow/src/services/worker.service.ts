@@ -1,0 +1,219 @@
+import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
+import { WorkflowRegistry } from '../discovery/workflow.registry';
+import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
+import { ResolvedDuraflowOptions } from '../duraflow.options';
+import { describeError } from '../execution/json';
+import { RunOutcome, TaskExecutor } from '../execution/task-executor';
+import { TaskLease } from '../execution/task-lease';
+import { TaskNotifications } from '../notifications/task-notifications';
+import { ClaimedTask, TaskStore } from '../persistence/task.store';
+
+export type WorkerState = 'idle' | 'running' | 'stopping' | 'stopped';
+
+export interface WorkerStats {
+  workerId: string;
+  state: WorkerState;
+  concurrency: number;
+  /** Tasks this process is running now. */
+  running: number;
+  /** Since start, by outcome. */
+  claimed: number;
+  completed: number;
+  failed: number;
+  /** Runs stopped by cancellation, takeover or shutdown. */
+  stopped: number;
+  /** Runs whose outcome could not be written (the database was unreachable). */
+  unrecorded: number;
+  /** The LISTEN connection is up (otherwise only polling wakes the worker). */
+  listening: boolean;
+  workflows: string[];
+}
+
+interface RunningTask {
+  lease: TaskLease;
+  done: Promise<void>;
+}
+
+/**
+ * Claims tasks of the workflows this process registers and runs up to `concurrency` at
+ * once. Woken by NOTIFY on submit, with a poll as the fallback; heartbeats its running
+ * tasks in one statement per tick. On shutdown it stops claiming, lets running tasks
+ * finish for `shutdownTimeoutMs`, then hands the rest back to `pending`.
+ */
+@Injectable()
+export class WorkerService implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger('Duraflow');
+  private readonly running = new Map<string, RunningTask>();
+  private readonly counters = { claimed: 0, completed: 0, failed: 0, stopped: 0, unrecorded: 0 };
+  private state: WorkerState = 'idle';
+  private pollTimer: NodeJS.Timeout | undefined;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private claimLoop: Promise<void> | undefined;
+  private claimRequested = false;
+  private claimFailing = false;
+  private unsubscribe: Array<() => void> = [];
+  private stopping: Promise<void> | undefined;
+
+  constructor(
+    @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
+    private readonly registry: WorkflowRegistry,
+    private readonly tasks: TaskStore,
+    private readonly executor: TaskExecutor,
+    private readonly notifications: TaskNotifications,
+  ) {}
+
+  /** This process's worker id: written to `agent_tasks.worker_id` on every claim. */
+  get workerId(): string {
+    return this.options.workerId;
+  }
+
+  onApplicationBootstrap(): Promise<void> | void {
+    if (this.options.worker.enabled) return this.start();
+  }
+
+  beforeApplicationShutdown(): Promise<void> {
+    return this.stop();
+  }
+
+  /** Starts claiming (called on bootstrap unless `worker.enabled` is false). */
+  async start(): Promise<void> {
+    if (this.state === 'running') return;
+    if (this.state === 'stopping') await this.stopping;
+    this.state = 'running';
+    const names = new Set(this.registry.names());
+    this.unsubscribe = [
+      this.notifications.onSubmitted((workflowName) => {
+        if (names.has(workflowName)) this.requestClaim();
+      }),
+      this.notifications.onFinished((taskId) => this.running.get(taskId)?.lease.stop('cancelled')),
+    ];
+    await this.notifications.ensureListening();
+    this.pollTimer = setInterval(() => this.requestClaim(), this.options.worker.pollIntervalMs);
+    this.heartbeatTimer = setInterval(() => void this.sendHeartbeats(), this.options.heartbeatIntervalMs);
+    this.logger.log(
+      `Worker ${this.workerId} started (concurrency ${this.options.worker.concurrency}, workflows: ${[...names].join(', ') || 'none'})`,
+    );
+    this.requestClaim();
+  }
+
+  /** Stops claiming, waits for running tasks up to `shutdownTimeoutMs`, hands back the rest. */
+  stop(): Promise<void> {
+    if (this.state !== 'running') return this.stopping ?? Promise.resolve();
+    this.state = 'stopping';
+    this.stopping = this.drainAndStop().finally(() => {
+      this.state = 'stopped';
+    });
+    return this.stopping;
+  }
+
+  stats(): WorkerStats {
+    return {
+      workerId: this.workerId,
+      state: this.state,
+      concurrency: this.options.worker.concurrency,
+      running: this.running.size,
+      ...this.counters,
+      listening: this.notifications.listening,
+      workflows: this.registry.names(),
+    };
+  }
+
+  private async drainAndStop(): Promise<void> {
+    clearInterval(this.pollTimer);
+    for (const unsubscribe of this.unsubscribe) unsubscribe();
+    await this.claimLoop;
+    const finished = Promise.all([...this.running.values()].map((run) => run.done));
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = await Promise.race([
+      finished.then(() => false),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), this.options.worker.shutdownTimeoutMs))),
+    ]);
+    clearTimeout(timer);
+    if (timedOut && this.running.size) {
+      const leases = [...this.running.values()].map((run) => run.lease);
+      for (const lease of leases) lease.stop('shutdown');
+      try {
+        const released = await this.tasks.releaseTasks(
+          leases.map((lease) => lease.taskId),
+          leases.map((lease) => lease.claimToken),
+        );
+        this.logger.log(`Handed ${released.length} unfinished task(s) back to pending on shutdown`);
+      } catch (error) {
+        this.logger.warn(`Could not hand tasks back on shutdown (${describeError(error).message}); the reaper will recover them`);
+      }
+      await Promise.race([finished, new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
+    }
+    clearInterval(this.heartbeatTimer);
+    this.logger.log(`Worker ${this.workerId} stopped`);
+  }
+
+  private requestClaim(): void {
+    if (this.state !== 'running') return;
+    if (this.claimLoop) {
+      this.claimRequested = true;
+      return;
+    }
+    this.claimLoop = this.claimWhileFree().finally(() => {
+      this.claimLoop = undefined;
+      if (this.claimRequested) {
+        this.claimRequested = false;
+        this.requestClaim();
+      }
+    });
+  }
+
+  /** Claims until the pool is full or the queue has nothing more for this worker. */
+  private async claimWhileFree(): Promise<void> {
+    while (this.state === 'running') {
+      const free = this.options.worker.concurrency - this.running.size;
+      if (free <= 0) return;
+      let claimed: ClaimedTask[];
+      try {
+        claimed = await this.tasks.claimTasks(this.workerId, this.registry.names(), free);
+      } catch (error) {
+        if (!this.claimFailing) this.logger.warn(`Claiming tasks failed (${describeError(error).message}); retrying on the next poll`);
+        this.claimFailing = true;
+        return;
+      }
+      if (this.claimFailing) this.logger.log('Claiming tasks works again');
+      this.claimFailing = false;
+      for (const task of claimed) this.runTask(task);
+      if (claimed.length < free) return;
+    }
+  }
+
+  private runTask(claimed: ClaimedTask): void {
+    const lease = new TaskLease(claimed.task.id, claimed.task.workflowName, claimed.claimToken);
+    this.counters.claimed++;
+    const done = this.executor
+      .execute(claimed, lease)
+      .catch((error): RunOutcome => {
+        this.logger.error(`Task ${claimed.task.id} could not run: ${describeError(error).message}`);
+        return 'unrecorded';
+      })
+      .then((outcome) => {
+        this.counters[outcome]++;
+        this.running.delete(claimed.task.id);
+        this.requestClaim();
+      });
+    this.running.set(claimed.task.id, { lease, done });
+  }
+
+  private async sendHeartbeats(): Promise<void> {
+    const leases = [...this.running.values()].map((run) => run.lease);
+    if (!leases.length) return;
+    let owned: Set<string>;
+    try {
+      owned = await this.tasks.heartbeat(
+        leases.map((lease) => lease.taskId),
+        leases.map((lease) => lease.claimToken),
+      );
+    } catch (error) {
+      this.logger.warn(`Heartbeat failed (${describeError(error).message})`);
+      return;
+    }
+    for (const lease of leases) {
+      if (!owned.has(lease.taskId) && this.running.get(lease.taskId)?.lease === lease) lease.stop('lease-lost');
+    }
+  }
+}

@@ -1,0 +1,232 @@
+import { Inject, Injectable, Type } from '@nestjs/common';
+import { plainToInstance } from 'class-transformer';
+import { validate, ValidationError } from 'class-validator';
+import { EntityManager } from 'typeorm';
+import { WorkflowRegistry } from '../discovery/workflow.registry';
+import { RESOLVED_DURAFLOW_OPTIONS, WORKFLOW_NAME_PATTERN } from '../duraflow.constants';
+import { ResolvedDuraflowOptions } from '../duraflow.options';
+import { AgentTask } from '../entities/agent-task.entity';
+import { StepRun } from '../entities/step-run.entity';
+import {
+  InputTooLargeError,
+  InputValidationError,
+  InputViolation,
+  InvalidCursorError,
+  InvalidListOptionsError,
+  InvalidSubmitOptionsError,
+  InvalidWorkflowNameError,
+  TaskAlreadyFinishedError,
+  TaskNotFoundError,
+  WaitForTimeoutError,
+} from '../errors';
+import { toJson } from '../execution/json';
+import { isTerminalStatus, TaskStatus } from '../interfaces/task-status';
+import { TaskNotifications } from '../notifications/task-notifications';
+import { DuraflowDatabase } from '../persistence/duraflow-database';
+import { StepStore } from '../persistence/step.store';
+import { TaskStore } from '../persistence/task.store';
+
+export interface SubmitOptions {
+  /** Higher runs first. Default 0. */
+  priority?: number;
+  /** Not claimed before this time. */
+  scheduledAt?: Date | string;
+  /** Recoveries after a worker died before the task fails. Default: the workflow's, else the module's (3). */
+  maxRetries?: number;
+  /** Submitting again with the same key (for the same workflow) returns the first task and creates nothing. */
+  idempotencyKey?: string;
+  /** Create the task in the caller's transaction: it exists (and is claimable) only if that commits. */
+  manager?: EntityManager;
+}
+
+export interface ListTasksOptions {
+  status?: TaskStatus | `${TaskStatus}`;
+  workflowName?: string;
+  /** 1..1000, default 50. */
+  limit?: number;
+  /** `nextCursor` of the previous page. */
+  cursor?: string;
+}
+
+export interface TaskPage {
+  items: AgentTask[];
+  /** Pass to `list` for the next (older) page; null on the last page. */
+  nextCursor: string | null;
+}
+
+export interface WaitForOptions {
+  /** Default 30 s. */
+  timeoutMs?: number;
+  /** Fallback poll while no notification arrives. Default 200 ms. */
+  pollIntervalMs?: number;
+}
+
+const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const INT32_MAX = 2_147_483_647;
+
+/** Submit, inspect, list, cancel and await workflow runs. */
+@Injectable()
+export class WorkflowService {
+  constructor(
+    @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
+    private readonly registry: WorkflowRegistry,
+    private readonly db: DuraflowDatabase,
+    private readonly tasks: TaskStore,
+    private readonly steps: StepStore,
+    private readonly notifications: TaskNotifications,
+  ) {}
+
+  /**
+   * Creates a `pending` task of workflow `name`. Everything is checked before anything is
+   * written: a bad name, an unknown workflow, input failing the workflow's DTO, input that
+   * is not JSON or too large, or a bad option throws a typed error and writes nothing.
+   */
+  async submit<TInput = unknown>(
+    name: string,
+    input?: TInput,
+    options: SubmitOptions = {},
+    manager?: EntityManager,
+  ): Promise<AgentTask> {
+    if (typeof name !== 'string' || !WORKFLOW_NAME_PATTERN.test(name)) throw new InvalidWorkflowNameError(name);
+    const workflow = this.registry.get(name);
+    const opts = this.checkSubmitOptions(options ?? {});
+    const value = input === undefined ? {} : input;
+    const inputJson = toJson(value, `The input of workflow "${name}"`)!;
+    const bytes = Buffer.byteLength(inputJson, 'utf8');
+    if (bytes > this.options.maxInputBytes) throw new InputTooLargeError(name, bytes, this.options.maxInputBytes);
+    if (workflow.inputType) await this.validateInput(name, workflow.inputType, JSON.parse(inputJson));
+
+    const { task } = await this.tasks.insertTask(this.db.forManager(manager ?? options?.manager), {
+      workflowName: name,
+      inputJson,
+      priority: opts.priority,
+      scheduledAt: opts.scheduledAt,
+      maxRetries: opts.maxRetries ?? workflow.maxRetries ?? this.options.maxRetries,
+      idempotencyKey: opts.idempotencyKey,
+    });
+    return task;
+  }
+
+  /** The task, or null when no task has this id. */
+  async get(id: string): Promise<AgentTask | null> {
+    if (typeof id !== 'string' || !UUID_PATTERN.test(id)) return null;
+    return this.tasks.findTask(id);
+  }
+
+  /** The task's step checkpoints: completed ones in completion order, then the unfinished. */
+  async getSteps(id: string): Promise<StepRun[]> {
+    if (typeof id !== 'string' || !UUID_PATTERN.test(id)) return [];
+    return this.steps.listSteps(id);
+  }
+
+  /** Newest first, optionally by status and workflow, paged with a keyset cursor. */
+  async list(options: ListTasksOptions = {}): Promise<TaskPage> {
+    const limit = options.limit ?? 50;
+    if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000) {
+      throw new InvalidListOptionsError('limit', `must be an integer from 1 to 1000, got ${String(limit)}.`);
+    }
+    if (options.status !== undefined && !Object.values(TaskStatus).includes(options.status as TaskStatus)) {
+      throw new InvalidListOptionsError('status', `must be one of ${Object.values(TaskStatus).join(', ')}.`);
+    }
+    const rows = await this.tasks.listTasks({
+      status: options.status,
+      workflowName: options.workflowName,
+      limit: limit + 1,
+      after: options.cursor ? decodeCursor(options.cursor) : undefined,
+    });
+    const page = rows.slice(0, limit);
+    const last = page[page.length - 1];
+    return {
+      items: page.map((row) => row.task),
+      nextCursor: rows.length > limit && last ? encodeCursor(last.createdAtMicros, last.task.id) : null,
+    };
+  }
+
+  /**
+   * Cancels a pending or running task (a running one stops before its next step, and its
+   * current step's signal aborts). A finished task cannot be cancelled.
+   */
+  async cancel(id: string): Promise<AgentTask> {
+    if (typeof id !== 'string' || !UUID_PATTERN.test(id)) throw new TaskNotFoundError(String(id));
+    const { task, previousStatus } = await this.tasks.cancelTask(id);
+    if (!previousStatus) throw new TaskNotFoundError(id);
+    if (!task) throw new TaskAlreadyFinishedError(id, previousStatus);
+    return task;
+  }
+
+  /** Resolves with the task once it reaches a terminal status. */
+  async waitFor(id: string, options: WaitForOptions = {}): Promise<AgentTask> {
+    const timeoutMs = options.timeoutMs ?? 30_000;
+    const pollIntervalMs = options.pollIntervalMs ?? 200;
+    const deadline = Date.now() + timeoutMs;
+    let wake: () => void = () => undefined;
+    const unsubscribe = this.notifications.onFinished((taskId) => taskId === id && wake());
+    try {
+      for (;;) {
+        const task = await this.get(id);
+        if (!task) throw new TaskNotFoundError(id);
+        if (isTerminalStatus(task.status)) return task;
+        const remaining = deadline - Date.now();
+        if (remaining <= 0) throw new WaitForTimeoutError(id, timeoutMs, task.status);
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, Math.min(pollIntervalMs, remaining));
+          wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+      }
+    } finally {
+      unsubscribe();
+    }
+  }
+
+  private checkSubmitOptions(options: SubmitOptions) {
+    const priority = options.priority ?? 0;
+    if (!Number.isInteger(priority) || Math.abs(priority) > INT32_MAX) {
+      throw new InvalidSubmitOptionsError('priority', `must be an integer (32-bit), got ${String(options.priority)}.`);
+    }
+    let scheduledAt: Date | null = null;
+    if (options.scheduledAt !== undefined && options.scheduledAt !== null) {
+      scheduledAt = options.scheduledAt instanceof Date ? options.scheduledAt : new Date(options.scheduledAt);
+      if (Number.isNaN(scheduledAt.getTime())) {
+        throw new InvalidSubmitOptionsError('scheduledAt', `must be a Date or an ISO-8601 string, got ${String(options.scheduledAt)}.`);
+      }
+    }
+    const maxRetries = options.maxRetries;
+    if (maxRetries !== undefined && (!Number.isInteger(maxRetries) || maxRetries < 0 || maxRetries > INT32_MAX)) {
+      throw new InvalidSubmitOptionsError('maxRetries', `must be an integer >= 0, got ${String(maxRetries)}.`);
+    }
+    const key = options.idempotencyKey;
+    if (key !== undefined && key !== null && (typeof key !== 'string' || key.length === 0 || key.length > 255)) {
+      throw new InvalidSubmitOptionsError('idempotencyKey', 'must be a non-empty string of at most 255 characters.');
+    }
+    return { priority, scheduledAt, maxRetries, idempotencyKey: key ?? null };
+  }
+
+  private async validateInput(name: string, dto: Type<object>, input: unknown): Promise<void> {
+    if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+      throw new InputValidationError(name, [{ property: '$', constraints: { isObject: `input must be an object matching ${dto.name}` } }]);
+    }
+    const errors = await validate(plainToInstance(dto, input), { forbidUnknownValues: false });
+    if (errors.length) throw new InputValidationError(name, flattenViolations(errors));
+  }
+}
+
+function flattenViolations(errors: ValidationError[], prefix = ''): InputViolation[] {
+  return errors.flatMap((error) => {
+    const property = prefix ? `${prefix}.${error.property}` : error.property;
+    const own = error.constraints ? [{ property, constraints: error.constraints }] : [];
+    return [...own, ...flattenViolations(error.children ?? [], property)];
+  });
+}
+
+function encodeCursor(createdAtMicros: string, id: string): string {
+  return Buffer.from(`${createdAtMicros}:${id}`, 'utf8').toString('base64url');
+}
+
+function decodeCursor(cursor: string): { createdAtMicros: string; id: string } {
+  const match = /^(-?\d{1,19}):([0-9a-f-]{36})$/i.exec(Buffer.from(String(cursor), 'base64url').toString('utf8'));
+  if (!match || !UUID_PATTERN.test(match[2])) throw new InvalidCursorError();
+  return { createdAtMicros: match[1], id: match[2] };
+}

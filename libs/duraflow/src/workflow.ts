@@ -1,0 +1,14 @@
+import { FunctionalWorkflowDefinition, FunctionalWorkflowOptions } from './interfaces/workflow-definition';
+import { WorkflowContext } from './interfaces/workflow-context';
+
+/**
+ * The seeds' functional form: `workflow('payment', async (ctx) => ..., { compensations })`.
+ * Validated when the module boots, with the decorated classes.
+ */
+export function workflow<TInput = any, TOutput = any>(
+  name: string,
+  run: (ctx: WorkflowContext<TInput>) => Promise<TOutput> | TOutput,
+  options: FunctionalWorkflowOptions = {},
+): FunctionalWorkflowDefinition<TInput, TOutput> {
+  return Object.freeze({ kind: 'functional-workflow' as const, name, run, options });
+}

@@ -1,0 +1,5 @@
+import { SeedSchema1700000000000 } from './1700000000000-SeedSchema';
+import { EngineColumns1700000000001 } from './1700000000001-EngineColumns';
+
+/** Every Duraflow migration, in order: pass to a TypeORM DataSource's `migrations`. */
+export const DURAFLOW_MIGRATIONS = [SeedSchema1700000000000, EngineColumns1700000000001];

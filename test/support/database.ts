@@ -1,0 +1,49 @@
+import { randomBytes } from 'node:crypto';
+import { Client } from 'pg';
+import { runMigrations } from '../../src/db/migrate';
+
+/** The server tests create their databases on; override with DATABASE_URL. */
+export const SERVER_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
+
+export interface TestDatabase {
+  name: string;
+  url: string;
+  /** A plain client on the test database, for assertions and side-effect tables. */
+  client: Client;
+  drop(): Promise<void>;
+}
+
+function withDatabase(url: string, database: string): string {
+  const parsed = new URL(url);
+  parsed.pathname = `/${database}`;
+  return parsed.toString();
+}
+
+async function onServer<T>(fn: (client: Client) => Promise<T>): Promise<T> {
+  const admin = new Client({ connectionString: SERVER_URL });
+  await admin.connect();
+  try {
+    return await fn(admin);
+  } finally {
+    await admin.end();
+  }
+}
+
+/** A fresh database of its own, migrated, so test files run in parallel and start clean. */
+export async function createTestDatabase(options: { migrate?: boolean } = {}): Promise<TestDatabase> {
+  const name = `duraflow_test_${randomBytes(6).toString('hex')}`;
+  await onServer((admin) => admin.query(`CREATE DATABASE ${name}`));
+  const url = withDatabase(SERVER_URL, name);
+  if (options.migrate ?? true) await runMigrations(url);
+  const client = new Client({ connectionString: url });
+  await client.connect();
+  return {
+    name,
+    url,
+    client,
+    drop: async () => {
+      await client.end().catch(() => undefined);
+      await onServer((admin) => admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+    },
+  };
+}
