@@ -7,6 +7,14 @@ import { TaskStatus } from '../interfaces/task-status';
   where: `status = 'pending'`,
 })
 @Index('idx_agent_tasks_heartbeat', ['heartbeatAt'], { where: `status = 'running'` })
+@Index('idx_agent_tasks_idempotency', ['workflowName', 'idempotencyKey'], {
+  unique: true,
+  where: 'idempotency_key IS NOT NULL',
+})
+// Engine indexes with DESC keys, which @Index cannot spell: the migration owns them.
+@Index('idx_agent_tasks_claim', { synchronize: false })
+@Index('idx_agent_tasks_created', { synchronize: false })
+@Index('idx_agent_tasks_status_created', { synchronize: false })
 export class AgentTask {
   @PrimaryColumn({ type: 'uuid', default: () => 'gen_random_uuid()' })
   id: string;

@@ -5,7 +5,8 @@ export type StepRunStatus = 'pending' | 'running' | 'completed' | 'failed';
 
 /** One step's checkpoint: a row of `step_runs` (seed 000). A `completed` row is the memo. */
 @Entity({ name: 'step_runs' })
-@Unique(['taskId', 'stepKey'])
+// Named as PostgreSQL names the seed's inline UNIQUE and REFERENCES, so TypeORM sees no drift.
+@Unique('step_runs_task_id_step_key_key', ['taskId', 'stepKey'])
 @Index('idx_step_runs_task_step', ['taskId', 'stepKey'], { unique: true })
 @Index('idx_step_runs_compensation', ['taskId'], { where: 'compensation_fn IS NOT NULL' })
 export class StepRun {
@@ -16,7 +17,7 @@ export class StepRun {
   taskId: string;
 
   @ManyToOne(() => AgentTask, { onDelete: 'CASCADE', createForeignKeyConstraints: true })
-  @JoinColumn({ name: 'task_id' })
+  @JoinColumn({ name: 'task_id', foreignKeyConstraintName: 'step_runs_task_id_fkey' })
   task?: AgentTask;
 
   @Column({ name: 'step_key', type: 'varchar', length: 255 })
