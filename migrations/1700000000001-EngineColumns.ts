@@ -1,8 +1,8 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
- * What the engine needs beyond the seed. It only adds (nullable columns, indexes, a
- * sequence); no seed column, default or index is changed or dropped.
+ * What the engine needs beyond the seed. It only adds (nullable columns and indexes);
+ * no seed column, default or index is changed or dropped.
  */
 export class EngineColumns1700000000001 implements MigrationInterface {
   name = 'EngineColumns1700000000001';
@@ -33,15 +33,13 @@ export class EngineColumns1700000000001 implements MigrationInterface {
       CREATE INDEX idx_agent_tasks_status_created
       ON agent_tasks(status, created_at DESC, id DESC)`);
 
-    // The order in which a run's steps completed, for a LIFO rollback that does not depend on
-    // clock resolution when two steps complete within the same microsecond.
-    await queryRunner.query(`CREATE SEQUENCE step_runs_completion_seq`);
-    await queryRunner.query(`ALTER TABLE step_runs ADD COLUMN completion_seq BIGINT`);
+    // The position of a step in the order its run's steps completed (1, 2, ...), for a LIFO
+    // rollback that does not depend on clock resolution.
+    await queryRunner.query(`ALTER TABLE step_runs ADD COLUMN completion_seq INTEGER`);
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query(`ALTER TABLE step_runs DROP COLUMN completion_seq`);
-    await queryRunner.query(`DROP SEQUENCE step_runs_completion_seq`);
     await queryRunner.query(`DROP INDEX idx_agent_tasks_status_created`);
     await queryRunner.query(`DROP INDEX idx_agent_tasks_created`);
     await queryRunner.query(`DROP INDEX idx_agent_tasks_claim`);

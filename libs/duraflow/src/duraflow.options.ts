@@ -36,6 +36,8 @@ export interface DuraflowReaperOptions {
 }
 
 export interface DuraflowModuleOptions {
+  /** Name of the host's TypeORM DataSource (`TypeOrmModule.forRoot({ name })`). Default: the default one. */
+  dataSource?: string;
   /** This process's worker id (written to agent_tasks.worker_id). Default `<hostname>-<pid>-<random>`. */
   workerId?: string;
   /** Redis for reaper leader election; without it a PostgreSQL advisory lock elects the leader. */
@@ -68,6 +70,7 @@ export interface ResolvedStepOptions {
 
 /** Every option with its default applied: the one place defaults live. */
 export interface ResolvedDuraflowOptions {
+  dataSource: string | undefined;
   workerId: string;
   redis: DuraflowRedisOptions | undefined;
   worker: Required<DuraflowWorkerOptions>;
@@ -83,6 +86,7 @@ export const DEFAULT_BACKOFF: ResolvedBackoff = { initialDelayMs: 100, factor: 2
 
 export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): ResolvedDuraflowOptions {
   const resolved: ResolvedDuraflowOptions = {
+    dataSource: options.dataSource,
     workerId: options.workerId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
     redis: options.redis,
     worker: {

@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger, OnModuleInit, Type } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import { RESOLVED_DURAFLOW_OPTIONS, WORKFLOW_NAME_PATTERN } from '../duraflow.constants';
-import { ResolvedDuraflowOptions, resolveStepOptions } from '../duraflow.options';
+import { ResolvedDuraflowOptions, ResolvedStepOptions, resolveStepOptions } from '../duraflow.options';
 import {
   DuplicateCompensationError,
   DuplicateStepDefinitionError,
@@ -12,7 +12,7 @@ import {
   UnknownCompensationTargetError,
 } from '../errors';
 import { FunctionalWorkflowDefinition, WorkflowOptions } from '../interfaces/workflow-definition';
-import { WorkflowContext } from '../interfaces/workflow-context';
+import { StepOptions, WorkflowContext } from '../interfaces/workflow-context';
 import { WorkflowMetadataAccessor } from './workflow-metadata.accessor';
 import { RegisteredCompensation, RegisteredWorkflow, WorkflowRegistry } from './workflow.registry';
 
@@ -72,7 +72,7 @@ export class WorkflowExplorer implements OnModuleInit {
         if (first) {
           throw new DuplicateStepDefinitionError(name, stepMeta.key, `${metatype.name}.${first}`, `${metatype.name}.${method}`);
         }
-        resolveStepOptions(stepMeta.options, step, `@Step("${stepMeta.key}") on ${metatype.name}.${method}`);
+        this.resolveStepOptionsOf(name, stepMeta.options, step, `@Step("${stepMeta.key}") on ${metatype.name}.${method}`);
         steps.set(stepMeta.key, method);
       }
       const compensated = this.metadata.getCompensatedStepKey(fn);
@@ -138,8 +138,13 @@ export class WorkflowExplorer implements OnModuleInit {
     if (options.maxRetries !== undefined && (!Number.isSafeInteger(options.maxRetries) || options.maxRetries < 0)) {
       throw new InvalidWorkflowDefinitionError(name, `${source}: "maxRetries" must be an integer >= 0.`);
     }
+    return this.resolveStepOptionsOf(name, options.step, this.options.step, `${source} step`);
+  }
+
+  /** Step options out of range are a mistake in this workflow's definition, not in the module options. */
+  private resolveStepOptionsOf(name: string, options: StepOptions | undefined, base: ResolvedStepOptions, where: string) {
     try {
-      return resolveStepOptions(options.step, this.options.step, `${source} step`);
+      return resolveStepOptions(options, base, where);
     } catch (error) {
       if (error instanceof DuraflowError) throw new InvalidWorkflowDefinitionError(name, error.message);
       throw error;

@@ -1,4 +1,12 @@
-import { Column, CreateDateColumn, DeleteDateColumn, Entity, Index, PrimaryColumn, UpdateDateColumn } from 'typeorm';
+import {
+  Column,
+  CreateDateColumn,
+  DeleteDateColumn,
+  Entity,
+  Index,
+  PrimaryGeneratedColumn,
+  UpdateDateColumn,
+} from 'typeorm';
 import { TaskStatus } from '../interfaces/task-status';
 
 /** A workflow run: one row of `agent_tasks` (seed 000), plus the engine's own columns. */
@@ -16,7 +24,8 @@ import { TaskStatus } from '../interfaces/task-status';
 @Index('idx_agent_tasks_created', { synchronize: false })
 @Index('idx_agent_tasks_status_created', { synchronize: false })
 export class AgentTask {
-  @PrimaryColumn({ type: 'uuid', default: () => 'gen_random_uuid()' })
+  // How TypeORM reads back `UUID PRIMARY KEY DEFAULT gen_random_uuid()`; a plain default would drift.
+  @PrimaryGeneratedColumn('uuid')
   id: string;
 
   @Column({ name: 'workflow_name', type: 'varchar', length: 255 })

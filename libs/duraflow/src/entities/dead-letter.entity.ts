@@ -1,10 +1,11 @@
-import { Column, CreateDateColumn, Entity, Index, PrimaryColumn } from 'typeorm';
+import { Column, CreateDateColumn, Entity, Index, PrimaryGeneratedColumn } from 'typeorm';
 
 /** A compensation that failed for good: a row of `dead_letter_queue` (seed 000). */
 @Entity({ name: 'dead_letter_queue' })
 @Index('idx_dlq_task_id', ['taskId'])
 export class DeadLetter {
-  @PrimaryColumn({ type: 'uuid', default: () => 'gen_random_uuid()' })
+  // How TypeORM reads back `UUID PRIMARY KEY DEFAULT gen_random_uuid()`; a plain default would drift.
+  @PrimaryGeneratedColumn('uuid')
   id: string;
 
   @Column({ name: 'task_id', type: 'uuid' })

@@ -1,4 +1,13 @@
-import { Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn, Unique } from 'typeorm';
+import {
+  Column,
+  CreateDateColumn,
+  Entity,
+  Index,
+  JoinColumn,
+  ManyToOne,
+  PrimaryGeneratedColumn,
+  Unique,
+} from 'typeorm';
 import { AgentTask } from './agent-task.entity';
 
 export type StepRunStatus = 'pending' | 'running' | 'completed' | 'failed';
@@ -10,7 +19,8 @@ export type StepRunStatus = 'pending' | 'running' | 'completed' | 'failed';
 @Index('idx_step_runs_task_step', ['taskId', 'stepKey'], { unique: true })
 @Index('idx_step_runs_compensation', ['taskId'], { where: 'compensation_fn IS NOT NULL' })
 export class StepRun {
-  @PrimaryColumn({ type: 'uuid', default: () => 'gen_random_uuid()' })
+  // How TypeORM reads back `UUID PRIMARY KEY DEFAULT gen_random_uuid()`; a plain default would drift.
+  @PrimaryGeneratedColumn('uuid')
   id: string;
 
   @Column({ name: 'task_id', type: 'uuid' })
@@ -55,6 +65,6 @@ export class StepRun {
   attempt: number;
 
   /** Engine column: position in the order the run's steps completed (LIFO rollback). */
-  @Column({ name: 'completion_seq', type: 'bigint', nullable: true })
-  completionSeq: string | null;
+  @Column({ name: 'completion_seq', type: 'integer', nullable: true })
+  completionSeq: number | null;
 }

@@ -2,9 +2,9 @@ import { NotSerializableError } from '../errors';
 
 /**
  * JSON.stringify that refuses what JSON would silently drop or change: functions, symbols,
- * bigints, non-finite numbers, `undefined` in arrays, Maps and Sets, and cycles. Objects
- * with `toJSON` (Date, Buffer) are taken as JSON takes them. `undefined` at the top gives
- * `undefined` (stored as SQL NULL).
+ * bigints, non-finite numbers, invalid Dates, `undefined` (or holes) in arrays, Maps and Sets,
+ * and cycles. Objects with `toJSON` (Date, Buffer) are taken as JSON takes them. `undefined`
+ * at the top gives `undefined` (stored as SQL NULL).
  */
 export function toJson(value: unknown, what: string): string | undefined {
   checkJsonValue(value, what, '$', new Set());
@@ -29,6 +29,9 @@ function checkJsonValue(value: unknown, what: string, path: string, ancestors: S
   }
   if (value === null) return;
   const object = value as Record<string, unknown>;
+  if (value instanceof Date && Number.isNaN(value.getTime())) {
+    throw new NotSerializableError(what, path, 'an invalid Date would be stored as null');
+  }
   if (typeof object.toJSON === 'function') {
     checkJsonValue(object.toJSON(), what, path, ancestors);
     return;
@@ -40,13 +43,15 @@ function checkJsonValue(value: unknown, what: string, path: string, ancestors: S
   if (ancestors.has(object)) throw new NotSerializableError(what, path, 'the value refers to itself (a cycle)');
   ancestors.add(object);
   if (Array.isArray(value)) {
-    value.forEach((item, index) => {
+    // An index loop, not forEach: forEach skips the holes of a sparse array, which JSON turns into null.
+    for (let index = 0; index < value.length; index++) {
+      const item: unknown = value[index];
       const itemPath = `${path}[${index}]`;
       if (item === undefined || typeof item === 'function' || typeof item === 'symbol') {
         throw new NotSerializableError(what, itemPath, `${typeof item} in an array would become null`);
       }
       checkJsonValue(item, what, itemPath, ancestors);
-    });
+    }
   } else {
     for (const key of Object.keys(object)) {
       const item = object[key];

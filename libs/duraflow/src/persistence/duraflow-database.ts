@@ -1,6 +1,10 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
+import { getDataSourceToken } from '@nestjs/typeorm';
 import { Client, Pool, PoolConfig, QueryResultRow } from 'pg';
 import { DataSource, EntityManager } from 'typeorm';
+import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
+import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { InvalidDuraflowOptionsError } from '../errors';
 
 /** Runs one statement; `name` makes it a prepared statement on the connection that runs it. */
@@ -14,16 +18,42 @@ export interface SqlExecutor {
  * EntityManager is used as is, so a submit joins the caller's transaction.
  */
 @Injectable()
-export class DuraflowDatabase implements SqlExecutor {
-  constructor(private readonly dataSource: DataSource) {}
+export class DuraflowDatabase implements SqlExecutor, OnModuleInit {
+  private resolved: DataSource | undefined;
 
-  private get pool(): Pool {
-    if (this.dataSource.options.type !== 'postgres') {
+  constructor(
+    private readonly moduleRef: ModuleRef,
+    @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
+  ) {}
+
+  /** Fails the boot, not the first submit, when the DataSource is missing or not PostgreSQL. */
+  onModuleInit(): void {
+    void this.dataSource;
+  }
+
+  /** The host's DataSource (the default one, or the one named by the `dataSource` option). */
+  get dataSource(): DataSource {
+    if (this.resolved) return this.resolved;
+    let dataSource: DataSource;
+    try {
+      dataSource = this.moduleRef.get(getDataSourceToken(this.options.dataSource) as string, { strict: false });
+    } catch {
       throw new InvalidDuraflowOptionsError(
-        'DataSource',
-        `must be a PostgreSQL DataSource (type "postgres"), got "${this.dataSource.options.type}".`,
+        'dataSource',
+        `names no TypeORM DataSource${this.options.dataSource ? ` "${this.options.dataSource}"` : ''}: import ` +
+          `TypeOrmModule.forRoot({ type: 'postgres', ... }) in the application (or fix the name).`,
       );
     }
+    if (dataSource.options.type !== 'postgres') {
+      throw new InvalidDuraflowOptionsError(
+        'dataSource',
+        `must be a PostgreSQL DataSource (type "postgres"), got "${dataSource.options.type}".`,
+      );
+    }
+    return (this.resolved = dataSource);
+  }
+
+  private get pool(): Pool {
     const pool = (this.dataSource.driver as unknown as { master?: Pool }).master;
     if (!pool) throw new Error('The TypeORM DataSource is not initialized: Duraflow needs it connected.');
     return pool;

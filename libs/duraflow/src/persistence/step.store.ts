@@ -53,7 +53,8 @@ export class StepStore {
   }): Promise<boolean> {
     const { rowCount } = await this.db.query(
       `INSERT INTO step_runs (task_id, step_key, status, output, compensation_fn, attempt, started_at, completed_at, completion_seq)
-       SELECT $1, $2, 'completed', $4::jsonb, $5, $6, $7, clock_timestamp(), nextval('step_runs_completion_seq')
+       SELECT $1, $2, 'completed', $4::jsonb, $5, $6, $7, clock_timestamp(),
+              (SELECT COALESCE(MAX(completion_seq), 0) + 1 FROM step_runs WHERE task_id = $1)
        FROM (${OWNED_TASK}) owner
        ON CONFLICT (task_id, step_key) DO UPDATE
        SET status = 'completed', output = EXCLUDED.output, error = NULL, compensation_fn = EXCLUDED.compensation_fn,

@@ -230,7 +230,7 @@ export class TaskStore {
              retry_count = CASE WHEN retry_count < max_retries THEN retry_count + 1 ELSE retry_count END,
              error = CASE WHEN retry_count < max_retries THEN error ELSE jsonb_build_object(
                'code', 'MAX_RETRIES_EXCEEDED', 'name', 'MaxRetriesExceededError',
-               'message', 'The task\'s worker stopped heartbeating ' || (retry_count + 1) || ' time(s); max_retries is ' || max_retries || '.') END,
+               'message', 'The task''s worker stopped heartbeating ' || (retry_count + 1) || ' time(s); max_retries is ' || max_retries || '.') END,
              completed_at = CASE WHEN retry_count < max_retries THEN NULL ELSE now() END,
              worker_id = NULL, claim_token = NULL, heartbeat_at = NULL, updated_at = now()
          WHERE status = 'running' AND heartbeat_at < now() - $1 * interval '1 millisecond'

@@ -193,7 +193,8 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
       })
       .then((outcome) => {
         this.counters[outcome]++;
-        this.running.delete(claimed.task.id);
+        // A re-claim of the same task may already hold the slot: only remove this run's own.
+        if (this.running.get(claimed.task.id)?.lease === lease) this.running.delete(claimed.task.id);
         this.requestClaim();
       });
     this.running.set(claimed.task.id, { lease, done });

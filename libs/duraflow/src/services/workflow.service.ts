@@ -183,7 +183,7 @@ export class WorkflowService {
 
   private checkSubmitOptions(options: SubmitOptions) {
     const priority = options.priority ?? 0;
-    if (!Number.isInteger(priority) || Math.abs(priority) > INT32_MAX) {
+    if (!Number.isInteger(priority) || priority < -INT32_MAX - 1 || priority > INT32_MAX) {
       throw new InvalidSubmitOptionsError('priority', `must be an integer (32-bit), got ${String(options.priority)}.`);
     }
     let scheduledAt: Date | null = null;

@@ -1,0 +1,517 @@
+import { TestingModule } from '@nestjs/testing';
+import { randomUUID } from 'node:crypto';
+import { DataSource } from 'typeorm';
+import {
+  InvalidCursorError,
+  InvalidListOptionsError,
+  TaskAlreadyFinishedError,
+  TaskNotFoundError,
+  TaskStatus,
+  WaitForTimeoutError,
+  WorkerService,
+  Workflow,
+  WorkflowContext,
+  workflow,
+  WorkflowService,
+} from '@duraflow/nestjs';
+import { StepBarrier } from './fixtures/worker/barrier';
+import { TestBed } from './fixtures/worker/test-bed';
+import { waitUntil } from './fixtures/worker/wait';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const SUBMIT_ONLY = { worker: { enabled: false } };
+
+/** A workflow that records the input of every run it executes, and echoes it. */
+function recordingWorkflow(name: string, runs: unknown[], options: { maxRetries?: number } = {}) {
+  return workflow(
+    name,
+    async (ctx: WorkflowContext) => {
+      await ctx.step.run('record', () => {
+        runs.push(ctx.input);
+      });
+      return { echo: ctx.input };
+    },
+    options,
+  );
+}
+
+@Workflow('decorated-retries', { maxRetries: 2 })
+class DecoratedRetriesWorkflow {
+  async run() {
+    return null;
+  }
+}
+
+describe('WorkflowService', () => {
+  const bed = new TestBed();
+
+  beforeEach(() => bed.setUp());
+  afterEach(() => bed.tearDown());
+
+  async function countTasks(where = 'TRUE', values: unknown[] = []): Promise<number> {
+    const { rows } = await bed.db.client.query(`SELECT count(*)::int AS n FROM agent_tasks WHERE ${where}`, values);
+    return rows[0].n;
+  }
+
+  describe('submit', () => {
+    it('returns the pending task it created, with priority 0 and the module default of 3 retries', async () => {
+      const app = await bed.start({ duraflow: { ...SUBMIT_ONLY, workflows: [recordingWorkflow('plain', [])] } });
+      const workflows = app.get(WorkflowService);
+
+      const task = await workflows.submit('plain', { orderId: 42 });
+
+      expect(task.id).toMatch(UUID);
+      expect(task).toMatchObject({
+        workflowName: 'plain',
+        status: TaskStatus.PENDING,
+        input: { orderId: 42 },
+        priority: 0,
+        maxRetries: 3,
+        retryCount: 0,
+        scheduledAt: null,
+        startedAt: null,
+        workerId: null,
+        idempotencyKey: null,
+      });
+      expect(task.createdAt).toBeInstanceOf(Date);
+      expect(await workflows.get(task.id)).toEqual(task);
+      expect(await countTasks()).toBe(1);
+    });
+
+    it('takes maxRetries from the submit option, else the workflow option, else the module option', async () => {
+      const app = await bed.start({
+        duraflow: {
+          ...SUBMIT_ONLY,
+          maxRetries: 5,
+          workflows: [recordingWorkflow('plain', []), recordingWorkflow('careful', [], { maxRetries: 7 })],
+        },
+        providers: [DecoratedRetriesWorkflow],
+      });
+      const workflows = app.get(WorkflowService);
+
+      const moduleDefault = await workflows.submit('plain', {});
+      const functionalOption = await workflows.submit('careful', {});
+      const decoratedOption = await workflows.submit('decorated-retries', {});
+      const submitOverWorkflow = await workflows.submit('careful', {}, { maxRetries: 1 });
+      const submitZero = await workflows.submit('plain', {}, { maxRetries: 0, priority: 5 });
+
+      expect([moduleDefault, functionalOption, decoratedOption, submitOverWorkflow, submitZero].map((t) => t.maxRetries)).toEqual([
+        5, 7, 2, 1, 0,
+      ]);
+      expect(submitZero.priority).toBe(5);
+      const { rows } = await bed.db.client.query(`SELECT max_retries FROM agent_tasks WHERE id = $1`, [submitOverWorkflow.id]);
+      expect(rows[0].max_retries).toBe(1);
+    });
+  });
+
+  describe('idempotency', () => {
+    it('returns the first task for a repeated idempotency key and creates nothing new', async () => {
+      const app = await bed.start({ duraflow: { ...SUBMIT_ONLY, workflows: [recordingWorkflow('plain', [])] } });
+      const workflows = app.get(WorkflowService);
+
+      const first = await workflows.submit('plain', { attempt: 1 }, { idempotencyKey: 'order-1' });
+      const again = await workflows.submit('plain', { attempt: 2 }, { idempotencyKey: 'order-1' });
+      const other = await workflows.submit('plain', { attempt: 3 }, { idempotencyKey: 'order-2' });
+
+      expect(again.id).toBe(first.id);
+      expect(again.input).toEqual({ attempt: 1 });
+      expect(again.idempotencyKey).toBe('order-1');
+      expect(other.id).not.toBe(first.id);
+      expect(await countTasks()).toBe(2);
+    });
+
+    it('creates exactly one task when 20 submits with the same key race', async () => {
+      const app = await bed.start({ duraflow: { ...SUBMIT_ONLY, workflows: [recordingWorkflow('plain', [])] } });
+      const workflows = app.get(WorkflowService);
+
+      const tasks = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => workflows.submit('plain', { racer: i }, { idempotencyKey: 'race' })),
+      );
+
+      expect(new Set(tasks.map((task) => task.id)).size).toBe(1);
+      expect(await countTasks()).toBe(1);
+      expect(await countTasks(`idempotency_key = 'race'`)).toBe(1);
+    });
+
+    it('lets different workflows use the same key independently', async () => {
+      const app = await bed.start({
+        duraflow: { ...SUBMIT_ONLY, workflows: [recordingWorkflow('invoice', []), recordingWorkflow('shipment', [])] },
+      });
+      const workflows = app.get(WorkflowService);
+
+      const invoice = await workflows.submit('invoice', {}, { idempotencyKey: 'order-7' });
+      const shipment = await workflows.submit('shipment', {}, { idempotencyKey: 'order-7' });
+      const invoiceAgain = await workflows.submit('invoice', {}, { idempotencyKey: 'order-7' });
+      const shipmentAgain = await workflows.submit('shipment', {}, { idempotencyKey: 'order-7' });
+
+      expect(shipment.id).not.toBe(invoice.id);
+      expect(invoiceAgain.id).toBe(invoice.id);
+      expect(shipmentAgain.id).toBe(shipment.id);
+      expect(await countTasks()).toBe(2);
+    });
+
+    it('returns the finished task for a key whose run already completed, without running it again', async () => {
+      const runs: unknown[] = [];
+      const app = await bed.start({ duraflow: { workflows: [recordingWorkflow('charge', runs)] } });
+      const workflows = app.get(WorkflowService);
+      const first = await workflows.submit('charge', { amount: 10 }, { idempotencyKey: 'charge-1' });
+      await workflows.waitFor(first.id, { timeoutMs: 10_000 });
+
+      const again = await workflows.submit('charge', { amount: 10 }, { idempotencyKey: 'charge-1' });
+      const marker = await workflows.submit('charge', { marker: true });
+      await workflows.waitFor(marker.id, { timeoutMs: 10_000 });
+
+      expect(again.id).toBe(first.id);
+      expect(again.status).toBe(TaskStatus.COMPLETED);
+      expect(runs).toEqual([{ amount: 10 }, { marker: true }]);
+    });
+  });
+
+  describe('transactional submit', () => {
+    let app: TestingModule;
+    let workflows: WorkflowService;
+    let dataSource: DataSource;
+    let runs: unknown[];
+
+    beforeEach(async () => {
+      runs = [];
+      app = await bed.start({ duraflow: { workflows: [recordingWorkflow('fulfil', runs)] } });
+      workflows = app.get(WorkflowService);
+      dataSource = app.get(DataSource);
+      await bed.db.client.query(`CREATE TABLE orders (id int PRIMARY KEY)`);
+    });
+
+    /** A later task, run to the end: the worker has claimed since the earlier submit. */
+    async function runMarker(): Promise<void> {
+      const marker = await workflows.submit('fulfil', { marker: true });
+      expect((await workflows.waitFor(marker.id, { timeoutMs: 10_000 })).status).toBe(TaskStatus.COMPLETED);
+    }
+
+    it('leaves no task when the caller transaction rolls back, and the worker never runs it', async () => {
+      const rollback = dataSource.transaction(async (manager) => {
+        await manager.query(`INSERT INTO orders (id) VALUES (1)`);
+        const task = await workflows.submit('fulfil', { orderId: 1 }, {}, manager);
+        expect(task.status).toBe(TaskStatus.PENDING);
+        const inside = await manager.query(`SELECT count(*)::int AS n FROM agent_tasks WHERE id = $1`, [task.id]);
+        expect(inside[0].n).toBe(1);
+        expect(await countTasks('id = $1', [task.id])).toBe(0);
+        throw new Error('payment declined');
+      });
+
+      await expect(rollback).rejects.toThrow('payment declined');
+      expect(await countTasks()).toBe(0);
+      await runMarker();
+      expect(runs).toEqual([{ marker: true }]);
+      expect(await countTasks()).toBe(1);
+    });
+
+    it('creates the task when the caller transaction commits, and the worker runs it', async () => {
+      let id = '';
+      await dataSource.transaction(async (manager) => {
+        await manager.query(`INSERT INTO orders (id) VALUES (2)`);
+        id = (await workflows.submit('fulfil', { orderId: 2 }, {}, manager)).id;
+        // Uncommitted: invisible to every other connection, the workers' included.
+        expect(await countTasks('id = $1', [id])).toBe(0);
+      });
+
+      const done = await workflows.waitFor(id, { timeoutMs: 10_000 });
+      expect(done.status).toBe(TaskStatus.COMPLETED);
+      expect(done.output).toEqual({ echo: { orderId: 2 } });
+      expect(runs).toEqual([{ orderId: 2 }]);
+    });
+
+    it('joins the transaction passed as submit({ manager }), for rollback and commit alike', async () => {
+      await expect(
+        dataSource.transaction(async (manager) => {
+          await workflows.submit('fulfil', { orderId: 3 }, { manager, idempotencyKey: 'order-3' });
+          throw new Error('abort');
+        }),
+      ).rejects.toThrow('abort');
+      expect(await countTasks()).toBe(0);
+
+      const committed = await dataSource.transaction((manager) =>
+        workflows.submit('fulfil', { orderId: 4 }, { manager, idempotencyKey: 'order-3' }),
+      );
+
+      // The rolled-back submit did not keep the key either.
+      expect(committed.input).toEqual({ orderId: 4 });
+      expect((await workflows.waitFor(committed.id, { timeoutMs: 10_000 })).status).toBe(TaskStatus.COMPLETED);
+      await runMarker();
+      expect(runs).toEqual([{ orderId: 4 }, { marker: true }]);
+    });
+  });
+
+  describe('get, getSteps and list', () => {
+    it('gets a task and its steps in completion order; an unknown id gives null and no steps', async () => {
+      const twoSteps = workflow('two-steps', async (ctx) => {
+        const a = await ctx.step.run('first', () => 1);
+        const b = await ctx.step.run('second', () => a + 1);
+        return { b };
+      });
+      const app = await bed.start({ duraflow: { workflows: [twoSteps] } });
+      const workflows = app.get(WorkflowService);
+      const task = await workflows.submit('two-steps', {});
+      await workflows.waitFor(task.id, { timeoutMs: 10_000 });
+
+      const found = await workflows.get(task.id);
+      const steps = await workflows.getSteps(task.id);
+
+      expect(found).toMatchObject({ id: task.id, status: TaskStatus.COMPLETED, output: { b: 2 } });
+      expect(steps.map((step) => [step.stepKey, step.status, step.output])).toEqual([
+        ['first', 'completed', 1],
+        ['second', 'completed', 2],
+      ]);
+      expect(await workflows.get(randomUUID())).toBeNull();
+      expect(await workflows.get('not-a-uuid')).toBeNull();
+      expect(await workflows.getSteps(randomUUID())).toEqual([]);
+    });
+
+    it('lists newest first and filters by status and by workflow name', async () => {
+      const app = await bed.start({
+        duraflow: { ...SUBMIT_ONLY, workflows: [recordingWorkflow('alpha', []), recordingWorkflow('beta', [])] },
+      });
+      const workflows = app.get(WorkflowService);
+      const a1 = await workflows.submit('alpha', {});
+      const b1 = await workflows.submit('beta', {});
+      const a2 = await workflows.submit('alpha', {});
+      const b2 = await workflows.submit('beta', {});
+      const a3 = await workflows.submit('alpha', {});
+      await workflows.cancel(a2.id);
+      const ids = async (options: Parameters<WorkflowService['list']>[0]) => (await workflows.list(options)).items.map((t) => t.id);
+
+      expect(await ids({})).toEqual([a3.id, b2.id, a2.id, b1.id, a1.id]);
+      expect(await ids({ status: TaskStatus.CANCELLED })).toEqual([a2.id]);
+      expect(await ids({ status: 'pending' })).toEqual([a3.id, b2.id, b1.id, a1.id]);
+      expect(await ids({ workflowName: 'beta' })).toEqual([b2.id, b1.id]);
+      expect(await ids({ workflowName: 'alpha', status: 'pending' })).toEqual([a3.id, a1.id]);
+      expect(await ids({ workflowName: 'gamma' })).toEqual([]);
+      expect((await workflows.list({ workflowName: 'beta' })).nextCursor).toBeNull();
+    });
+
+    it('pages through 25 tasks 10 at a time with no duplicates or gaps, even when created_at ties', async () => {
+      const app = await bed.start({
+        duraflow: { ...SUBMIT_ONLY, workflows: [recordingWorkflow('alpha', []), recordingWorkflow('beta', [])] },
+      });
+      const workflows = app.get(WorkflowService);
+      // One transaction: now() is the same for all ten, so only the id orders them.
+      await app.get(DataSource).transaction(async (manager) => {
+        for (let i = 0; i < 10; i++) await workflows.submit('alpha', { i }, { manager });
+      });
+      await Promise.all(Array.from({ length: 15 }, (_, i) => workflows.submit(i % 3 ? 'alpha' : 'beta', { i })));
+      const { rows: ties } = await bed.db.client.query(
+        `SELECT count(*)::int AS n FROM agent_tasks GROUP BY created_at ORDER BY n DESC LIMIT 1`,
+      );
+      expect(ties[0].n).toBeGreaterThanOrEqual(10);
+
+      const expected = async (where: string) =>
+        (await bed.db.client.query(`SELECT id FROM agent_tasks WHERE ${where} ORDER BY created_at DESC, id DESC`)).rows.map(
+          (row) => row.id,
+        );
+      const pageThrough = async (options: { workflowName?: string }) => {
+        const pages: string[][] = [];
+        let cursor: string | undefined;
+        for (;;) {
+          const page = await workflows.list({ ...options, limit: 10, cursor });
+          pages.push(page.items.map((task) => task.id));
+          if (!page.nextCursor) return pages;
+          cursor = page.nextCursor;
+          if (pages.length > 10) throw new Error('list never returned a null nextCursor');
+        }
+      };
+
+      const pages = await pageThrough({});
+      expect(pages.map((page) => page.length)).toEqual([10, 10, 5]);
+      expect(new Set(pages.flat()).size).toBe(25);
+      expect(pages.flat()).toEqual(await expected('TRUE'));
+
+      const alphaPages = await pageThrough({ workflowName: 'alpha' });
+      expect(alphaPages.map((page) => page.length)).toEqual([10, 10]);
+      expect(alphaPages.flat()).toEqual(await expected(`workflow_name = 'alpha'`));
+    });
+
+    it('rejects a cursor it did not produce with InvalidCursorError', async () => {
+      const app = await bed.start({ duraflow: { ...SUBMIT_ONLY, workflows: [recordingWorkflow('alpha', [])] } });
+      const workflows = app.get(WorkflowService);
+      await workflows.submit('alpha', {});
+      await workflows.submit('alpha', {});
+      const { nextCursor } = await workflows.list({ limit: 1 });
+      expect(nextCursor).toEqual(expect.any(String));
+
+      await expect(workflows.list({ cursor: 'garbage' })).rejects.toBeInstanceOf(InvalidCursorError);
+      await expect(
+        workflows.list({ cursor: Buffer.from('123:not-a-uuid').toString('base64url') }),
+      ).rejects.toBeInstanceOf(InvalidCursorError);
+      await expect(workflows.list({ cursor: `${nextCursor}x` })).rejects.toBeInstanceOf(InvalidCursorError);
+      expect((await workflows.list({ cursor: nextCursor! })).items).toHaveLength(1);
+    });
+
+    it('rejects a limit outside 1..1000 or an unknown status with InvalidListOptionsError', async () => {
+      const app = await bed.start({ duraflow: { ...SUBMIT_ONLY, workflows: [recordingWorkflow('alpha', [])] } });
+      const workflows = app.get(WorkflowService);
+
+      for (const limit of [0, -1, 1001, 2.5, Number.NaN]) {
+        await expect(workflows.list({ limit })).rejects.toBeInstanceOf(InvalidListOptionsError);
+      }
+      await expect(workflows.list({ status: 'done' as TaskStatus })).rejects.toBeInstanceOf(InvalidListOptionsError);
+      expect((await workflows.list({ limit: 1000 })).items).toEqual([]);
+    });
+  });
+
+  describe('cancel', () => {
+    it('cancels a pending task, which the running worker then never runs', async () => {
+      const barrier = new StepBarrier();
+      const runs: unknown[] = [];
+      const blocker = workflow('blocker', async (ctx) => {
+        await ctx.step.run('block', () => barrier.pass());
+        return null;
+      });
+      const app = await bed.start({
+        duraflow: { worker: { concurrency: 1 }, workflows: [blocker, recordingWorkflow('errand', runs)] },
+      });
+      const workflows = app.get(WorkflowService);
+      try {
+        await workflows.submit('blocker', {});
+        await waitUntil(() => barrier.waiting === 1, 'the only worker slot is busy');
+        const target = await workflows.submit('errand', { which: 'cancelled' }, { priority: 10 });
+        const later = await workflows.submit('errand', { which: 'later' });
+
+        const cancelled = await workflows.cancel(target.id);
+        expect(cancelled).toMatchObject({ id: target.id, status: TaskStatus.CANCELLED });
+        expect(cancelled.completedAt).toBeInstanceOf(Date);
+
+        barrier.open();
+        expect((await workflows.waitFor(later.id, { timeoutMs: 10_000 })).status).toBe(TaskStatus.COMPLETED);
+        const row = await bed.row(target.id);
+        expect(row.status).toBe('cancelled');
+        expect(row.started_at).toBeNull();
+        expect(row.worker_id).toBeNull();
+        expect(runs).toEqual([{ which: 'later' }]);
+      } finally {
+        barrier.open();
+      }
+    });
+
+    it('cancels a running task: its step signal aborts and the task stays cancelled', async () => {
+      const aborted: unknown[] = [];
+      const after: string[] = [];
+      const hanging = workflow('hanging', async (ctx) => {
+        await ctx.step.run(
+          'wait-for-abort',
+          ({ signal }) =>
+            new Promise((_, reject) =>
+              signal.addEventListener('abort', () => {
+                aborted.push(signal.reason);
+                reject(signal.reason);
+              }),
+            ),
+        );
+        after.push('a step after the cancelled one');
+        await ctx.step.run('never', () => after.push('never'));
+      });
+      const app = await bed.start({ duraflow: { workflows: [hanging] } });
+      const workflows = app.get(WorkflowService);
+      const worker = app.get(WorkerService);
+      const task = await workflows.submit('hanging', {});
+      await waitUntil(async () => (await bed.row(task.id)).status === 'running', 'the task is running');
+
+      const cancelled = await workflows.cancel(task.id);
+
+      expect(cancelled.status).toBe(TaskStatus.CANCELLED);
+      await waitUntil(() => aborted.length === 1 && worker.stats().stopped === 1, 'the worker stopped the run');
+      expect(worker.stats()).toMatchObject({ running: 0, completed: 0, failed: 0 });
+      expect(after).toEqual([]);
+      expect((await workflows.waitFor(task.id, { timeoutMs: 1_000 })).status).toBe(TaskStatus.CANCELLED);
+      const steps = await workflows.getSteps(task.id);
+      expect(steps.filter((step) => step.status === 'completed')).toEqual([]);
+    });
+
+    it('refuses to cancel a finished task with TaskAlreadyFinishedError and leaves it as it was', async () => {
+      const app = await bed.start({ duraflow: { workflows: [recordingWorkflow('errand', [])] } });
+      const workflows = app.get(WorkflowService);
+      const done = await workflows.submit('errand', {});
+      await workflows.waitFor(done.id, { timeoutMs: 10_000 });
+      const scheduled = await workflows.submit('errand', {}, { scheduledAt: new Date(Date.now() + 3_600_000) });
+      await workflows.cancel(scheduled.id);
+
+      const completedError = await workflows.cancel(done.id).catch((error: unknown) => error);
+      const cancelledError = await workflows.cancel(scheduled.id).catch((error: unknown) => error);
+
+      expect(completedError).toBeInstanceOf(TaskAlreadyFinishedError);
+      expect(completedError).toMatchObject({ taskId: done.id, status: 'completed' });
+      expect(cancelledError).toBeInstanceOf(TaskAlreadyFinishedError);
+      expect(cancelledError).toMatchObject({ taskId: scheduled.id, status: 'cancelled' });
+      expect((await bed.row(done.id)).status).toBe('completed');
+    });
+
+    it('throws TaskNotFoundError for an unknown id', async () => {
+      const app = await bed.start({ duraflow: { ...SUBMIT_ONLY, workflows: [recordingWorkflow('errand', [])] } });
+      const workflows = app.get(WorkflowService);
+
+      await expect(workflows.cancel(randomUUID())).rejects.toBeInstanceOf(TaskNotFoundError);
+      await expect(workflows.cancel('not-a-uuid')).rejects.toBeInstanceOf(TaskNotFoundError);
+    });
+  });
+
+  describe('waitFor', () => {
+    const outcomes = workflow('outcome', async (ctx: WorkflowContext<{ fail: boolean }>) => {
+      await ctx.step.run('decide', () => {
+        if (ctx.input.fail) throw new Error('card declined');
+        return 'ok';
+      });
+      return { paid: true };
+    });
+
+    it('resolves with the task once it completed', async () => {
+      const app = await bed.start({ duraflow: { workflows: [outcomes] } });
+      const workflows = app.get(WorkflowService);
+      const task = await workflows.submit('outcome', { fail: false });
+
+      const done = await workflows.waitFor(task.id, { timeoutMs: 10_000 });
+
+      expect(done).toMatchObject({ id: task.id, status: TaskStatus.COMPLETED, output: { paid: true } });
+      expect(done.completedAt).toBeInstanceOf(Date);
+    });
+
+    it('resolves with the task once it failed', async () => {
+      const app = await bed.start({ duraflow: { workflows: [outcomes] } });
+      const workflows = app.get(WorkflowService);
+      const task = await workflows.submit('outcome', { fail: true });
+
+      const done = await workflows.waitFor(task.id, { timeoutMs: 10_000 });
+
+      expect(done.status).toBe(TaskStatus.FAILED);
+      expect(done.error).toMatchObject({ message: 'card declined', stepKey: 'decide' });
+    });
+
+    it('rejects with WaitForTimeoutError when the task does not finish within timeoutMs', async () => {
+      const barrier = new StepBarrier();
+      const blocker = workflow('stuck', async (ctx) => {
+        await ctx.step.run('block', () => barrier.pass());
+        return null;
+      });
+      const app = await bed.start({ duraflow: { workflows: [blocker] } });
+      const workflows = app.get(WorkflowService);
+      try {
+        const running = await workflows.submit('stuck', {});
+        await waitUntil(() => barrier.waiting === 1, 'the step is blocked');
+        const waiting = await workflows.submit('stuck', {}, { scheduledAt: new Date(Date.now() + 3_600_000) });
+
+        const runningError = await workflows.waitFor(running.id, { timeoutMs: 300 }).catch((error: unknown) => error);
+        const pendingError = await workflows.waitFor(waiting.id, { timeoutMs: 300 }).catch((error: unknown) => error);
+
+        expect(runningError).toBeInstanceOf(WaitForTimeoutError);
+        expect(runningError).toMatchObject({ taskId: running.id, timeoutMs: 300, lastStatus: 'running' });
+        expect(pendingError).toBeInstanceOf(WaitForTimeoutError);
+        expect(pendingError).toMatchObject({ taskId: waiting.id, lastStatus: 'pending' });
+      } finally {
+        barrier.open();
+      }
+    });
+
+    it('rejects with TaskNotFoundError for an unknown id', async () => {
+      const app = await bed.start({ duraflow: { ...SUBMIT_ONLY, workflows: [outcomes] } });
+
+      await expect(app.get(WorkflowService).waitFor(randomUUID(), { timeoutMs: 1_000 })).rejects.toBeInstanceOf(TaskNotFoundError);
+    });
+  });
+});
