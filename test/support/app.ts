@@ -1,6 +1,7 @@
 import { DynamicModule, ModuleMetadata, Provider, Type } from '@nestjs/common';
 import { Test, TestingModule } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
 import { DURAFLOW_ENTITIES, DuraflowModule, DuraflowModuleOptions } from '@duraflow/nestjs';
 import { TestDatabase } from './database';
 
@@ -36,6 +37,12 @@ export async function startTestApp(options: TestAppOptions): Promise<TestingModu
     ...options.extra,
   }).compile();
   moduleRef.useLogger(['error', 'warn']);
-  await moduleRef.init();
+  try {
+    await moduleRef.init();
+  } catch (error) {
+    // close() re-throws a failed init, so the pool TypeORM opened at compile time is closed here.
+    await moduleRef.get(DataSource).destroy();
+    throw error;
+  }
   return moduleRef;
 }
