@@ -1,10 +1,12 @@
 import { Injectable, Module, Scope } from '@nestjs/common';
-import { TestingModule } from '@nestjs/testing';
+import { Test, TestingModule } from '@nestjs/testing';
+import { TypeOrmModule } from '@nestjs/typeorm';
 import {
   Compensate,
   DuplicateCompensationError,
   DuplicateStepDefinitionError,
   DuplicateWorkflowError,
+  DURAFLOW_ENTITIES,
   DuraflowError,
   DuraflowModule,
   FunctionalWorkflowDefinition,
@@ -283,6 +285,72 @@ describe('workflow definitions', () => {
       expect(done.status).toBe(TaskStatus.COMPLETED);
       expect(done.output).toEqual({ flightId: 'FL-1', seats: 2, passenger: 'Ada Lovelace' });
       expect(app.get(FlightsApi).booked).toEqual([{ from: 'LHR', to: 'JFK' }]);
+    });
+  });
+
+  describe('DuraflowModule.forRoot() with every default', () => {
+    let db: TestDatabase;
+
+    beforeAll(async () => {
+      db = await createTestDatabase();
+    });
+
+    afterAll(async () => {
+      await db?.drop();
+    });
+
+    it('boots with no options and runs a decorated workflow', async () => {
+      @Workflow('defaults-only')
+      class DefaultsWorkflow {
+        async run(ctx: WorkflowContext<{ n: number }>) {
+          return { n: await ctx.step.run('echo', () => ctx.input.n) };
+        }
+      }
+      const app = await startAppWith({ db, duraflowModule: DuraflowModule.forRoot(), providers: [DefaultsWorkflow] });
+      try {
+        const workflows = app.get(WorkflowService);
+        const task = await workflows.submit('defaults-only', { n: 7 });
+        expect(task.maxRetries).toBe(3);
+        const done = await workflows.waitFor(task.id, WAIT);
+        expect(done.status).toBe(TaskStatus.COMPLETED);
+        expect(done.output).toEqual({ n: 7 });
+      } finally {
+        await app.close();
+      }
+    });
+
+    it('uses the TypeORM DataSource named by the dataSource option', async () => {
+      @Workflow('named-source')
+      class NamedSourceWorkflow {
+        async run() {
+          return { ok: true };
+        }
+      }
+      const moduleRef = await Test.createTestingModule({
+        imports: [
+          TypeOrmModule.forRoot({ name: 'jobs', type: 'postgres', url: db.url, entities: [...DURAFLOW_ENTITIES] }),
+          DuraflowModule.forRoot({ ...TEST_DURAFLOW_OPTIONS, dataSource: 'jobs' }),
+        ],
+        providers: [NamedSourceWorkflow],
+      }).compile();
+      moduleRef.useLogger(['error', 'warn']);
+      await moduleRef.init();
+      try {
+        const workflows = moduleRef.get(WorkflowService);
+        const done = await workflows.waitFor((await workflows.submit('named-source', {})).id, WAIT);
+        expect(done.output).toEqual({ ok: true });
+      } finally {
+        await moduleRef.close();
+      }
+    });
+
+    it('refuses to boot when the dataSource option names no DataSource', async () => {
+      const error = await bootFailure({
+        db,
+        duraflowModule: DuraflowModule.forRoot({ ...TEST_DURAFLOW_OPTIONS, dataSource: 'missing' }),
+      });
+      expect(error).toBeInstanceOf(InvalidDuraflowOptionsError);
+      expect((error as Error).message).toContain('"missing"');
     });
   });
 

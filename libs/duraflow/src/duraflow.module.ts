@@ -1,10 +1,10 @@
-import { Module } from '@nestjs/common';
+import { DynamicModule, Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import { WorkflowMetadataAccessor } from './discovery/workflow-metadata.accessor';
 import { WorkflowExplorer } from './discovery/workflow.explorer';
 import { WorkflowRegistry } from './discovery/workflow.registry';
 import { RESOLVED_DURAFLOW_OPTIONS } from './duraflow.constants';
-import { DURAFLOW_MODULE_OPTIONS, DuraflowConfigurableModule } from './duraflow.module-definition';
+import { DURAFLOW_MODULE_OPTIONS, DURAFLOW_OPTIONS_TYPE, DuraflowConfigurableModule } from './duraflow.module-definition';
 import { DuraflowModuleOptions, resolveDuraflowOptions } from './duraflow.options';
 import { TaskExecutor } from './execution/task-executor';
 import { TaskNotifications } from './notifications/task-notifications';
@@ -46,4 +46,9 @@ import { WorkflowService } from './services/workflow.service';
   ],
   exports: [WorkflowService, WorkerService, ReaperService, SagaService, WorkflowRegistry],
 })
-export class DuraflowModule extends DuraflowConfigurableModule {}
+export class DuraflowModule extends DuraflowConfigurableModule {
+  /** `forRoot()` with every default is a working setup: a worker, no Redis, decorated workflows only. */
+  static override forRoot(options: typeof DURAFLOW_OPTIONS_TYPE = {}): DynamicModule {
+    return super.forRoot(options);
+  }
+}
