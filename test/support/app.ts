@@ -37,10 +37,17 @@ export async function startTestApp(options: TestAppOptions): Promise<TestingModu
     ...options.extra,
   }).compile();
   moduleRef.useLogger(['error', 'warn']);
+  return initTestingModule(moduleRef);
+}
+
+/**
+ * Initialises a compiled module. Nest's close() re-throws a failed init, so when init fails
+ * the pool TypeORM opened at compile time is closed here before the error goes on.
+ */
+export async function initTestingModule(moduleRef: TestingModule): Promise<TestingModule> {
   try {
     await moduleRef.init();
   } catch (error) {
-    // close() re-throws a failed init, so the pool TypeORM opened at compile time is closed here.
     await moduleRef.get(DataSource).destroy();
     throw error;
   }
