@@ -1,7 +1,18 @@
 import { Injectable } from '@nestjs/common';
-import { TestingModule } from '@nestjs/testing';
-import { Compensate, Step, TaskStatus, Workflow, WorkflowContext, WorkflowService, workflow } from '@duraflow/nestjs';
-import { startTestApp } from './support/app';
+import { Test, TestingModule } from '@nestjs/testing';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import {
+  Compensate,
+  DURAFLOW_ENTITIES,
+  DuraflowModule,
+  Step,
+  TaskStatus,
+  Workflow,
+  WorkflowContext,
+  WorkflowService,
+  workflow,
+} from '@duraflow/nestjs';
+import { initTestingModule, startTestApp, TEST_DURAFLOW_OPTIONS } from './support/app';
 import { createTestDatabase, TestDatabase } from './support/database';
 
 @Injectable()
@@ -35,7 +46,7 @@ const sum = workflow('sum', async (ctx: WorkflowContext<{ a: number; b: number }
   return { total };
 });
 
-describe('smoke', () => {
+describe('a host app with a decorated and a functional workflow', () => {
   let db: TestDatabase;
   let app: TestingModule;
 
@@ -62,5 +73,38 @@ describe('smoke', () => {
       ['make-greeting', 'completed', 'greeting.undo'],
       ['shout', 'completed', null],
     ]);
+  });
+});
+
+describe('a host app whose schema TypeORM synchronized from DURAFLOW_ENTITIES (no migrations)', () => {
+  let db: TestDatabase;
+  let app: TestingModule;
+
+  beforeAll(async () => {
+    db = await createTestDatabase({ migrate: false });
+    const moduleRef = await Test.createTestingModule({
+      imports: [
+        TypeOrmModule.forRoot({ type: 'postgres', url: db.url, entities: [...DURAFLOW_ENTITIES], synchronize: true }),
+        DuraflowModule.forRoot({ ...TEST_DURAFLOW_OPTIONS, workflows: [sum] }),
+      ],
+    }).compile();
+    moduleRef.useLogger(['error', 'warn']);
+    app = await initTestingModule(moduleRef);
+  });
+  afterAll(async () => {
+    await app?.close();
+    await db?.drop();
+  });
+
+  it('runs workflows, with idempotent submits, on the synchronized tables', async () => {
+    const workflows = app.get(WorkflowService);
+    const first = await workflows.submit('sum', { a: 1, b: 2 }, { idempotencyKey: 'once' });
+    const again = await workflows.submit('sum', { a: 1, b: 2 }, { idempotencyKey: 'once' });
+    expect(again.id).toBe(first.id);
+    const done = await workflows.waitFor(first.id, { timeoutMs: 5000 });
+    expect(done.status).toBe(TaskStatus.COMPLETED);
+    expect(done.output).toEqual({ total: 3 });
+    const { rows } = await db.client.query(`SELECT count(*)::int AS n FROM agent_tasks`);
+    expect(rows[0].n).toBe(1);
   });
 });
