@@ -38,14 +38,6 @@ export class WorkflowRegistry {
     }
   }
 
-  has(name: string): boolean {
-    return this.workflows.has(name);
-  }
-
-  find(name: string): RegisteredWorkflow | undefined {
-    return this.workflows.get(name);
-  }
-
   /** @throws UnknownWorkflowError */
   get(name: string): RegisteredWorkflow {
     const workflow = this.workflows.get(name);

@@ -8,7 +8,6 @@ export class TaskLease {
 
   constructor(
     readonly taskId: string,
-    readonly workflowName: string,
     readonly claimToken: string,
   ) {}
 

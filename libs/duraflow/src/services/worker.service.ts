@@ -183,7 +183,7 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
   }
 
   private runTask(claimed: ClaimedTask): void {
-    const lease = new TaskLease(claimed.task.id, claimed.task.workflowName, claimed.claimToken);
+    const lease = new TaskLease(claimed.task.id, claimed.claimToken);
     this.counters.claimed++;
     const done = this.executor
       .execute(claimed, lease)
