@@ -11,7 +11,7 @@ import { createTestDatabase, TestDatabase } from './support/database';
 const execFileAsync = promisify(execFile);
 const REPO_ROOT = join(__dirname, '..');
 const SEED_TEXT = readFileSync(join(__dirname, 'fixtures/schema/seed-000-database-schema.txt'), 'utf8');
-const MIGRATIONS = ['SeedSchema1700000000000', 'EngineColumns1700000000001'];
+const MIGRATIONS = ['SeedSchema1700000000000', 'EngineColumns1700000000001', 'SagaColumns1700000000002'];
 /** npx and tsx start slowly when other suites load the machine. */
 const CHILD_PROCESS_TIMEOUT_MS = 120_000;
 
@@ -66,11 +66,12 @@ const DEAD_LETTER_QUEUE_SEED_COLUMNS: ColumnRow[] = [
   ['created_at', 'timestamp with time zone', null, 'YES', 'now()'],
 ];
 
-// The engine's own columns (migration EngineColumns): nullable, no default, after the seed's.
+// The engine's own columns (migrations EngineColumns and SagaColumns): nullable, no default, after the seed's.
 const ENGINE_EXTRA_COLUMNS: Record<string, ColumnRow[]> = {
   agent_tasks: [
     ['idempotency_key', 'character varying', 255, 'YES', null],
     ['claim_token', 'uuid', null, 'YES', null],
+    ['rollback_reason', 'character varying', 20, 'YES', null],
   ],
   step_runs: [['completion_seq', 'integer', null, 'YES', null]],
   dead_letter_queue: [],
@@ -362,6 +363,7 @@ describe('schema (seed 000 "Database Schema")', () => {
         'idx_agent_tasks_created',
         'idx_agent_tasks_idempotency',
         'idx_agent_tasks_status_created',
+        'idx_dlq_step_id',
       ];
       expect(rows.map((r) => r.indexname)).toEqual(
         [...Object.keys(SEED_INDEXES), ...constraintIndexes, ...engineIndexes].sort(),
@@ -697,9 +699,13 @@ describe('schema (seed 000 "Database Schema")', () => {
       expect(letter.id).toEqual(result.identifiers[0].id);
       expect(letter.createdAt).toBeInstanceOf(Date);
 
-      const withoutError = await letters.insert({ taskId, stepId });
+      const otherStepId = '00000000-0000-4000-8000-00000000000c';
+      const withoutError = await letters.insert({ taskId, stepId: otherStepId });
       const bare = await letters.findOneOrFail({ where: { id: withoutError.identifiers[0].id, error: IsNull() } });
-      expect(bare).toMatchObject({ taskId, stepId, error: null, retryCount: 0 });
+      expect(bare).toMatchObject({ taskId, stepId: otherStepId, error: null, retryCount: 0 });
+
+      // One open dead letter per step (idx_dlq_step_id): a second entry for a step is refused.
+      await expect(letters.insert({ taskId, stepId })).rejects.toThrow(/idx_dlq_step_id/);
     });
   });
 });

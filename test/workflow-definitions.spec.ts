@@ -99,12 +99,13 @@ describe('workflow definitions', () => {
       const [bookFlight] = await workflows.getSteps(task.id);
 
       const compensation = app.get(WorkflowRegistry).resolveCompensation(bookFlight.compensationFn!);
-      expect(compensation).toBeInstanceOf(Function);
-      await compensation!(bookFlight.output, {
+      expect(compensation?.fn).toBeInstanceOf(Function);
+      await compensation!.fn(bookFlight.output, {
         runId: task.id,
         workflowName: 'booking',
         stepKey: 'book-flight',
         signal: new AbortController().signal,
+        attempt: 1,
       });
       expect(flights.cancelled).toEqual([(bookFlight.output as { id: string }).id]);
     });
@@ -145,11 +146,12 @@ describe('workflow definitions', () => {
       const [charge] = await workflows.getSteps(task.id);
 
       const compensation = app.get(WorkflowRegistry).resolveCompensation(charge.compensationFn!);
-      await compensation!(charge.output, {
+      await compensation!.fn(charge.output, {
         runId: task.id,
         workflowName: 'payment',
         stepKey: 'charge-card',
         signal: new AbortController().signal,
+        attempt: 1,
       });
       expect(refunds).toEqual([{ chargeId: 'ch-7', amount: 7 }]);
     });

@@ -6,6 +6,8 @@ import { WorkflowRegistry } from './discovery/workflow.registry';
 import { RESOLVED_DURAFLOW_OPTIONS } from './duraflow.constants';
 import { DURAFLOW_MODULE_OPTIONS, DURAFLOW_OPTIONS_TYPE, DuraflowConfigurableModule } from './duraflow.module-definition';
 import { DuraflowModuleOptions, resolveDuraflowOptions } from './duraflow.options';
+import { LeaseHeartbeat } from './execution/lease-heartbeat';
+import { SagaExecutor } from './execution/saga-executor';
 import { TaskExecutor } from './execution/task-executor';
 import { TaskNotifications } from './notifications/task-notifications';
 import { DeadLetterStore } from './persistence/dead-letter.store';
@@ -38,6 +40,8 @@ import { WorkflowService } from './services/workflow.service';
     StepStore,
     DeadLetterStore,
     TaskNotifications,
+    LeaseHeartbeat,
+    SagaExecutor,
     TaskExecutor,
     WorkflowService,
     WorkerService,

@@ -52,6 +52,11 @@ export interface DuraflowModuleOptions {
   maxRetries?: number;
   /** Default options of every step. */
   step?: StepOptions;
+  /**
+   * Default options of every compensation (saga undo): `timeout` default 30 s, `retries`
+   * default 2 (so up to 3 attempts) before the compensation goes to the dead-letter queue.
+   */
+  compensation?: StepOptions;
   /** Largest accepted input, as JSON bytes. Default 1 MiB. */
   maxInputBytes?: number;
 }
@@ -79,10 +84,14 @@ export interface ResolvedDuraflowOptions {
   workflows: FunctionalWorkflowDefinition[];
   maxRetries: number;
   step: ResolvedStepOptions;
+  compensation: ResolvedStepOptions;
   maxInputBytes: number;
 }
 
 export const DEFAULT_BACKOFF: ResolvedBackoff = { initialDelayMs: 100, factor: 2, maxDelayMs: 30_000 };
+
+/** A compensation that hangs must not hold a rollback forever: 30 s, then it counts as failed. */
+export const DEFAULT_COMPENSATION_OPTIONS: ResolvedStepOptions = { retries: 2, timeout: 30_000, backoff: DEFAULT_BACKOFF };
 
 export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): ResolvedDuraflowOptions {
   const resolved: ResolvedDuraflowOptions = {
@@ -105,6 +114,7 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
     workflows: options.workflows ?? [],
     maxRetries: options.maxRetries ?? 3,
     step: resolveStepOptions(options.step, { retries: 0, timeout: undefined, backoff: DEFAULT_BACKOFF }, 'step'),
+    compensation: resolveStepOptions(options.compensation, DEFAULT_COMPENSATION_OPTIONS, 'compensation'),
     maxInputBytes: options.maxInputBytes ?? 1024 * 1024,
   };
   checkText('workerId', resolved.workerId, 255);

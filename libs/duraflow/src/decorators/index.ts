@@ -1,3 +1,3 @@
 export { Workflow, WorkflowMetadata } from './workflow.decorator';
 export { Step, StepMetadata } from './step.decorator';
-export { Compensate } from './compensate.decorator';
+export { Compensate, CompensateMetadata } from './compensate.decorator';

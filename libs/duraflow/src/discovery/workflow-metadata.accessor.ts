@@ -1,6 +1,7 @@
 import { Injectable, Type } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { COMPENSATE_METADATA, STEP_METADATA, WORKFLOW_METADATA } from '../duraflow.constants';
+import { CompensateMetadata } from '../decorators/compensate.decorator';
 import { StepMetadata } from '../decorators/step.decorator';
 import { WorkflowMetadata } from '../decorators/workflow.decorator';
 
@@ -17,7 +18,7 @@ export class WorkflowMetadataAccessor {
     return this.reflector.get(STEP_METADATA, method);
   }
 
-  getCompensatedStepKey(method: Function): string | undefined {
+  getCompensateMetadata(method: Function): CompensateMetadata | undefined {
     return this.reflector.get(COMPENSATE_METADATA, method);
   }
 }

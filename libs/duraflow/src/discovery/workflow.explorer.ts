@@ -58,11 +58,11 @@ export class WorkflowExplorer implements OnModuleInit {
     if (typeof instance?.run !== 'function') {
       throw new InvalidWorkflowDefinitionError(name, `${source} has no run(ctx) method: add one; it is the workflow's entry point.`);
     }
-    const step = this.resolveWorkflowOptions(name, source, options);
+    const { step, compensation } = this.resolveWorkflowOptions(name, source, options);
 
     const prototype = Object.getPrototypeOf(instance);
     const steps = new Map<string, string>();
-    const compensationMethods: Array<{ method: string; stepKey: string }> = [];
+    const compensationMethods: Array<{ method: string; stepKey: string; options?: StepOptions }> = [];
     for (const method of this.scanner.getAllMethodNames(prototype)) {
       const fn = prototype[method];
       const stepMeta = this.metadata.getStepMetadata(fn);
@@ -75,18 +75,22 @@ export class WorkflowExplorer implements OnModuleInit {
         this.resolveStepOptionsOf(name, stepMeta.options, step, `@Step("${stepMeta.key}") on ${metatype.name}.${method}`);
         steps.set(stepMeta.key, method);
       }
-      const compensated = this.metadata.getCompensatedStepKey(fn);
-      if (compensated !== undefined) compensationMethods.push({ method, stepKey: compensated });
+      const compensated = this.metadata.getCompensateMetadata(fn);
+      if (compensated !== undefined) compensationMethods.push({ method, stepKey: compensated.stepKey, options: compensated.options });
     }
 
     const compensations = new Map<string, RegisteredCompensation>();
-    for (const { method, stepKey } of compensationMethods) {
+    for (const { method, stepKey, options: compensateOptions } of compensationMethods) {
       const where = `@Compensate("${stepKey}") on ${metatype.name}.${method}`;
       if (!steps.has(stepKey)) throw new UnknownCompensationTargetError(name, stepKey, where, [...steps.keys()]);
       const first = compensations.get(stepKey);
       if (first) throw new DuplicateCompensationError(name, stepKey, first.name, `${name}.${method}`);
       const fn = instance[method] as (...args: unknown[]) => unknown;
-      compensations.set(stepKey, { name: `${name}.${method}`, fn: (output, ctx) => fn.call(instance, output, ctx) });
+      compensations.set(stepKey, {
+        name: `${name}.${method}`,
+        fn: (output, ctx) => fn.call(instance, output, ctx),
+        options: this.resolveStepOptionsOf(name, compensateOptions, compensation, where),
+      });
     }
 
     const run = instance.run as (ctx: WorkflowContext) => unknown;
@@ -111,14 +115,14 @@ export class WorkflowExplorer implements OnModuleInit {
     if (typeof definition.run !== 'function') {
       throw new InvalidWorkflowDefinitionError(name, `the second argument of workflow("${name}", fn) must be a function.`);
     }
-    const step = this.resolveWorkflowOptions(name, source, options);
+    const { step, compensation } = this.resolveWorkflowOptions(name, source, options);
     const compensations = new Map<string, RegisteredCompensation>();
     for (const [stepKey, fn] of Object.entries(options.compensations ?? {})) {
       this.checkStepKey(name, stepKey, `${source} compensations`);
       if (typeof fn !== 'function') {
         throw new InvalidWorkflowDefinitionError(name, `compensations["${stepKey}"] must be a function of the step's output.`);
       }
-      compensations.set(stepKey, { name: `${name}.compensations.${stepKey}`, fn });
+      compensations.set(stepKey, { name: `${name}.compensations.${stepKey}`, fn, options: compensation });
     }
     return {
       name,
@@ -138,7 +142,10 @@ export class WorkflowExplorer implements OnModuleInit {
     if (options.maxRetries !== undefined && (!Number.isSafeInteger(options.maxRetries) || options.maxRetries < 0)) {
       throw new InvalidWorkflowDefinitionError(name, `${source}: "maxRetries" must be an integer >= 0.`);
     }
-    return this.resolveStepOptionsOf(name, options.step, this.options.step, `${source} step`);
+    return {
+      step: this.resolveStepOptionsOf(name, options.step, this.options.step, `${source} step`),
+      compensation: this.resolveStepOptionsOf(name, options.compensation, this.options.compensation, `${source} compensation`),
+    };
   }
 
   /** Step options out of range are a mistake in this workflow's definition, not in the module options. */

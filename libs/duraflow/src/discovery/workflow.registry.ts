@@ -8,6 +8,8 @@ export interface RegisteredCompensation {
   /** What `step_runs.compensation_fn` stores; resolves back through `resolveCompensation`. */
   name: string;
   fn: CompensationFn;
+  /** Timeout, retries and backoff (compensate site over workflow over module). */
+  options: ResolvedStepOptions;
 }
 
 /** A workflow as the engine runs it, whichever way it was defined. */
@@ -27,14 +29,14 @@ export interface RegisteredWorkflow {
 @Injectable()
 export class WorkflowRegistry {
   private readonly workflows = new Map<string, RegisteredWorkflow>();
-  private readonly compensationsByName = new Map<string, CompensationFn>();
+  private readonly compensationsByName = new Map<string, RegisteredCompensation>();
 
   register(workflow: RegisteredWorkflow): void {
     const existing = this.workflows.get(workflow.name);
     if (existing) throw new DuplicateWorkflowError(workflow.name, existing.source, workflow.source);
     this.workflows.set(workflow.name, workflow);
     for (const compensation of workflow.compensations.values()) {
-      this.compensationsByName.set(compensation.name, compensation.fn);
+      this.compensationsByName.set(compensation.name, compensation);
     }
   }
 
@@ -50,7 +52,7 @@ export class WorkflowRegistry {
   }
 
   /** The compensation a `step_runs.compensation_fn` value names, in this process. */
-  resolveCompensation(name: string): CompensationFn | undefined {
+  resolveCompensation(name: string): RegisteredCompensation | undefined {
     return this.compensationsByName.get(name);
   }
 }

@@ -83,7 +83,17 @@ export class AgentTask {
   /** Engine column: the fencing token of the current claim; writes of an older claim land nowhere. */
   @Column({ name: 'claim_token', type: 'uuid', nullable: true, select: false })
   claimToken?: string | null;
+
+  /**
+   * Engine column: set while the task's completed steps are being compensated (`failed`: a
+   * step failed for good or the reaper gave up; `cancelled`: cancel with compensate). A task
+   * claimed with it set resumes its rollback rather than running its workflow.
+   */
+  @Column({ name: 'rollback_reason', type: 'varchar', length: 20, nullable: true })
+  rollbackReason: RollbackReason | null;
 }
+
+export type RollbackReason = 'failed' | 'cancelled';
 
 /** What a failed task keeps in `agent_tasks.error`. */
 export interface TaskError {

@@ -3,6 +3,7 @@ import { Column, CreateDateColumn, Entity, Index, PrimaryGeneratedColumn } from 
 /** A compensation that failed for good: a row of `dead_letter_queue` (seed 000). */
 @Entity({ name: 'dead_letter_queue' })
 @Index('idx_dlq_task_id', ['taskId'])
+@Index('idx_dlq_step_id', ['stepId'], { unique: true })
 export class DeadLetter {
   // How TypeORM reads back `UUID PRIMARY KEY DEFAULT gen_random_uuid()`; a plain default would drift.
   @PrimaryGeneratedColumn('uuid')

@@ -3,3 +3,4 @@ export * from './definition.errors';
 export * from './submit.errors';
 export * from './task.errors';
 export * from './step.errors';
+export * from './saga.errors';

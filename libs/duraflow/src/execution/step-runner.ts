@@ -10,6 +10,7 @@ import {
 } from '../errors';
 import { StepContext, StepOptions, StepRunner } from '../interfaces/workflow-context';
 import { StepMemo, StepStore } from '../persistence/step.store';
+import { runAttempt } from './attempt';
 import { retryDelayMs, sleep } from './backoff';
 import { describeError, toJson } from './json';
 import { RunScope, runScopeStorage } from './run-scope';
@@ -33,6 +34,8 @@ export class MemoizedStepRunner implements StepRunner {
   /** Set when a checkpoint could not be written (database unreachable): the run must not decide anything. */
   persistenceFailure: unknown;
   lastFailure: StepFailure | undefined;
+  /** Some completed step of this task has a compensation that has not run: a failure rolls back. */
+  hasCompensableSteps: boolean;
   readonly scope: RunScope = { runStep: (key, fn, options) => this.runStep(key, fn, options) };
 
   constructor(
@@ -40,7 +43,9 @@ export class MemoizedStepRunner implements StepRunner {
     private readonly lease: TaskLease,
     private readonly memos: Map<string, StepMemo>,
     private readonly steps: StepStore,
-  ) {}
+  ) {
+    this.hasCompensableSteps = [...memos.values()].some((memo) => memo.compensable);
+  }
 
   run<T>(key: string, fn: (step: StepContext) => T | Promise<T>, options?: StepOptions): Promise<T> {
     return this.runStep(key, fn, options);
@@ -98,42 +103,35 @@ export class MemoizedStepRunner implements StepRunner {
         this.lastFailure = { error, stepKey: key, attempts: retry + 1 };
         throw error;
       }
+      const compensationFn = this.workflow.compensations.get(key)?.name ?? null;
       await this.checkpoint(() =>
         this.steps.recordStepCompleted({
           taskId: this.lease.taskId,
           claimToken: this.lease.claimToken,
           stepKey: key,
           outputJson: outputJson ?? null,
-          compensationFn: this.workflow.compensations.get(key)?.name ?? null,
+          compensationFn,
           attempt,
           startedAt,
         }),
       );
+      if (compensationFn) this.hasCompensableSteps = true;
       // The value a replay would return, so a run behaves the same before and after a crash.
       return (outputJson === undefined ? undefined : JSON.parse(outputJson)) as T;
     }
   }
 
   /** One attempt, raced against the run's stop and the step's timeout, inside the step's scope. */
-  private async attempt<T>(key: string, fn: (step: StepContext) => T | Promise<T>, attempt: number, timeout?: number): Promise<T> {
-    const controller = new AbortController();
-    const runSignal = this.lease.signal;
-    const forwardStop = () => controller.abort(runSignal.reason);
-    runSignal.addEventListener('abort', forwardStop, { once: true });
-    const aborted = new Promise<never>((_, reject) =>
-      controller.signal.addEventListener('abort', () => reject(controller.signal.reason), { once: true }),
+  private attempt<T>(key: string, fn: (step: StepContext) => T | Promise<T>, attempt: number, timeout?: number): Promise<T> {
+    return runAttempt(
+      (signal) => {
+        const context: StepContext = { signal, attempt };
+        return runScopeStorage.run({ ...this.scope, step: { key, context } }, async () => fn(context));
+      },
+      this.lease.signal,
+      timeout,
+      () => new StepTimeoutError(key, timeout!, attempt),
     );
-    aborted.catch(() => undefined);
-    const timer = timeout === undefined ? undefined : setTimeout(() => controller.abort(new StepTimeoutError(key, timeout, attempt)), timeout);
-    const context: StepContext = { signal: controller.signal, attempt };
-    try {
-      if (runSignal.aborted) forwardStop();
-      const body = runScopeStorage.run({ ...this.scope, step: { key, context } }, async () => fn(context));
-      return await Promise.race([body, aborted]);
-    } finally {
-      if (timer) clearTimeout(timer);
-      runSignal.removeEventListener('abort', forwardStop);
-    }
   }
 
   private async checkpoint(write: () => Promise<boolean>): Promise<void> {

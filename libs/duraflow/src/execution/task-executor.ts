@@ -1,6 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
-import { TaskError } from '../entities/agent-task.entity';
+import { AgentTask, TaskError } from '../entities/agent-task.entity';
 import { DuraflowError } from '../errors';
 import { TaskStatus } from '../interfaces/task-status';
 import { WorkflowContext } from '../interfaces/workflow-context';
@@ -8,15 +8,17 @@ import { StepStore } from '../persistence/step.store';
 import { ClaimedTask, TaskStore } from '../persistence/task.store';
 import { describeError, toJson } from './json';
 import { runScopeStorage } from './run-scope';
+import { SagaExecutor } from './saga-executor';
 import { MemoizedStepRunner } from './step-runner';
 import { TaskLease } from './task-lease';
 
 /** How one execution of a claimed task ended, as far as this worker knows. */
-export type RunOutcome = 'completed' | 'failed' | 'stopped' | 'unrecorded';
+export type RunOutcome = 'completed' | 'failed' | 'rolled_back' | 'partial_rollback' | 'cancelled' | 'stopped' | 'unrecorded';
 
 /**
  * Runs one claimed task to its end: loads its memoized steps, calls the workflow, and
- * records the outcome fenced on the claim. A run that was stopped (cancelled, taken over,
+ * records the outcome fenced on the claim. A run that fails for good with steps to undo
+ * goes through the saga; a task claimed in the middle of a rollback resumes the rollback. A run that was stopped (cancelled, taken over,
  * handed back) or could not reach the database records nothing: the database keeps the
  * last state it owned, and the reaper or the next claim carries on from there.
  */
@@ -28,9 +30,11 @@ export class TaskExecutor {
     private readonly registry: WorkflowRegistry,
     private readonly tasks: TaskStore,
     private readonly steps: StepStore,
+    private readonly saga: SagaExecutor,
   ) {}
 
   async execute({ task }: ClaimedTask, lease: TaskLease): Promise<RunOutcome> {
+    if (task.rollbackReason) return this.saga.rollback(task, lease, task.rollbackReason);
     const workflow = this.registry.get(task.workflowName);
     const memos = await this.steps.loadStepMemos(task.id);
     const runner = new MemoizedStepRunner(workflow, lease, memos, this.steps);
@@ -50,7 +54,7 @@ export class TaskExecutor {
       runner.close();
       if (lease.stoppedBecause) return 'stopped';
       if (runner.persistenceFailure) return 'unrecorded';
-      return this.recordFailure(task.id, lease, this.taskError(error, runner));
+      return this.fail(task, lease, runner, this.taskError(error, runner));
     }
     runner.close();
 
@@ -58,7 +62,7 @@ export class TaskExecutor {
     try {
       outputJson = toJson(output, `The output of workflow "${task.workflowName}"`);
     } catch (error) {
-      return this.recordFailure(task.id, lease, { ...this.taskError(error, runner), code: 'OUTPUT_NOT_SERIALIZABLE' });
+      return this.fail(task, lease, runner, { ...this.taskError(error, runner), code: 'OUTPUT_NOT_SERIALIZABLE' });
     }
     try {
       const owned = await this.tasks.completeTask(task.id, lease.claimToken, outputJson ?? null);
@@ -67,6 +71,12 @@ export class TaskExecutor {
       this.logger.warn(`Task ${task.id} finished but its completion could not be recorded (${describeError(error).message}); it will be recovered.`);
       return 'unrecorded';
     }
+  }
+
+  /** The run failed for good: undo its completed steps if it has any to undo, else end `failed`. */
+  private fail(task: AgentTask, lease: TaskLease, runner: MemoizedStepRunner, error: TaskError): Promise<RunOutcome> {
+    if (runner.hasCompensableSteps) return this.saga.rollback(task, lease, 'failed', { error });
+    return this.recordFailure(task.id, lease, error);
   }
 
   private async recordFailure(taskId: string, lease: TaskLease, error: TaskError): Promise<RunOutcome> {

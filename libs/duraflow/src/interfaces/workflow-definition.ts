@@ -4,10 +4,15 @@ import { StepOptions, WorkflowContext } from './workflow-context';
 export type CompensationFn<TOutput = any> = (output: TOutput, ctx: CompensationContext) => unknown | Promise<unknown>;
 
 export interface CompensationContext {
+  /** The task id. */
   readonly runId: string;
   readonly workflowName: string;
+  /** The step being undone. */
   readonly stepKey: string;
+  /** Aborted when the attempt times out or the rollback's worker loses the task. */
   readonly signal: AbortSignal;
+  /** 1 for the first attempt of this compensation, 2 for the first retry, and so on. */
+  readonly attempt: number;
 }
 
 export interface WorkflowOptions {
@@ -17,6 +22,8 @@ export interface WorkflowOptions {
   maxRetries?: number;
   /** Default options of every step of this workflow. */
   step?: StepOptions;
+  /** Default options (timeout, retries, backoff) of this workflow's compensations. */
+  compensation?: StepOptions;
 }
 
 export interface FunctionalWorkflowOptions extends WorkflowOptions {

@@ -1,32 +1,148 @@
 import { Injectable } from '@nestjs/common';
 import { DeadLetter } from '../entities/dead-letter.entity';
-import { DuraflowDatabase } from './duraflow-database';
+import { CREATED_AT_MICROS, KeysetPosition, olderThan } from './cursor';
+import { DuraflowDatabase, SqlExecutor } from './duraflow-database';
+
+export interface DeadLetterRow {
+  deadLetter: DeadLetter;
+  createdAtMicros: string;
+}
+
+/** A dead letter with what a retry needs: its step's saved output and compensation name. */
+export interface DeadLetterForRetry {
+  deadLetter: DeadLetter;
+  stepKey: string;
+  output: unknown;
+  outputUndefined: boolean;
+  compensationFn: string | null;
+  workflowName: string;
+  taskStatus: string;
+}
+
+const DEAD_LETTER_COLUMNS = `id, task_id, step_id, error, retry_count, created_at`;
+
+function toDeadLetter(row: Record<string, any>): DeadLetter {
+  return Object.assign(new DeadLetter(), {
+    id: row.id,
+    taskId: row.task_id,
+    stepId: row.step_id,
+    error: row.error,
+    retryCount: row.retry_count,
+    createdAt: row.created_at,
+  });
+}
 
 /** Every statement on `dead_letter_queue`. */
 @Injectable()
 export class DeadLetterStore {
   constructor(private readonly db: DuraflowDatabase) {}
 
-  /** Newest first, as the seed's "Find failed compensations" query orders them. */
-  async listDeadLetters(filter: { taskId?: string; limit: number }): Promise<DeadLetter[]> {
-    const values: unknown[] = [filter.limit];
-    let where = '';
+  /** Newest first, as the seed's "Find failed compensations" query orders them; keyset pages. */
+  async listDeadLetters(filter: { taskId?: string; limit: number; after?: KeysetPosition }): Promise<DeadLetterRow[]> {
+    const values: unknown[] = [];
+    const where: string[] = [];
     if (filter.taskId) {
       values.push(filter.taskId);
-      where = 'WHERE task_id = $2';
+      where.push(`task_id = $${values.length}`);
     }
+    if (filter.after) {
+      values.push(filter.after.createdAtMicros, filter.after.id);
+      where.push(olderThan(values.length - 1));
+    }
+    values.push(filter.limit);
     const { rows } = await this.db.query(
-      `SELECT id, task_id, step_id, error, retry_count, created_at FROM dead_letter_queue ${where}
-       ORDER BY created_at DESC, id DESC LIMIT $1`,
+      `SELECT ${DEAD_LETTER_COLUMNS}, ${CREATED_AT_MICROS} AS created_at_micros FROM dead_letter_queue
+       ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+       ORDER BY created_at DESC, id DESC LIMIT $${values.length}`,
       values,
     );
-    return rows.map((row) => Object.assign(new DeadLetter(), {
-      id: row.id,
-      taskId: row.task_id,
-      stepId: row.step_id,
-      error: row.error,
-      retryCount: row.retry_count,
-      createdAt: row.created_at,
-    }));
+    return rows.map((row) => ({ deadLetter: toDeadLetter(row), createdAtMicros: row.created_at_micros }));
+  }
+
+  /**
+   * Fenced on the rollback's claim: the compensation of `stepId` failed for good. One open
+   * dead letter per step (idx_dlq_step_id); writing again only refreshes its error.
+   */
+  async insertDeadLetter(taskId: string, claimToken: string, stepId: string, errorJson: string): Promise<boolean> {
+    const { rowCount } = await this.db.query(
+      `INSERT INTO dead_letter_queue (task_id, step_id, error)
+       SELECT $1, $3, $4::jsonb
+       FROM (SELECT 1 FROM agent_tasks WHERE id = $1 AND claim_token = $2 AND status = 'running' FOR SHARE) owner
+       ON CONFLICT (step_id) DO UPDATE SET error = EXCLUDED.error
+       RETURNING id`,
+      [taskId, claimToken, stepId, errorJson],
+      'duraflow_dead_letter',
+    );
+    return rowCount > 0;
+  }
+
+  /**
+   * Locks one dead letter for a retry (inside the caller's transaction) and reads what the
+   * retry needs. `busy` when another retry holds it.
+   */
+  async lockForRetry(tx: SqlExecutor, id: string): Promise<DeadLetterForRetry | 'busy' | null> {
+    let rows: Record<string, any>[];
+    try {
+      ({ rows } = await tx.query(
+        `SELECT d.id, d.task_id, d.step_id, d.error, d.retry_count, d.created_at,
+                s.step_key, s.output, s.output IS NULL AS output_undefined, s.compensation_fn,
+                t.workflow_name, t.status AS task_status
+         FROM dead_letter_queue d
+         JOIN step_runs s ON s.id = d.step_id
+         JOIN agent_tasks t ON t.id = d.task_id
+         WHERE d.id = $1
+         FOR UPDATE OF d NOWAIT`,
+        [id],
+      ));
+    } catch (error) {
+      if ((error as { code?: string }).code === '55P03') return 'busy'; // lock_not_available
+      throw error;
+    }
+    if (!rows.length) return null;
+    const row = rows[0];
+    return {
+      deadLetter: toDeadLetter(row),
+      stepKey: row.step_key,
+      output: row.output,
+      outputUndefined: row.output_undefined,
+      compensationFn: row.compensation_fn,
+      workflowName: row.workflow_name,
+      taskStatus: row.task_status,
+    };
+  }
+
+  /**
+   * The dead letter is resolved (its compensation succeeded on retry, or a person fixed the
+   * effect and discarded it): the entry goes; with `compensated` the step is marked undone;
+   * a `partial_rollback` task with no entry left becomes `rolled_back`. Returns the task's status.
+   */
+  async resolve(tx: SqlExecutor, deadLetter: DeadLetter, compensated: boolean): Promise<string | null> {
+    await tx.query(`DELETE FROM dead_letter_queue WHERE id = $1`, [deadLetter.id]);
+    if (compensated) {
+      await tx.query(`UPDATE step_runs SET compensated_at = clock_timestamp() WHERE id = $1 AND compensated_at IS NULL`, [
+        deadLetter.stepId,
+      ]);
+    }
+    const { rows } = await tx.query(
+      `WITH moved AS (
+         UPDATE agent_tasks SET status = 'rolled_back', updated_at = now()
+         WHERE id = $1 AND status = 'partial_rollback'
+           AND NOT EXISTS (SELECT 1 FROM dead_letter_queue WHERE task_id = $1)
+         RETURNING status
+       )
+       SELECT COALESCE((SELECT status FROM moved), (SELECT status FROM agent_tasks WHERE id = $1)) AS status`,
+      [deadLetter.taskId],
+    );
+    return rows[0]?.status ?? null;
+  }
+
+  /** A retry failed again: one more retry counted, and the latest error kept. */
+  async recordRetryFailure(tx: SqlExecutor, id: string, errorJson: string): Promise<DeadLetter> {
+    const { rows } = await tx.query(
+      `UPDATE dead_letter_queue SET retry_count = COALESCE(retry_count, 0) + 1, error = $2::jsonb
+       WHERE id = $1 RETURNING ${DEAD_LETTER_COLUMNS}`,
+      [id, errorJson],
+    );
+    return toDeadLetter(rows[0]);
   }
 }

@@ -76,6 +76,31 @@ export class DuraflowDatabase implements SqlExecutor, OnModuleInit {
     };
   }
 
+  /**
+   * Runs `work` in a transaction on one pooled connection: committed when it resolves, rolled
+   * back when it throws. A connection that failed is destroyed rather than returned to the pool.
+   */
+  async transaction<T>(work: (executor: SqlExecutor) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    let broken: Error | undefined;
+    try {
+      await client.query('BEGIN');
+      const result = await work({
+        query: async (text: string, values: unknown[] = [], name?: string) => {
+          const res = await client.query(name ? { name, text, values } : { text, values });
+          return { rows: res.rows, rowCount: res.rowCount ?? 0 };
+        },
+      });
+      await client.query('COMMIT');
+      return result;
+    } catch (error) {
+      await client.query('ROLLBACK').catch((rollbackError: Error) => (broken = rollbackError));
+      throw error;
+    } finally {
+      client.release(broken);
+    }
+  }
+
   /** A connection of its own, outside the pool, for LISTEN: same server and credentials. */
   createDedicatedClient(): Client {
     return new Client({ ...(this.pool.options as PoolConfig) });

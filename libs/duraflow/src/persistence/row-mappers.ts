@@ -3,7 +3,7 @@ import { StepRun } from '../entities/step-run.entity';
 
 /** The columns a task is read with (never the fencing token). */
 export const TASK_COLUMNS = `id, workflow_name, status, input, output, error, priority, scheduled_at, started_at,
-  completed_at, heartbeat_at, worker_id, retry_count, max_retries, created_at, updated_at, deleted_at, idempotency_key`;
+  completed_at, heartbeat_at, worker_id, retry_count, max_retries, created_at, updated_at, deleted_at, idempotency_key, rollback_reason`;
 
 export const STEP_COLUMNS = `id, task_id, step_key, status, input, output, error, compensation_fn, compensated_at,
   started_at, completed_at, created_at, attempt, completion_seq`;
@@ -28,6 +28,7 @@ export function toAgentTask(row: Record<string, any>): AgentTask {
   task.updatedAt = row.updated_at;
   task.deletedAt = row.deleted_at;
   task.idempotencyKey = row.idempotency_key;
+  task.rollbackReason = row.rollback_reason ?? null;
   return task;
 }
 

@@ -11,6 +11,20 @@ export interface StepMemo {
   /** The step returned `undefined` (stored as SQL NULL, unlike a JSON `null`). */
   outputUndefined: boolean;
   attempt: number;
+  /** Completed, with a compensation that has not run yet: a rollback would undo it. */
+  compensable: boolean;
+}
+
+/** A completed step with a compensation, as a rollback sees it. */
+export interface CompensableStep {
+  id: string;
+  stepKey: string;
+  output: unknown;
+  outputUndefined: boolean;
+  compensationFn: string;
+  compensated: boolean;
+  /** It already has an open dead letter: it failed for good in an earlier rollback run. */
+  deadLettered: boolean;
 }
 
 /**
@@ -26,14 +40,23 @@ export class StepStore {
 
   async loadStepMemos(taskId: string): Promise<Map<string, StepMemo>> {
     const { rows } = await this.db.query(
-      `SELECT step_key, status, output, output IS NULL AS output_undefined, attempt FROM step_runs WHERE task_id = $1`,
+      `SELECT step_key, status, output, output IS NULL AS output_undefined, attempt,
+              (status = 'completed' AND compensation_fn IS NOT NULL AND compensated_at IS NULL) AS compensable
+       FROM step_runs WHERE task_id = $1`,
       [taskId],
       'duraflow_load_steps',
     );
     return new Map(
       rows.map((row) => [
         row.step_key,
-        { stepKey: row.step_key, status: row.status, output: row.output, outputUndefined: row.output_undefined, attempt: row.attempt ?? 0 },
+        {
+          stepKey: row.step_key,
+          status: row.status,
+          output: row.output,
+          outputUndefined: row.output_undefined,
+          attempt: row.attempt ?? 0,
+          compensable: row.compensable,
+        },
       ]),
     );
   }
@@ -87,6 +110,44 @@ export class StepStore {
        RETURNING id`,
       [step.taskId, step.stepKey, step.claimToken, step.errorJson, step.attempt, step.startedAt],
       'duraflow_step_failed',
+    );
+    return rowCount > 0;
+  }
+
+  /**
+   * The steps a rollback undoes, in the order it undoes them: LIFO by completion time, ties
+   * broken by the order the run completed them (the seed's "Saga Rollback" query, made total).
+   */
+  async listCompensableSteps(taskId: string): Promise<CompensableStep[]> {
+    const { rows } = await this.db.query(
+      `SELECT s.id, s.step_key, s.output, s.output IS NULL AS output_undefined, s.compensation_fn,
+              s.compensated_at IS NOT NULL AS compensated,
+              EXISTS (SELECT 1 FROM dead_letter_queue d WHERE d.step_id = s.id) AS dead_lettered
+       FROM step_runs s
+       WHERE s.task_id = $1 AND s.status = 'completed' AND s.compensation_fn IS NOT NULL
+       ORDER BY s.completed_at DESC, s.completion_seq DESC NULLS LAST`,
+      [taskId],
+      'duraflow_compensable_steps',
+    );
+    return rows.map((row) => ({
+      id: row.id,
+      stepKey: row.step_key,
+      output: row.output,
+      outputUndefined: row.output_undefined,
+      compensationFn: row.compensation_fn,
+      compensated: row.compensated,
+      deadLettered: row.dead_lettered,
+    }));
+  }
+
+  /** Fenced: the compensation of this step succeeded. Set once; never cleared. */
+  async markCompensated(taskId: string, claimToken: string, stepId: string): Promise<boolean> {
+    const { rowCount } = await this.db.query(
+      `UPDATE step_runs SET compensated_at = clock_timestamp()
+       WHERE id = $2 AND task_id = $1 AND compensated_at IS NULL
+         AND EXISTS (${OWNED_TASK})`,
+      [taskId, stepId, claimToken],
+      'duraflow_step_compensated',
     );
     return rowCount > 0;
   }

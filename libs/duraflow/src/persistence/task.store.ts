@@ -1,7 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { TASK_FINISHED_CHANNEL, TASK_SUBMITTED_CHANNEL } from '../duraflow.constants';
-import { AgentTask } from '../entities/agent-task.entity';
+import { AgentTask, RollbackReason } from '../entities/agent-task.entity';
 import { TaskStatus } from '../interfaces/task-status';
+import { CREATED_AT_MICROS, KeysetPosition, olderThan } from './cursor';
 import { DuraflowDatabase, SqlExecutor } from './duraflow-database';
 import { TASK_COLUMNS, toAgentTask } from './row-mappers';
 
@@ -25,13 +26,23 @@ export interface TaskListFilter {
   status?: string;
   workflowName?: string;
   limit: number;
-  /** Keyset position: strictly older than this (created_at in µs since the epoch, id). */
-  after?: { createdAtMicros: string; id: string };
+  /** Keyset position: strictly older than this. */
+  after?: KeysetPosition;
 }
 
 export interface TaskListRow {
   task: AgentTask;
   createdAtMicros: string;
+}
+
+/** What the reaper did with one stale task. */
+export interface ReapedTask {
+  id: string;
+  /** The status it was left in. */
+  status: TaskStatus;
+  retryCount: number;
+  /** requeue: to run again; rollback: retries used up, to undo its steps; abandon/end: finished by the reaper. */
+  action: 'requeue' | 'rollback' | 'abandon' | 'end';
 }
 
 /** A write guarded by the claim: lands only while this claim still owns a running task. */
@@ -93,14 +104,12 @@ export class TaskStore {
     }
     if (filter.after) {
       values.push(filter.after.createdAtMicros, filter.after.id);
-      where.push(
-        `(created_at, id) < (timestamptz 'epoch' + $${values.length - 1}::bigint * interval '1 microsecond', $${values.length}::uuid)`,
-      );
+      where.push(olderThan(values.length - 1));
     }
     values.push(filter.limit);
     const { rows } = await this.db.query(
       `SELECT ${TASK_COLUMNS},
-              (extract(epoch FROM created_at) * 1000000)::bigint::text AS created_at_micros
+              ${CREATED_AT_MICROS} AS created_at_micros
        FROM agent_tasks WHERE ${where.join(' AND ')}
        ORDER BY created_at DESC, id DESC LIMIT $${values.length}`,
       values,
@@ -165,17 +174,99 @@ export class TaskStore {
     return rowCount > 0;
   }
 
-  /** One statement per worker per tick; returns the ids this worker still owns. */
+  /**
+   * Fenced: the run failed for good and its completed steps are about to be undone. The task
+   * stays `running` (heartbeated, recoverable by the reaper) with `rollback_reason` set, so
+   * whoever claims it next resumes the rollback instead of running the workflow again.
+   */
+  async beginRollback(id: string, claimToken: string, reason: RollbackReason, errorJson: string | null): Promise<boolean> {
+    const { rowCount } = await this.db.query(
+      `UPDATE agent_tasks SET rollback_reason = $3, error = COALESCE($4::jsonb, error), updated_at = now()
+       WHERE ${OWNED}`,
+      [id, claimToken, reason, errorJson],
+      'duraflow_begin_rollback',
+    );
+    return rowCount > 0;
+  }
+
+  /**
+   * Fenced: the rollback is over. `cancelled` for a cancel; else `partial_rollback` when a
+   * compensation of this task is in the dead-letter queue, `rolled_back` when there was
+   * something to undo and it all was, `failed` when there was nothing to undo. The error stays.
+   */
+  async finishRollback(id: string, claimToken: string, reason: RollbackReason, undidSomething: boolean): Promise<TaskStatus | null> {
+    const { rows } = await this.db.query<{ status: TaskStatus }>(
+      `WITH done AS (
+         UPDATE agent_tasks
+         SET status = CASE
+               WHEN $3 = 'cancelled' THEN 'cancelled'
+               WHEN EXISTS (SELECT 1 FROM dead_letter_queue WHERE task_id = $1) THEN 'partial_rollback'
+               WHEN $4 THEN 'rolled_back'
+               ELSE 'failed' END,
+             completed_at = now(), updated_at = now()
+         WHERE ${OWNED} RETURNING id, status
+       )
+       SELECT status, pg_notify('${TASK_FINISHED_CHANNEL}', id::text) FROM done`,
+      [id, claimToken, reason, undidSomething],
+      'duraflow_finish_rollback',
+    );
+    return rows[0]?.status ?? null;
+  }
+
+  /**
+   * cancel(id, { compensate: true }): a pending or running task with steps to undo is taken
+   * over for a `cancelled` rollback under a new claim (the worker running it is fenced out and
+   * told through NOTIFY); one with nothing to undo is simply cancelled. The task row is locked
+   * before the steps are read, so a checkpoint committed meanwhile is seen.
+   */
+  async takeOverForCancelRollback(
+    id: string,
+    workerId: string,
+  ): Promise<{ previousStatus: string | null; task: AgentTask | null; claimToken: string | null }> {
+    return this.db.transaction(async (tx) => {
+      const locked = await tx.query<{ status: string }>(`SELECT status FROM agent_tasks WHERE id = $1 FOR UPDATE`, [id]);
+      if (!locked.rows.length) return { previousStatus: null, task: null, claimToken: null };
+      const previousStatus = locked.rows[0].status;
+      if (previousStatus !== 'pending' && previousStatus !== 'running') return { previousStatus, task: null, claimToken: null };
+      const { rows } = await tx.query(
+        `WITH undo AS (
+           SELECT EXISTS (
+             SELECT 1 FROM step_runs s
+             WHERE s.task_id = $1 AND s.status = 'completed' AND s.compensation_fn IS NOT NULL AND s.compensated_at IS NULL
+               AND NOT EXISTS (SELECT 1 FROM dead_letter_queue d WHERE d.step_id = s.id)
+           ) AS needed
+         ), updated AS (
+           UPDATE agent_tasks t
+           SET status = CASE WHEN undo.needed THEN 'running' ELSE 'cancelled' END,
+               rollback_reason = CASE WHEN undo.needed THEN 'cancelled' ELSE t.rollback_reason END,
+               worker_id = CASE WHEN undo.needed THEN $2 ELSE t.worker_id END,
+               claim_token = CASE WHEN undo.needed THEN gen_random_uuid() ELSE t.claim_token END,
+               heartbeat_at = CASE WHEN undo.needed THEN now() ELSE t.heartbeat_at END,
+               started_at = COALESCE(t.started_at, now()),
+               completed_at = CASE WHEN undo.needed THEN NULL ELSE now() END,
+               updated_at = now()
+           FROM undo WHERE t.id = $1
+           RETURNING ${TASK_COLUMNS.replace(/(^|,\s*)(\w+)/g, '$1t.$2')}, t.claim_token, undo.needed
+         )
+         SELECT updated.*, pg_notify('${TASK_FINISHED_CHANNEL}', id::text) FROM updated`,
+        [id, workerId],
+      );
+      const row = rows[0];
+      return { previousStatus, task: toAgentTask(row), claimToken: row.needed ? row.claim_token : null };
+    });
+  }
+
+  /** One statement per process per tick; returns the claim tokens that still own their task. */
   async heartbeat(ids: string[], claimTokens: string[]): Promise<Set<string>> {
-    const { rows } = await this.db.query<{ id: string }>(
+    const { rows } = await this.db.query<{ claim_token: string }>(
       `UPDATE agent_tasks t SET heartbeat_at = now()
        FROM unnest($1::uuid[], $2::uuid[]) AS owned(id, claim_token)
        WHERE t.id = owned.id AND t.claim_token = owned.claim_token AND t.status = 'running'
-       RETURNING t.id`,
+       RETURNING t.claim_token`,
       [ids, claimTokens],
       'duraflow_heartbeat',
     );
-    return new Set(rows.map((row) => row.id));
+    return new Set(rows.map((row) => row.claim_token));
   }
 
   /** Hands claimed tasks back to `pending` without counting a retry (graceful shutdown). */
@@ -218,30 +309,73 @@ export class TaskStore {
   }
 
   /**
-   * Recovers running tasks whose heartbeat is older than `staleAfterMs`: back to `pending`
-   * with one more retry counted, or `failed` once retries are used up. One statement that
-   * re-checks staleness on the row it updates, so two reapers at once never double-count.
+   * Recovers running tasks whose heartbeat is older than `staleAfterMs`, in one statement that
+   * locks each stale row (SKIP LOCKED) and re-checks it, so two reapers never double-count:
+   * - retries left: back to `pending`, one more retry counted (a rollback in progress resumes);
+   * - retries used up, steps to undo: back to `pending` for its rollback (error MAX_RETRIES_EXCEEDED);
+   * - retries used up during a rollback: the compensations not yet run go to the dead-letter
+   *   queue, and the task ends `partial_rollback` (`cancelled` for a cancel);
+   * - retries used up, nothing (left) to undo: the task ends (`failed` with MAX_RETRIES_EXCEEDED,
+   *   or the rollback's final status).
    */
-  async reapStaleTasks(staleAfterMs: number): Promise<Array<{ id: string; status: string; retryCount: number }>> {
+  async reapStaleTasks(staleAfterMs: number): Promise<ReapedTask[]> {
     const { rows } = await this.db.query(
-      `WITH reaped AS (
-         UPDATE agent_tasks
-         SET status = CASE WHEN retry_count < max_retries THEN 'pending' ELSE 'failed' END,
-             retry_count = CASE WHEN retry_count < max_retries THEN retry_count + 1 ELSE retry_count END,
-             error = CASE WHEN retry_count < max_retries THEN error ELSE jsonb_build_object(
+      `WITH stale AS (
+         SELECT t.id, t.retry_count, t.max_retries, t.rollback_reason,
+                EXISTS (
+                  SELECT 1 FROM step_runs s
+                  WHERE s.task_id = t.id AND s.status = 'completed' AND s.compensation_fn IS NOT NULL
+                    AND s.compensated_at IS NULL
+                    AND NOT EXISTS (SELECT 1 FROM dead_letter_queue d WHERE d.step_id = s.id)
+                ) AS undo_left,
+                EXISTS (SELECT 1 FROM dead_letter_queue d WHERE d.task_id = t.id) AS dead_lettered
+         FROM agent_tasks t
+         WHERE t.status = 'running' AND t.heartbeat_at < now() - $1 * interval '1 millisecond'
+         FOR UPDATE OF t SKIP LOCKED
+       ), decided AS (
+         SELECT stale.*,
+                CASE WHEN COALESCE(retry_count, 0) < COALESCE(max_retries, 0) THEN 'requeue'
+                     WHEN rollback_reason IS NULL AND undo_left THEN 'rollback'
+                     WHEN rollback_reason IS NOT NULL AND undo_left THEN 'abandon'
+                     ELSE 'end' END AS action
+         FROM stale
+       ), abandoned AS (
+         INSERT INTO dead_letter_queue (task_id, step_id, error)
+         SELECT s.task_id, s.id, jsonb_build_object(
+                  'code', 'MAX_RETRIES_EXCEEDED', 'name', 'MaxRetriesExceededError', 'stepKey', s.step_key,
+                  'compensationFn', s.compensation_fn,
+                  'message', 'The worker running this rollback stopped heartbeating and the task''s retries are used up; '
+                             || 'the compensation was not run (or not recorded). Retry it from the dead-letter queue.')
+         FROM step_runs s JOIN decided ON decided.id = s.task_id AND decided.action = 'abandon'
+         WHERE s.status = 'completed' AND s.compensation_fn IS NOT NULL AND s.compensated_at IS NULL
+         ON CONFLICT (step_id) DO NOTHING
+       ), reaped AS (
+         UPDATE agent_tasks t
+         SET status = CASE
+               WHEN d.action IN ('requeue', 'rollback') THEN 'pending'
+               WHEN t.rollback_reason = 'cancelled' THEN 'cancelled'
+               WHEN d.action = 'abandon' OR d.dead_lettered THEN 'partial_rollback'
+               WHEN t.rollback_reason IS NOT NULL THEN 'rolled_back'
+               ELSE 'failed' END,
+             retry_count = CASE WHEN d.action = 'requeue' THEN COALESCE(t.retry_count, 0) + 1 ELSE t.retry_count END,
+             rollback_reason = CASE WHEN d.action = 'rollback' THEN 'failed' ELSE t.rollback_reason END,
+             error = CASE WHEN d.action = 'requeue' OR t.rollback_reason IS NOT NULL THEN t.error ELSE jsonb_build_object(
                'code', 'MAX_RETRIES_EXCEEDED', 'name', 'MaxRetriesExceededError',
-               'message', 'The task''s worker stopped heartbeating ' || (retry_count + 1) || ' time(s); max_retries is ' || max_retries || '.') END,
-             completed_at = CASE WHEN retry_count < max_retries THEN NULL ELSE now() END,
+               'message', 'The task''s worker stopped heartbeating ' || (COALESCE(t.retry_count, 0) + 1)
+                          || ' time(s); max_retries is ' || COALESCE(t.max_retries, 0) || '.') END,
+             completed_at = CASE WHEN d.action IN ('requeue', 'rollback') THEN NULL ELSE now() END,
              worker_id = NULL, claim_token = NULL, heartbeat_at = NULL, updated_at = now()
-         WHERE status = 'running' AND heartbeat_at < now() - $1 * interval '1 millisecond'
-         RETURNING id, status, retry_count, workflow_name
+         FROM decided d
+         WHERE t.id = d.id
+         RETURNING t.id, t.status, t.retry_count, t.workflow_name, d.action
        )
-       SELECT id, status, retry_count,
+       SELECT id, status, retry_count, action,
               pg_notify(CASE WHEN status = 'pending' THEN '${TASK_SUBMITTED_CHANNEL}' ELSE '${TASK_FINISHED_CHANNEL}' END,
                         CASE WHEN status = 'pending' THEN workflow_name ELSE id::text END)
        FROM reaped`,
       [staleAfterMs],
+      'duraflow_reap',
     );
-    return rows.map((row) => ({ id: row.id, status: row.status, retryCount: row.retry_count }));
+    return rows.map((row) => ({ id: row.id, status: row.status, retryCount: row.retry_count, action: row.action }));
   }
 }

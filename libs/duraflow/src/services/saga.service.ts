@@ -1,25 +1,139 @@
 import { Injectable } from '@nestjs/common';
+import { WorkflowRegistry } from '../discovery/workflow.registry';
+import { AgentTask } from '../entities/agent-task.entity';
 import { DeadLetter } from '../entities/dead-letter.entity';
-import { InvalidListOptionsError } from '../errors';
-import { DeadLetterStore } from '../persistence/dead-letter.store';
+import { CompensationNotRegisteredError, DeadLetterBusyError, DeadLetterNotFoundError, InvalidListOptionsError } from '../errors';
+import { runCompensation } from '../execution/compensation';
+import { describeError } from '../execution/json';
+import { decodeCursor, encodeCursor, UUID_PATTERN } from '../persistence/cursor';
+import { DeadLetterForRetry, DeadLetterStore } from '../persistence/dead-letter.store';
+import { DuraflowDatabase, SqlExecutor } from '../persistence/duraflow-database';
+import { TaskStore } from '../persistence/task.store';
 
 export interface ListDeadLettersOptions {
+  /** Only this task's dead letters. */
   taskId?: string;
   /** 1..1000, default 50. */
   limit?: number;
+  /** `nextCursor` of the previous page. */
+  cursor?: string;
 }
 
-/** Saga rollback and the dead-letter queue of compensations that failed for good. */
+export interface DeadLetterPage {
+  items: DeadLetter[];
+  /** Pass to `listDeadLetters` for the next (older) page; null on the last page. */
+  nextCursor: string | null;
+}
+
+export interface DeadLetterRetryResult {
+  /** `compensated`: the compensation succeeded, the entry is gone. `failed`: it failed again, the entry stays. */
+  outcome: 'compensated' | 'failed';
+  /** The task after the retry (`rolled_back` once its last dead letter is resolved). */
+  task: AgentTask | null;
+  /** The entry as it is now (retry_count and error updated), or null when it was resolved. */
+  deadLetter: DeadLetter | null;
+}
+
+/**
+ * The dead-letter queue of compensations that failed for good (the rollback itself runs in
+ * the worker): list the entries, retry one (the seeds' `dlqRepo.retry(id)`), or discard one
+ * whose effect a person undid by hand.
+ */
 @Injectable()
 export class SagaService {
-  constructor(private readonly deadLetters: DeadLetterStore) {}
+  constructor(
+    private readonly registry: WorkflowRegistry,
+    private readonly db: DuraflowDatabase,
+    private readonly deadLetters: DeadLetterStore,
+    private readonly tasks: TaskStore,
+  ) {}
 
-  /** Dead letters, newest first. */
-  async listDeadLetters(options: ListDeadLettersOptions = {}): Promise<DeadLetter[]> {
+  /** Dead letters, newest first (the seed's "Find failed compensations" order), paged with a keyset cursor. */
+  async listDeadLetters(options: ListDeadLettersOptions = {}): Promise<DeadLetterPage> {
     const limit = options.limit ?? 50;
     if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000) {
       throw new InvalidListOptionsError('limit', `must be an integer from 1 to 1000, got ${String(limit)}.`);
     }
-    return this.deadLetters.listDeadLetters({ taskId: options.taskId, limit });
+    if (options.taskId !== undefined && (typeof options.taskId !== 'string' || !UUID_PATTERN.test(options.taskId))) {
+      throw new InvalidListOptionsError('taskId', `must be a task id (a UUID), got ${String(options.taskId)}.`);
+    }
+    const rows = await this.deadLetters.listDeadLetters({
+      taskId: options.taskId,
+      limit: limit + 1,
+      after: options.cursor ? decodeCursor(options.cursor) : undefined,
+    });
+    const page = rows.slice(0, limit);
+    const last = page[page.length - 1];
+    return {
+      items: page.map((row) => row.deadLetter),
+      nextCursor: rows.length > limit && last ? encodeCursor({ createdAtMicros: last.createdAtMicros, id: last.deadLetter.id }) : null,
+    };
+  }
+
+  /**
+   * Runs the entry's compensation once more (one attempt, with its timeout) on the output saved
+   * for its step. Success removes the entry, sets the step's `compensated_at`, and moves the task
+   * from `partial_rollback` to `rolled_back` when no entry of it is left; failure counts one more
+   * retry and keeps the entry with the new error. The entry is locked meanwhile, so two retries
+   * of one entry never run its compensation twice at once.
+   *
+   * @throws DeadLetterNotFoundError, DeadLetterBusyError, CompensationNotRegisteredError (nothing written)
+   */
+  async retryDeadLetter(id: string): Promise<DeadLetterRetryResult> {
+    const result = await this.withLockedEntry(id, async (tx, entry) => {
+      const compensation = entry.compensationFn ? this.registry.resolveCompensation(entry.compensationFn) : undefined;
+      if (!compensation) throw new CompensationNotRegisteredError(String(entry.compensationFn), entry.stepKey);
+      const outcome = await runCompensation({
+        compensation,
+        output: entry.outputUndefined ? undefined : entry.output,
+        runId: entry.deadLetter.taskId,
+        workflowName: entry.workflowName,
+        stepKey: entry.stepKey,
+        signal: new AbortController().signal,
+        maxAttempts: 1,
+      });
+      if (outcome.ok) {
+        await this.deadLetters.resolve(tx, entry.deadLetter, true);
+        return { outcome: 'compensated' as const, deadLetter: null };
+      }
+      const error = {
+        ...describeError(outcome.error),
+        stepKey: entry.stepKey,
+        compensationFn: entry.compensationFn,
+        attempt: 1,
+        retry: (entry.deadLetter.retryCount ?? 0) + 1,
+        failedAt: new Date().toISOString(),
+      };
+      return { outcome: 'failed' as const, deadLetter: await this.deadLetters.recordRetryFailure(tx, id, JSON.stringify(error)) };
+    });
+    return { ...result, task: await this.tasks.findTask(result.taskId) };
+  }
+
+  /**
+   * Removes an entry whose effect was undone by hand: the compensation is not run and the step
+   * keeps `compensated_at` empty (the engine did not undo it); a `partial_rollback` task with
+   * no entry left becomes `rolled_back`. Returns the task as it is now.
+   *
+   * @throws DeadLetterNotFoundError, DeadLetterBusyError
+   */
+  async discardDeadLetter(id: string): Promise<AgentTask | null> {
+    const { taskId } = await this.withLockedEntry(id, async (tx, entry) => {
+      await this.deadLetters.resolve(tx, entry.deadLetter, false);
+      return {};
+    });
+    return this.tasks.findTask(taskId);
+  }
+
+  private async withLockedEntry<T extends object>(
+    id: string,
+    work: (tx: SqlExecutor, entry: DeadLetterForRetry) => Promise<T>,
+  ): Promise<T & { taskId: string }> {
+    if (typeof id !== 'string' || !UUID_PATTERN.test(id)) throw new DeadLetterNotFoundError(String(id));
+    return this.db.transaction(async (tx) => {
+      const entry = await this.deadLetters.lockForRetry(tx, id);
+      if (entry === 'busy') throw new DeadLetterBusyError(id);
+      if (!entry) throw new DeadLetterNotFoundError(id);
+      return { ...(await work(tx, entry)), taskId: entry.deadLetter.taskId };
+    });
   }
 }

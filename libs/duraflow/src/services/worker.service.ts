@@ -3,6 +3,7 @@ import { WorkflowRegistry } from '../discovery/workflow.registry';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { describeError } from '../execution/json';
+import { LeaseHeartbeat } from '../execution/lease-heartbeat';
 import { RunOutcome, TaskExecutor } from '../execution/task-executor';
 import { TaskLease } from '../execution/task-lease';
 import { TaskNotifications } from '../notifications/task-notifications';
@@ -20,6 +21,12 @@ export interface WorkerStats {
   claimed: number;
   completed: number;
   failed: number;
+  /** Runs that failed and were undone by the saga (every compensation succeeded). */
+  rolledBack: number;
+  /** Runs that failed and were undone in part (a compensation went to the dead-letter queue). */
+  partialRollback: number;
+  /** Rollbacks of cancelled tasks this worker finished (after a crash of the canceller). */
+  cancelled: number;
   /** Runs stopped by cancellation, takeover or shutdown. */
   stopped: number;
   /** Runs whose outcome could not be written (the database was unreachable). */
@@ -28,6 +35,16 @@ export interface WorkerStats {
   listening: boolean;
   workflows: string[];
 }
+
+const OUTCOME_COUNTER: Record<RunOutcome, 'completed' | 'failed' | 'rolledBack' | 'partialRollback' | 'cancelled' | 'stopped' | 'unrecorded'> = {
+  completed: 'completed',
+  failed: 'failed',
+  rolled_back: 'rolledBack',
+  partial_rollback: 'partialRollback',
+  cancelled: 'cancelled',
+  stopped: 'stopped',
+  unrecorded: 'unrecorded',
+};
 
 interface RunningTask {
   lease: TaskLease;
@@ -44,10 +61,18 @@ interface RunningTask {
 export class WorkerService implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger('Duraflow');
   private readonly running = new Map<string, RunningTask>();
-  private readonly counters = { claimed: 0, completed: 0, failed: 0, stopped: 0, unrecorded: 0 };
+  private readonly counters = {
+    claimed: 0,
+    completed: 0,
+    failed: 0,
+    rolledBack: 0,
+    partialRollback: 0,
+    cancelled: 0,
+    stopped: 0,
+    unrecorded: 0,
+  };
   private state: WorkerState = 'idle';
   private pollTimer: NodeJS.Timeout | undefined;
-  private heartbeatTimer: NodeJS.Timeout | undefined;
   private claimLoop: Promise<void> | undefined;
   private claimRequested = false;
   private claimFailing = false;
@@ -60,6 +85,7 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
     private readonly tasks: TaskStore,
     private readonly executor: TaskExecutor,
     private readonly notifications: TaskNotifications,
+    private readonly heartbeat: LeaseHeartbeat,
   ) {}
 
   /** This process's worker id: written to `agent_tasks.worker_id` on every claim. */
@@ -89,7 +115,6 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
     ];
     await this.notifications.ensureListening();
     this.pollTimer = setInterval(() => this.requestClaim(), this.options.worker.pollIntervalMs);
-    this.heartbeatTimer = setInterval(() => void this.sendHeartbeats(), this.options.heartbeatIntervalMs);
     this.logger.log(
       `Worker ${this.workerId} started (concurrency ${this.options.worker.concurrency}, workflows: ${[...names].join(', ') || 'none'})`,
     );
@@ -143,7 +168,6 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
       }
       await Promise.race([finished, new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
     }
-    clearInterval(this.heartbeatTimer);
     this.logger.log(`Worker ${this.workerId} stopped`);
   }
 
@@ -192,29 +216,13 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
         return 'unrecorded';
       })
       .then((outcome) => {
-        this.counters[outcome]++;
+        this.counters[OUTCOME_COUNTER[outcome]]++;
+        this.heartbeat.release(lease);
         // A re-claim of the same task may already hold the slot: only remove this run's own.
         if (this.running.get(claimed.task.id)?.lease === lease) this.running.delete(claimed.task.id);
         this.requestClaim();
       });
     this.running.set(claimed.task.id, { lease, done });
-  }
-
-  private async sendHeartbeats(): Promise<void> {
-    const leases = [...this.running.values()].map((run) => run.lease);
-    if (!leases.length) return;
-    let owned: Set<string>;
-    try {
-      owned = await this.tasks.heartbeat(
-        leases.map((lease) => lease.taskId),
-        leases.map((lease) => lease.claimToken),
-      );
-    } catch (error) {
-      this.logger.warn(`Heartbeat failed (${describeError(error).message})`);
-      return;
-    }
-    for (const lease of leases) {
-      if (!owned.has(lease.taskId) && this.running.get(lease.taskId)?.lease === lease) lease.stop('lease-lost');
-    }
+    this.heartbeat.hold(lease);
   }
 }

@@ -11,7 +11,6 @@ import {
   InputTooLargeError,
   InputValidationError,
   InputViolation,
-  InvalidCursorError,
   InvalidListOptionsError,
   InvalidSubmitOptionsError,
   InvalidWorkflowNameError,
@@ -20,8 +19,12 @@ import {
   WaitForTimeoutError,
 } from '../errors';
 import { toJson } from '../execution/json';
+import { LeaseHeartbeat } from '../execution/lease-heartbeat';
+import { SagaExecutor } from '../execution/saga-executor';
+import { TaskLease } from '../execution/task-lease';
 import { isTerminalStatus, TaskStatus } from '../interfaces/task-status';
 import { TaskNotifications } from '../notifications/task-notifications';
+import { decodeCursor, encodeCursor, UUID_PATTERN } from '../persistence/cursor';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { StepStore } from '../persistence/step.store';
 import { TaskStore } from '../persistence/task.store';
@@ -54,6 +57,15 @@ export interface TaskPage {
   nextCursor: string | null;
 }
 
+export interface CancelOptions {
+  /**
+   * Also undo the task's completed steps (their compensations, newest first) before it ends
+   * `cancelled`; a compensation that fails for good goes to the dead-letter queue. The call
+   * resolves when the rollback is over. Default false: stop the task, undo nothing.
+   */
+  compensate?: boolean;
+}
+
 export interface WaitForOptions {
   /** Default 30 s. */
   timeoutMs?: number;
@@ -61,7 +73,6 @@ export interface WaitForOptions {
   pollIntervalMs?: number;
 }
 
-const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const INT32_MAX = 2_147_483_647;
 
 /** Submit, inspect, list, cancel and await workflow runs. */
@@ -74,6 +85,8 @@ export class WorkflowService {
     private readonly tasks: TaskStore,
     private readonly steps: StepStore,
     private readonly notifications: TaskNotifications,
+    private readonly saga: SagaExecutor,
+    private readonly heartbeat: LeaseHeartbeat,
   ) {}
 
   /**
@@ -138,20 +151,40 @@ export class WorkflowService {
     const last = page[page.length - 1];
     return {
       items: page.map((row) => row.task),
-      nextCursor: rows.length > limit && last ? encodeCursor(last.createdAtMicros, last.task.id) : null,
+      nextCursor: rows.length > limit && last ? encodeCursor({ createdAtMicros: last.createdAtMicros, id: last.task.id }) : null,
     };
   }
 
   /**
    * Cancels a pending or running task (a running one stops before its next step, and its
-   * current step's signal aborts). A finished task cannot be cancelled.
+   * current step's signal aborts). With `{ compensate: true }` the completed steps are undone
+   * first, in this process, under a claim of its own (heartbeated, so a crash here leaves a
+   * rollback that a worker resumes). A finished task cannot be cancelled.
+   *
+   * @throws TaskNotFoundError, TaskAlreadyFinishedError
    */
-  async cancel(id: string): Promise<AgentTask> {
+  async cancel(id: string, options: CancelOptions = {}): Promise<AgentTask> {
     if (typeof id !== 'string' || !UUID_PATTERN.test(id)) throw new TaskNotFoundError(String(id));
+    if (options?.compensate) return this.cancelAndCompensate(id);
     const { task, previousStatus } = await this.tasks.cancelTask(id);
     if (!previousStatus) throw new TaskNotFoundError(id);
     if (!task) throw new TaskAlreadyFinishedError(id, previousStatus);
     return task;
+  }
+
+  private async cancelAndCompensate(id: string): Promise<AgentTask> {
+    const { task, previousStatus, claimToken } = await this.tasks.takeOverForCancelRollback(id, this.options.workerId);
+    if (!previousStatus) throw new TaskNotFoundError(id);
+    if (!task) throw new TaskAlreadyFinishedError(id, previousStatus);
+    if (!claimToken) return task;
+    const lease = new TaskLease(id, claimToken);
+    this.heartbeat.hold(lease);
+    try {
+      await this.saga.rollback(task, lease, 'cancelled');
+    } finally {
+      this.heartbeat.release(lease);
+    }
+    return (await this.tasks.findTask(id)) ?? task;
   }
 
   /** Resolves with the task once it reaches a terminal status. */
@@ -219,14 +252,4 @@ function flattenViolations(errors: ValidationError[], prefix = ''): InputViolati
     const own = error.constraints ? [{ property, constraints: error.constraints }] : [];
     return [...own, ...flattenViolations(error.children ?? [], property)];
   });
-}
-
-function encodeCursor(createdAtMicros: string, id: string): string {
-  return Buffer.from(`${createdAtMicros}:${id}`, 'utf8').toString('base64url');
-}
-
-function decodeCursor(cursor: string): { createdAtMicros: string; id: string } {
-  const match = /^(-?\d{1,19}):([0-9a-f-]{36})$/i.exec(Buffer.from(String(cursor), 'base64url').toString('utf8'));
-  if (!match || !UUID_PATTERN.test(match[2])) throw new InvalidCursorError();
-  return { createdAtMicros: match[1], id: match[2] };
 }

@@ -1,0 +1,51 @@
+import { RegisteredCompensation } from '../discovery/workflow.registry';
+import { CompensationTimeoutError } from '../errors';
+import { runAttempt } from './attempt';
+import { retryDelayMs, sleep } from './backoff';
+
+export interface CompensationCall {
+  compensation: RegisteredCompensation;
+  /** The step's saved output, as JSON gave it back. */
+  output: unknown;
+  runId: string;
+  workflowName: string;
+  stepKey: string;
+  /** Stops the compensation (and its retries) when the rollback's owner loses the task. */
+  signal: AbortSignal;
+  /** Attempts to make at most; default: the compensation's retries + 1. */
+  maxAttempts?: number;
+}
+
+export type CompensationResult = { ok: true; attempts: number } | { ok: false; error: unknown; attempts: number };
+
+/**
+ * Runs a compensation with its timeout per attempt and its retries (with backoff). Resolves
+ * with the outcome; rejects only when `signal` aborted (the rollback stopped: nothing to record).
+ */
+export async function runCompensation(call: CompensationCall): Promise<CompensationResult> {
+  const { compensation, signal } = call;
+  const { timeout, retries, backoff } = compensation.options;
+  const maxAttempts = call.maxAttempts ?? retries + 1;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await runAttempt(
+        (attemptSignal) =>
+          compensation.fn(call.output, {
+            runId: call.runId,
+            workflowName: call.workflowName,
+            stepKey: call.stepKey,
+            signal: attemptSignal,
+            attempt,
+          }),
+        signal,
+        timeout,
+        () => new CompensationTimeoutError(call.stepKey, timeout!, attempt),
+      );
+      return { ok: true, attempts: attempt };
+    } catch (error) {
+      if (signal.aborted) throw signal.reason;
+      if (attempt >= maxAttempts) return { ok: false, error, attempts: attempt };
+      await sleep(retryDelayMs(backoff, attempt), signal);
+    }
+  }
+}

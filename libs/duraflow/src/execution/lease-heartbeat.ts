@@ -1,0 +1,69 @@
+import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
+import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
+import { ResolvedDuraflowOptions } from '../duraflow.options';
+import { TaskStore } from '../persistence/task.store';
+import { describeError } from './json';
+import { TaskLease } from './task-lease';
+
+/**
+ * Keeps every task this process holds alive: one fenced statement per `heartbeatIntervalMs`
+ * for all of them (worker runs and rollbacks started by cancel alike). A lease whose claim no
+ * longer owns its task is stopped, so its run changes nothing more. No timer while idle.
+ */
+@Injectable()
+export class LeaseHeartbeat implements OnApplicationShutdown {
+  private readonly logger = new Logger('Duraflow');
+  private readonly leases = new Set<TaskLease>();
+  private timer: NodeJS.Timeout | undefined;
+  private failing = false;
+
+  constructor(
+    @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
+    private readonly tasks: TaskStore,
+  ) {}
+
+  /** Leases held now. */
+  get size(): number {
+    return this.leases.size;
+  }
+
+  hold(lease: TaskLease): void {
+    this.leases.add(lease);
+    this.timer ??= setInterval(() => void this.beat(), this.options.heartbeatIntervalMs);
+  }
+
+  release(lease: TaskLease): void {
+    this.leases.delete(lease);
+    if (!this.leases.size && this.timer) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+    }
+  }
+
+  onApplicationShutdown(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** One heartbeat for every held lease; never throws (an outage is logged once). */
+  async beat(): Promise<void> {
+    const leases = [...this.leases];
+    if (!leases.length) return;
+    let owned: Set<string>;
+    try {
+      owned = await this.tasks.heartbeat(
+        leases.map((lease) => lease.taskId),
+        leases.map((lease) => lease.claimToken),
+      );
+    } catch (error) {
+      if (!this.failing) this.logger.warn(`Heartbeat failed (${describeError(error).message}); retrying every tick`);
+      this.failing = true;
+      return;
+    }
+    if (this.failing) this.logger.log('Heartbeat works again');
+    this.failing = false;
+    for (const lease of leases) {
+      if (!owned.has(lease.claimToken) && this.leases.has(lease)) lease.stop('lease-lost');
+    }
+  }
+}

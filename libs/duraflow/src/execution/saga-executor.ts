@@ -1,0 +1,124 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { WorkflowRegistry } from '../discovery/workflow.registry';
+import { AgentTask, RollbackReason, TaskError } from '../entities/agent-task.entity';
+import { CompensationNotRegisteredError } from '../errors';
+import { TaskStatus } from '../interfaces/task-status';
+import { DeadLetterStore } from '../persistence/dead-letter.store';
+import { CompensableStep, StepStore } from '../persistence/step.store';
+import { TaskStore } from '../persistence/task.store';
+import { runCompensation } from './compensation';
+import { describeError } from './json';
+import { TaskLease } from './task-lease';
+
+/** How a rollback ended, as far as this process knows. */
+export type RollbackOutcome =
+  | TaskStatus.ROLLED_BACK
+  | TaskStatus.PARTIAL_ROLLBACK
+  | TaskStatus.FAILED
+  | TaskStatus.CANCELLED
+  | 'stopped'
+  | 'unrecorded';
+
+/** A write the rollback could not make: the database was unreachable. */
+class Unrecorded extends Error {}
+
+/**
+ * The saga: undoes a task's completed steps in reverse completion order under the task's
+ * claim. Each compensation gets its step's saved output; one that succeeds gets
+ * `compensated_at`, one that fails for good goes to the dead-letter queue and the rest still
+ * run. Every write is fenced on the claim, so a rollback interrupted by a crash is resumed by
+ * whoever claims the task next, and a compensation that is recorded never runs again.
+ */
+@Injectable()
+export class SagaExecutor {
+  private readonly logger = new Logger('Duraflow');
+
+  constructor(
+    private readonly registry: WorkflowRegistry,
+    private readonly tasks: TaskStore,
+    private readonly steps: StepStore,
+    private readonly deadLetters: DeadLetterStore,
+  ) {}
+
+  /**
+   * Starts a rollback (writing `reason` and, for a failure, the task's error first) or, with
+   * no `start`, resumes the one already marked on the task, and takes it to its final status.
+   */
+  async rollback(
+    task: AgentTask,
+    lease: TaskLease,
+    reason: RollbackReason,
+    start?: { error: TaskError | null },
+  ): Promise<RollbackOutcome> {
+    try {
+      if (start && !(await this.write(() => this.tasks.beginRollback(task.id, lease.claimToken, reason, start.error && JSON.stringify(start.error))))) {
+        return 'stopped';
+      }
+      const steps = await this.write(() => this.steps.listCompensableSteps(task.id));
+      for (const step of steps) {
+        if (step.compensated || step.deadLettered) continue;
+        if (lease.stoppedBecause) return 'stopped';
+        if (!(await this.undo(task, lease, step))) return 'stopped';
+      }
+      if (lease.stoppedBecause) return 'stopped';
+      const status = await this.write(() => this.tasks.finishRollback(task.id, lease.claimToken, reason, steps.length > 0));
+      if (!status) return 'stopped';
+      if (status === TaskStatus.PARTIAL_ROLLBACK) {
+        this.logger.warn(`Task ${task.id} (${task.workflowName}) ended partial_rollback: see its dead letters`);
+      }
+      return status as RollbackOutcome;
+    } catch (error) {
+      if (error instanceof Unrecorded) {
+        this.logger.warn(`Rollback of task ${task.id} stopped: ${error.message}; it will be resumed after recovery`);
+        return 'unrecorded';
+      }
+      if (lease.stoppedBecause) return 'stopped';
+      throw error;
+    }
+  }
+
+  /** Runs one compensation and records its outcome. False when this claim lost the task. */
+  private async undo(task: AgentTask, lease: TaskLease, step: CompensableStep): Promise<boolean> {
+    const compensation = this.registry.resolveCompensation(step.compensationFn);
+    let failure: { error: unknown; attempts: number } | undefined;
+    if (!compensation) {
+      failure = { error: new CompensationNotRegisteredError(step.compensationFn, step.stepKey), attempts: 0 };
+    } else {
+      const result = await runCompensation({
+        compensation,
+        output: step.outputUndefined ? undefined : step.output,
+        runId: task.id,
+        workflowName: task.workflowName,
+        stepKey: step.stepKey,
+        signal: lease.signal,
+      }).catch(() => undefined); // rejects only when the lease stopped
+      if (!result) return false;
+      if (!result.ok) failure = result;
+    }
+
+    if (!failure) {
+      const owned = await this.write(() => this.steps.markCompensated(task.id, lease.claimToken, step.id));
+      if (!owned) lease.stop('lease-lost');
+      return owned;
+    }
+    const error = {
+      ...describeError(failure.error),
+      stepKey: step.stepKey,
+      compensationFn: step.compensationFn,
+      attempt: failure.attempts,
+      failedAt: new Date().toISOString(),
+    };
+    this.logger.warn(`Compensation of step "${step.stepKey}" of task ${task.id} failed for good: ${error.message}; sent to the dead-letter queue`);
+    const owned = await this.write(() => this.deadLetters.insertDeadLetter(task.id, lease.claimToken, step.id, JSON.stringify(error)));
+    if (!owned) lease.stop('lease-lost');
+    return owned;
+  }
+
+  private async write<T>(statement: () => Promise<T>): Promise<T> {
+    try {
+      return await statement();
+    } catch (error) {
+      throw new Unrecorded(`the database could not be reached (${describeError(error).message})`);
+    }
+  }
+}
