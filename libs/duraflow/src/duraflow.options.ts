@@ -22,6 +22,19 @@ export interface DuraflowWorkerOptions {
   pollIntervalMs?: number;
   /** On shutdown, how long running tasks may finish before they are handed back. Default 10 s. */
   shutdownTimeoutMs?: number;
+  /** When to take less work (seed 001, Backpressure). */
+  backpressure?: DuraflowBackpressureOptions;
+}
+
+export interface DuraflowBackpressureOptions {
+  /** Tasks held by this process (running or waiting for a slot) above which it stops polling. Default 1000. */
+  maxQueuedTasks?: number;
+  /** Event loop lag (the longest delay seen in one window) above which it polls less often. Default 100 ms. */
+  maxEventLoopLagMs?: number;
+  /** The window event loop lag is measured over, then reset. Default 1000 ms. */
+  lagWindowMs?: number;
+  /** While lagging, the poll interval is multiplied by this and NOTIFY wake-ups are ignored. Default 4. */
+  slowdownFactor?: number;
 }
 
 export interface DuraflowReaperOptions {
@@ -31,8 +44,13 @@ export interface DuraflowReaperOptions {
   intervalMs?: number;
   /** A running task whose heartbeat is older than this is stale. Default 30 s. */
   staleAfterMs?: number;
-  /** Leader key time-to-live. Default 30 s. */
+  /** Leader key time-to-live: a dead leader is replaced within it. Default 30 s. */
   leaderTtlMs?: number;
+  /**
+   * The Redis key the leader holds (the advisory-lock name without Redis). Default
+   * `duraflow:reaper:leader`; give each deployment sharing one Redis its own.
+   */
+  leaderKey?: string;
 }
 
 export interface DuraflowModuleOptions {
@@ -78,7 +96,7 @@ export interface ResolvedDuraflowOptions {
   dataSource: string | undefined;
   workerId: string;
   redis: DuraflowRedisOptions | undefined;
-  worker: Required<DuraflowWorkerOptions>;
+  worker: Required<Omit<DuraflowWorkerOptions, 'backpressure'>> & { backpressure: Required<DuraflowBackpressureOptions> };
   heartbeatIntervalMs: number;
   reaper: Required<DuraflowReaperOptions>;
   workflows: FunctionalWorkflowDefinition[];
@@ -103,6 +121,12 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
       concurrency: options.worker?.concurrency ?? 10,
       pollIntervalMs: options.worker?.pollIntervalMs ?? 500,
       shutdownTimeoutMs: options.worker?.shutdownTimeoutMs ?? 10_000,
+      backpressure: {
+        maxQueuedTasks: options.worker?.backpressure?.maxQueuedTasks ?? 1000,
+        maxEventLoopLagMs: options.worker?.backpressure?.maxEventLoopLagMs ?? 100,
+        lagWindowMs: options.worker?.backpressure?.lagWindowMs ?? 1000,
+        slowdownFactor: options.worker?.backpressure?.slowdownFactor ?? 4,
+      },
     },
     heartbeatIntervalMs: options.heartbeatIntervalMs ?? 5_000,
     reaper: {
@@ -110,6 +134,7 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
       intervalMs: options.reaper?.intervalMs ?? 10_000,
       staleAfterMs: options.reaper?.staleAfterMs ?? 30_000,
       leaderTtlMs: options.reaper?.leaderTtlMs ?? 30_000,
+      leaderKey: options.reaper?.leaderKey ?? 'duraflow:reaper:leader',
     },
     workflows: options.workflows ?? [],
     maxRetries: options.maxRetries ?? 3,
@@ -118,13 +143,21 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
     maxInputBytes: options.maxInputBytes ?? 1024 * 1024,
   };
   checkText('workerId', resolved.workerId, 255);
+  if (resolved.redis !== undefined && (typeof resolved.redis !== 'object' || resolved.redis === null || !(resolved.redis.url || resolved.redis.host))) {
+    throw new InvalidDuraflowOptionsError('redis', 'must be { url } or { host, port, ... }; omit it to elect the reaper leader through PostgreSQL.');
+  }
   checkInteger('worker.concurrency', resolved.worker.concurrency, 1);
   checkInteger('worker.pollIntervalMs', resolved.worker.pollIntervalMs, 1);
   checkInteger('worker.shutdownTimeoutMs', resolved.worker.shutdownTimeoutMs, 0);
+  checkInteger('worker.backpressure.maxQueuedTasks', resolved.worker.backpressure.maxQueuedTasks, 1);
+  checkInteger('worker.backpressure.maxEventLoopLagMs', resolved.worker.backpressure.maxEventLoopLagMs, 1);
+  checkInteger('worker.backpressure.lagWindowMs', resolved.worker.backpressure.lagWindowMs, 10);
+  checkInteger('worker.backpressure.slowdownFactor', resolved.worker.backpressure.slowdownFactor, 1);
   checkInteger('heartbeatIntervalMs', resolved.heartbeatIntervalMs, 1);
   checkInteger('reaper.intervalMs', resolved.reaper.intervalMs, 1);
   checkInteger('reaper.staleAfterMs', resolved.reaper.staleAfterMs, 1);
   checkInteger('reaper.leaderTtlMs', resolved.reaper.leaderTtlMs, 1);
+  checkText('reaper.leaderKey', resolved.reaper.leaderKey, 255);
   checkInteger('maxRetries', resolved.maxRetries, 0);
   checkInteger('maxInputBytes', resolved.maxInputBytes, 1);
   if (!Array.isArray(resolved.workflows)) {

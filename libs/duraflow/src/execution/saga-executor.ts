@@ -1,4 +1,6 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
+import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
 import { AgentTask, RollbackReason, TaskError } from '../entities/agent-task.entity';
 import { CompensationNotRegisteredError } from '../errors';
@@ -8,6 +10,7 @@ import { CompensableStep, StepStore } from '../persistence/step.store';
 import { TaskStore } from '../persistence/task.store';
 import { runCompensation } from './compensation';
 import { describeError } from './json';
+import { persist } from './persist';
 import { TaskLease } from './task-lease';
 
 /** How a rollback ended, as far as this process knows. */
@@ -34,6 +37,7 @@ export class SagaExecutor {
   private readonly logger = new Logger('Duraflow');
 
   constructor(
+    @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
     private readonly registry: WorkflowRegistry,
     private readonly tasks: TaskStore,
     private readonly steps: StepStore,
@@ -51,17 +55,17 @@ export class SagaExecutor {
     start?: { error: TaskError | null },
   ): Promise<RollbackOutcome> {
     try {
-      if (start && !(await this.write(() => this.tasks.beginRollback(task.id, lease.claimToken, reason, start.error && JSON.stringify(start.error))))) {
+      if (start && !(await this.write(lease, () => this.tasks.beginRollback(task.id, lease.claimToken, reason, start.error && JSON.stringify(start.error))))) {
         return 'stopped';
       }
-      const steps = await this.write(() => this.steps.listCompensableSteps(task.id));
+      const steps = await this.write(lease, () => this.steps.listCompensableSteps(task.id));
       for (const step of steps) {
         if (step.compensated || step.deadLettered) continue;
         if (lease.stoppedBecause) return 'stopped';
         if (!(await this.undo(task, lease, step))) return 'stopped';
       }
       if (lease.stoppedBecause) return 'stopped';
-      const status = await this.write(() => this.tasks.finishRollback(task.id, lease.claimToken, reason, steps.length > 0));
+      const status = await this.write(lease, () => this.tasks.finishRollback(task.id, lease.claimToken, reason, steps.length > 0));
       if (!status) return 'stopped';
       if (status === TaskStatus.PARTIAL_ROLLBACK) {
         this.logger.warn(`Task ${task.id} (${task.workflowName}) ended partial_rollback: see its dead letters`);
@@ -97,7 +101,10 @@ export class SagaExecutor {
     }
 
     if (!failure) {
-      const owned = await this.write(() => this.steps.markCompensated(task.id, lease.claimToken, step.id));
+      // Nothing changed: lost, or this very write landed on a try whose reply was lost.
+      const owned =
+        (await this.write(lease, () => this.steps.markCompensated(task.id, lease.claimToken, step.id))) ||
+        (await this.write(lease, () => this.steps.ownsTask(task.id, lease.claimToken)));
       if (!owned) lease.stop('lease-lost');
       return owned;
     }
@@ -109,14 +116,15 @@ export class SagaExecutor {
       failedAt: new Date().toISOString(),
     };
     this.logger.warn(`Compensation of step "${step.stepKey}" of task ${task.id} failed for good: ${error.message}; sent to the dead-letter queue`);
-    const owned = await this.write(() => this.deadLetters.insertDeadLetter(task.id, lease.claimToken, step.id, JSON.stringify(error)));
+    const owned = await this.write(lease, () => this.deadLetters.insertDeadLetter(task.id, lease.claimToken, step.id, JSON.stringify(error)));
     if (!owned) lease.stop('lease-lost');
     return owned;
   }
 
-  private async write<T>(statement: () => Promise<T>): Promise<T> {
+  /** A fenced statement, retried while the database is unreachable, for as long as the task would stay unreaped. */
+  private async write<T>(lease: TaskLease, statement: () => Promise<T>): Promise<T> {
     try {
-      return await statement();
+      return await persist(statement, { giveUpAfterMs: this.options.reaper.staleAfterMs, signal: lease.signal });
     } catch (error) {
       throw new Unrecorded(`the database could not be reached (${describeError(error).message})`);
     }

@@ -11,6 +11,7 @@ import {
 import { StepContext, StepOptions, StepRunner } from '../interfaces/workflow-context';
 import { StepMemo, StepStore } from '../persistence/step.store';
 import { runAttempt } from './attempt';
+import { persist } from './persist';
 import { retryDelayMs, sleep } from './backoff';
 import { describeError, toJson } from './json';
 import { RunScope, runScopeStorage } from './run-scope';
@@ -43,6 +44,8 @@ export class MemoizedStepRunner implements StepRunner {
     private readonly lease: TaskLease,
     private readonly memos: Map<string, StepMemo>,
     private readonly steps: StepStore,
+    /** How long a checkpoint is retried while the database is unreachable. */
+    private readonly persistForMs: number,
   ) {
     this.hasCompensableSteps = [...memos.values()].some((memo) => memo.compensable);
   }
@@ -137,8 +140,12 @@ export class MemoizedStepRunner implements StepRunner {
   private async checkpoint(write: () => Promise<boolean>): Promise<void> {
     let owned: boolean;
     try {
-      owned = await write();
+      const options = { giveUpAfterMs: this.persistForMs, signal: this.lease.signal };
+      owned = await persist(write, options);
+      // Nothing changed: lost, or this very write already landed on a try whose reply was lost.
+      if (!owned) owned = await persist(() => this.steps.ownsTask(this.lease.taskId, this.lease.claimToken), options);
     } catch (error) {
+      this.throwIfStopped();
       this.persistenceFailure = error;
       throw new RunAbortedError(this.lease.taskId, `a checkpoint could not be written (${describeError(error).message})`);
     }

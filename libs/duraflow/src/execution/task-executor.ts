@@ -1,4 +1,6 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
+import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
 import { AgentTask, TaskError } from '../entities/agent-task.entity';
 import { DuraflowError } from '../errors';
@@ -7,6 +9,7 @@ import { WorkflowContext } from '../interfaces/workflow-context';
 import { StepStore } from '../persistence/step.store';
 import { ClaimedTask, TaskStore } from '../persistence/task.store';
 import { describeError, toJson } from './json';
+import { persist } from './persist';
 import { runScopeStorage } from './run-scope';
 import { SagaExecutor } from './saga-executor';
 import { MemoizedStepRunner } from './step-runner';
@@ -27,6 +30,7 @@ export class TaskExecutor {
   private readonly logger = new Logger('Duraflow');
 
   constructor(
+    @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
     private readonly registry: WorkflowRegistry,
     private readonly tasks: TaskStore,
     private readonly steps: StepStore,
@@ -36,8 +40,8 @@ export class TaskExecutor {
   async execute({ task }: ClaimedTask, lease: TaskLease): Promise<RunOutcome> {
     if (task.rollbackReason) return this.saga.rollback(task, lease, task.rollbackReason);
     const workflow = this.registry.get(task.workflowName);
-    const memos = await this.steps.loadStepMemos(task.id);
-    const runner = new MemoizedStepRunner(workflow, lease, memos, this.steps);
+    const memos = await this.durably(lease, () => this.steps.loadStepMemos(task.id));
+    const runner = new MemoizedStepRunner(workflow, lease, memos, this.steps, this.options.reaper.staleAfterMs);
     const ctx: WorkflowContext = {
       runId: task.id,
       workflowName: task.workflowName,
@@ -65,9 +69,10 @@ export class TaskExecutor {
       return this.fail(task, lease, runner, { ...this.taskError(error, runner), code: 'OUTPUT_NOT_SERIALIZABLE' });
     }
     try {
-      const owned = await this.tasks.completeTask(task.id, lease.claimToken, outputJson ?? null);
+      const owned = await this.durably(lease, () => this.tasks.completeTask(task.id, lease.claimToken, outputJson ?? null));
       return owned ? 'completed' : 'stopped';
     } catch (error) {
+      if (lease.stoppedBecause) return 'stopped';
       this.logger.warn(`Task ${task.id} finished but its completion could not be recorded (${describeError(error).message}); it will be recovered.`);
       return 'unrecorded';
     }
@@ -81,12 +86,18 @@ export class TaskExecutor {
 
   private async recordFailure(taskId: string, lease: TaskLease, error: TaskError): Promise<RunOutcome> {
     try {
-      const owned = await this.tasks.finishTaskWithError(taskId, lease.claimToken, TaskStatus.FAILED, JSON.stringify(error));
+      const owned = await this.durably(lease, () => this.tasks.finishTaskWithError(taskId, lease.claimToken, TaskStatus.FAILED, JSON.stringify(error)));
       return owned ? 'failed' : 'stopped';
     } catch (dbError) {
+      if (lease.stoppedBecause) return 'stopped';
       this.logger.warn(`Task ${taskId} failed but the failure could not be recorded (${describeError(dbError).message}); it will be recovered.`);
       return 'unrecorded';
     }
+  }
+
+  /** A fenced statement, retried while the database is unreachable (for as long as the task would stay unreaped). */
+  private durably<T>(lease: TaskLease, statement: () => Promise<T>): Promise<T> {
+    return persist(statement, { giveUpAfterMs: this.options.reaper.staleAfterMs, signal: lease.signal });
   }
 
   private taskError(error: unknown, runner: MemoizedStepRunner): TaskError {

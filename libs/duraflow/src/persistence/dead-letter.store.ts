@@ -117,6 +117,9 @@ export class DeadLetterStore {
    * a `partial_rollback` task with no entry left becomes `rolled_back`. Returns the task's status.
    */
   async resolve(tx: SqlExecutor, deadLetter: DeadLetter, compensated: boolean): Promise<string | null> {
+    // Resolutions of one task's entries take turns on its row, and each reads the queue in a
+    // statement after the lock: two entries resolved at once cannot both still see the other.
+    await tx.query(`SELECT 1 FROM agent_tasks WHERE id = $1 FOR UPDATE`, [deadLetter.taskId]);
     await tx.query(`DELETE FROM dead_letter_queue WHERE id = $1`, [deadLetter.id]);
     if (compensated) {
       await tx.query(`UPDATE step_runs SET compensated_at = clock_timestamp() WHERE id = $1 AND compensated_at IS NULL`, [

@@ -152,6 +152,20 @@ export class StepStore {
     return rowCount > 0;
   }
 
+  /**
+   * Whether this claim still owns its running task. Asked when a fenced write changed nothing:
+   * a write retried after its first try committed (the reply was lost) also changes nothing,
+   * yet the claim still owns the task.
+   */
+  async ownsTask(taskId: string, claimToken: string): Promise<boolean> {
+    const { rowCount } = await this.db.query(
+      `SELECT 1 FROM agent_tasks WHERE id = $1 AND claim_token = $2 AND status = 'running'`,
+      [taskId, claimToken],
+      'duraflow_owns_task',
+    );
+    return rowCount > 0;
+  }
+
   /** A task's steps: the completed ones in completion order, then the unfinished. */
   async listSteps(taskId: string): Promise<StepRun[]> {
     const { rows } = await this.db.query(

@@ -1,35 +1,158 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  OnApplicationBootstrap,
+  OnApplicationShutdown,
+  Optional,
+} from '@nestjs/common';
+import { SchedulerRegistry } from '@nestjs/schedule';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
+import { describeError } from '../execution/json';
+import { TaskStatus } from '../interfaces/task-status';
+import { createLeaderElection, LeaderElection } from '../leader';
+import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { TaskStore } from '../persistence/task.store';
 
 export interface ReapResult {
-  /** Stale tasks put back to `pending` (one more retry counted). */
+  /** Stale tasks put back to `pending` to run again (one more retry counted); a rollback in progress resumes. */
   requeued: string[];
-  /** Stale tasks that had used up `max_retries`. */
+  /** Stale tasks that had used up `max_retries` and have steps to undo: back to `pending` for their rollback. */
+  rollingBack: string[];
+  /** Stale tasks that had used up `max_retries` with nothing to undo: `failed` (MAX_RETRIES_EXCEEDED). */
   failed: string[];
+  /** Every task this pass finished, with the status it was left in (`failed`, or a rollback's final status). */
+  ended: Array<{ id: string; status: TaskStatus }>;
 }
 
-/** Recovers the tasks of dead workers: running tasks whose heartbeat went stale. */
+/** The name of the reaper's interval in @nestjs/schedule's SchedulerRegistry. */
+export const REAPER_INTERVAL_NAME = 'duraflow-reaper';
+
+/**
+ * Recovers the tasks of dead workers: running tasks whose heartbeat went stale. On every tick
+ * (`reaper.intervalMs`) each node tries to become or stay leader (Redis key with a ttl, or a
+ * PostgreSQL advisory lock without Redis); only the leader reaps. The interval is registered
+ * in @nestjs/schedule's SchedulerRegistry when the host imported `ScheduleModule.forRoot()`.
+ */
 @Injectable()
-export class ReaperService {
+export class ReaperService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('Duraflow');
+  private election: LeaderElection | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private ticking: Promise<void> | undefined;
+  private lastReapAt = 0;
+  private reapFailing = false;
+  private wasLeader = false;
+  private stopped = false;
 
   constructor(
     @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
     private readonly tasks: TaskStore,
+    private readonly db: DuraflowDatabase,
+    @Optional() private readonly scheduler?: SchedulerRegistry,
   ) {}
 
-  /** One reaping pass over tasks stale for longer than `reaper.staleAfterMs`. */
+  /** True while this node holds the reaper's leadership (judged locally, within the ttl). */
+  isLeader(): boolean {
+    return this.election?.isLeader() ?? false;
+  }
+
+  /** How leadership is decided here: `redis` with a `redis` option, `postgres` (advisory lock) without. */
+  get electionKind(): 'redis' | 'postgres' | undefined {
+    return this.election?.kind;
+  }
+
+  onApplicationBootstrap(): void {
+    if (this.options.reaper.enabled) this.start();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.stop();
+  }
+
+  /** Starts ticking (called on bootstrap unless `reaper.enabled` is false). */
+  start(): void {
+    if (this.timer) return;
+    this.stopped = false;
+    const { intervalMs, leaderTtlMs, leaderKey } = this.options.reaper;
+    this.election = createLeaderElection({
+      redis: this.options.redis,
+      createClient: () => this.db.createDedicatedClient(),
+      key: leaderKey,
+      workerId: this.options.workerId,
+      ttlMs: leaderTtlMs,
+      logger: this.logger,
+    });
+    // The leader renews well before its key expires, however long the reaping interval is.
+    const period = Math.max(1, Math.min(intervalMs, Math.floor(leaderTtlMs / 3)));
+    this.timer = setInterval(() => this.tick(), period);
+    if (this.scheduler) {
+      this.scheduler.addInterval(REAPER_INTERVAL_NAME, this.timer);
+    } else {
+      this.logger.warn(
+        'ScheduleModule.forRoot() is not imported: the reaper runs on a timer of its own. Import it once in your root module.',
+      );
+    }
+    this.tick();
+  }
+
+  /** Stops ticking and gives leadership up (compare-and-delete in Redis, unlock in PostgreSQL). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) {
+      clearInterval(this.timer);
+      if (this.scheduler?.doesExist('interval', REAPER_INTERVAL_NAME)) this.scheduler.deleteInterval(REAPER_INTERVAL_NAME);
+      this.timer = undefined;
+    }
+    await this.ticking;
+    await this.election?.close();
+    this.election = undefined;
+    this.wasLeader = false;
+  }
+
+  /** One reaping pass over tasks stale for longer than `reaper.staleAfterMs`, on any node (leader or not). */
   async reapOnce(): Promise<ReapResult> {
     const reaped = await this.tasks.reapStaleTasks(this.options.reaper.staleAfterMs);
     const result: ReapResult = {
-      requeued: reaped.filter((task) => task.status === 'pending').map((task) => task.id),
-      failed: reaped.filter((task) => task.status === 'failed').map((task) => task.id),
+      requeued: reaped.filter((task) => task.action === 'requeue').map((task) => task.id),
+      rollingBack: reaped.filter((task) => task.action === 'rollback').map((task) => task.id),
+      failed: reaped.filter((task) => task.status === TaskStatus.FAILED).map((task) => task.id),
+      ended: reaped.filter((task) => task.action === 'end' || task.action === 'abandon').map(({ id, status }) => ({ id, status })),
     };
     if (reaped.length) {
-      this.logger.log(`Reaped ${reaped.length} stale task(s): ${result.requeued.length} re-queued, ${result.failed.length} failed`);
+      this.logger.log(
+        `Reaped ${reaped.length} stale task(s): ${result.requeued.length} re-queued, ` +
+          `${result.rollingBack.length} sent to rollback, ${result.ended.length} ended`,
+      );
     }
     return result;
+  }
+
+  /** A tick never overlaps the previous one and never throws. */
+  private tick(): void {
+    if (this.ticking || this.stopped) return;
+    this.ticking = this.leadAndReap().finally(() => (this.ticking = undefined));
+  }
+
+  private async leadAndReap(): Promise<void> {
+    const election = this.election;
+    if (!election) return;
+    const leader = await election.tick();
+    if (leader !== this.wasLeader) {
+      this.logger.log(leader ? `Worker ${this.options.workerId} is now the reaper leader (${election.kind})` : `Worker ${this.options.workerId} is no longer the reaper leader`);
+      this.wasLeader = leader;
+    }
+    if (!leader || this.stopped) return;
+    if (Date.now() - this.lastReapAt < this.options.reaper.intervalMs) return;
+    this.lastReapAt = Date.now();
+    try {
+      await this.reapOnce();
+      if (this.reapFailing) this.logger.log('Reaping works again');
+      this.reapFailing = false;
+    } catch (error) {
+      if (!this.reapFailing) this.logger.warn(`Reaping failed (${describeError(error).message}); retrying on the next tick`);
+      this.reapFailing = true;
+    }
   }
 }

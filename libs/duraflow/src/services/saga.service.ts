@@ -106,7 +106,8 @@ export class SagaService {
       };
       return { outcome: 'failed' as const, deadLetter: await this.deadLetters.recordRetryFailure(tx, id, JSON.stringify(error)) };
     });
-    return { ...result, task: await this.tasks.findTask(result.taskId) };
+    const { taskId, ...retried } = result;
+    return { ...retried, task: await this.tasks.findTask(taskId) };
   }
 
   /**

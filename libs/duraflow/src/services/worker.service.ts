@@ -1,3 +1,4 @@
+import { IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
@@ -33,6 +34,7 @@ export interface WorkerStats {
   unrecorded: number;
   /** The LISTEN connection is up (otherwise only polling wakes the worker). */
   listening: boolean;
+  backpressure: BackpressureStats;
   workflows: string[];
 }
 
@@ -45,6 +47,20 @@ const OUTCOME_COUNTER: Record<RunOutcome, 'completed' | 'failed' | 'rolledBack' 
   stopped: 'stopped',
   unrecorded: 'unrecorded',
 };
+
+export interface BackpressureStats {
+  /** Tasks this process holds now (running, or claimed and waiting for a slot). */
+  queued: number;
+  maxQueued: number;
+  /** `queued` reached `maxQueuedTasks`: polling has stopped until tasks finish. */
+  queueFull: boolean;
+  /** The longest event loop delay in the last complete window, in ms. */
+  eventLoopLagMs: number;
+  /** `eventLoopLagMs` is over `maxEventLoopLagMs`: polling is slowed down. */
+  lagging: boolean;
+  /** The poll interval in force now. */
+  pollIntervalMs: number;
+}
 
 interface RunningTask {
   lease: TaskLease;
@@ -73,6 +89,11 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
   };
   private state: WorkerState = 'idle';
   private pollTimer: NodeJS.Timeout | undefined;
+  private lagTimer: NodeJS.Timeout | undefined;
+  private lagHistogram: IntervalHistogram | undefined;
+  private eventLoopLagMs = 0;
+  private lagging = false;
+  private queueFull = false;
   private claimLoop: Promise<void> | undefined;
   private claimRequested = false;
   private claimFailing = false;
@@ -109,12 +130,13 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
     const names = new Set(this.registry.names());
     this.unsubscribe = [
       this.notifications.onSubmitted((workflowName) => {
-        if (names.has(workflowName)) this.requestClaim();
+        if (names.has(workflowName) && !this.lagging) this.requestClaim();
       }),
       this.notifications.onFinished((taskId) => this.running.get(taskId)?.lease.stop('cancelled')),
     ];
     await this.notifications.ensureListening();
-    this.pollTimer = setInterval(() => this.requestClaim(), this.options.worker.pollIntervalMs);
+    this.startLagMonitor();
+    this.schedulePoll();
     this.logger.log(
       `Worker ${this.workerId} started (concurrency ${this.options.worker.concurrency}, workflows: ${[...names].join(', ') || 'none'})`,
     );
@@ -139,12 +161,63 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
       running: this.running.size,
       ...this.counters,
       listening: this.notifications.listening,
+      backpressure: {
+        queued: this.running.size,
+        maxQueued: this.options.worker.backpressure.maxQueuedTasks,
+        queueFull: this.queueFull,
+        eventLoopLagMs: this.eventLoopLagMs,
+        lagging: this.lagging,
+        pollIntervalMs: this.pollIntervalMs,
+      },
       workflows: this.registry.names(),
     };
   }
 
+  /** The poll interval in force: slower while the event loop lags. */
+  private get pollIntervalMs(): number {
+    const { pollIntervalMs, backpressure } = this.options.worker;
+    return this.lagging ? pollIntervalMs * backpressure.slowdownFactor : pollIntervalMs;
+  }
+
+  private schedulePoll(): void {
+    this.pollTimer = setTimeout(() => {
+      this.requestClaim();
+      if (this.state === 'running') this.schedulePoll();
+    }, this.pollIntervalMs);
+  }
+
+  /** Event loop lag per window (seed 001: lag over 100 ms polls less often), not over the process lifetime. */
+  private startLagMonitor(): void {
+    const { lagWindowMs, maxEventLoopLagMs } = this.options.worker.backpressure;
+    const histogram = monitorEventLoopDelay({ resolution: 10 });
+    histogram.enable();
+    this.lagHistogram = histogram;
+    this.lagTimer = setInterval(() => {
+      this.eventLoopLagMs = Math.round(histogram.max / 1e6);
+      histogram.reset();
+      const lagging = this.eventLoopLagMs > maxEventLoopLagMs;
+      if (lagging !== this.lagging) {
+        this.logger.warn(
+          lagging
+            ? `Event loop lag ${this.eventLoopLagMs} ms (over ${maxEventLoopLagMs} ms): polling every ${this.options.worker.pollIntervalMs * this.options.worker.backpressure.slowdownFactor} ms`
+            : `Event loop lag back to ${this.eventLoopLagMs} ms: polling every ${this.options.worker.pollIntervalMs} ms`,
+        );
+      }
+      this.lagging = lagging;
+    }, lagWindowMs);
+    this.lagTimer.unref();
+  }
+
+  private stopLagMonitor(): void {
+    clearInterval(this.lagTimer);
+    this.lagHistogram?.disable();
+    this.lagHistogram = undefined;
+    this.lagging = false;
+  }
+
   private async drainAndStop(): Promise<void> {
-    clearInterval(this.pollTimer);
+    clearTimeout(this.pollTimer);
+    this.stopLagMonitor();
     for (const unsubscribe of this.unsubscribe) unsubscribe();
     await this.claimLoop;
     const finished = Promise.all([...this.running.values()].map((run) => run.done));
@@ -189,7 +262,9 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
   /** Claims until the pool is full or the queue has nothing more for this worker. */
   private async claimWhileFree(): Promise<void> {
     while (this.state === 'running') {
-      const free = this.options.worker.concurrency - this.running.size;
+      const { concurrency, backpressure } = this.options.worker;
+      this.queueFull = this.running.size >= backpressure.maxQueuedTasks;
+      const free = Math.min(concurrency, backpressure.maxQueuedTasks) - this.running.size;
       if (free <= 0) return;
       let claimed: ClaimedTask[];
       try {

@@ -1,0 +1,26 @@
+import { Client } from 'pg';
+import { DuraflowRedisOptions } from '../duraflow.options';
+import { LeaderElection, LeaderElectionLogger } from './leader-election';
+import { PostgresLeaderElection } from './postgres-leader-election';
+import { RedisLeaderElection } from './redis-leader-election';
+
+export interface LeaderElectionOptions {
+  /** With it, the leader holds a Redis key; without it, a PostgreSQL advisory lock. */
+  redis?: DuraflowRedisOptions;
+  /** For PostgreSQL: a new, unconnected client for the session that holds the lock. */
+  createClient: () => Client | Promise<Client>;
+  /** Default `duraflow:reaper:leader`. */
+  key?: string;
+  /** The Redis key's value while this node leads. */
+  workerId: string;
+  /** The Redis key's time-to-live (a PostgreSQL lock lives as long as its session). */
+  ttlMs: number;
+  logger?: LeaderElectionLogger;
+}
+
+export function createLeaderElection(options: LeaderElectionOptions): LeaderElection {
+  const { redis, createClient, key, workerId, ttlMs, logger } = options;
+  return redis
+    ? new RedisLeaderElection({ redis, key, workerId, ttlMs, logger })
+    : new PostgresLeaderElection({ createClient, key, logger });
+}

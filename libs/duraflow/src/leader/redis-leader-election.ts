@@ -1,0 +1,169 @@
+import { Logger } from '@nestjs/common';
+import { performance } from 'node:perf_hooks';
+import Redis, { RedisOptions } from 'ioredis';
+import { DuraflowRedisOptions } from '../duraflow.options';
+import { describeError } from '../execution/json';
+import { LeaderElection, LeaderElectionLogger, REAPER_LEADER_KEY } from './leader-election';
+
+/** Extends the key's life only while this node holds it: after an expiry another node may have it. */
+const RENEW_SCRIPT = `if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0`;
+
+/** Deletes the key only while this node holds it, never another node's leadership. */
+const RELEASE_SCRIPT = `if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0`;
+
+/** The longest wait between two reconnection attempts while Redis is away. */
+const MAX_RECONNECT_DELAY_MS = 2_000;
+
+export interface RedisLeaderElectionOptions {
+  /** Where Redis is; fields given next to `url` fill in what the url leaves out. */
+  redis: DuraflowRedisOptions;
+  /** Default `duraflow:reaper:leader`. */
+  key?: string;
+  /** The value the leader writes under the key. */
+  workerId: string;
+  /** Lifetime of the key; the leader must tick again well within it to stay leader. */
+  ttlMs: number;
+  logger?: LeaderElectionLogger;
+}
+
+/**
+ * Leader election on one Redis key: `SET key <worker-id> NX PX ttl` to take it, a
+ * compare-and-set to renew it, a compare-and-delete to give it up. Leadership is judged
+ * locally from the time the last successful command was *sent*, minus a safety margin, so
+ * this node stops believing it leads before Redis can hand the key to anyone else.
+ */
+export class RedisLeaderElection implements LeaderElection {
+  readonly kind = 'redis';
+  readonly key: string;
+  /** The key's value while this node leads. */
+  readonly workerId: string;
+  private readonly ttlMs: number;
+  /** Covers clock-rate drift between this process and Redis. */
+  private readonly safetyMarginMs: number;
+  private readonly logger: LeaderElectionLogger;
+  private readonly client: Redis;
+  /** `performance.now()` until which this node certainly holds the key; 0 when it does not. */
+  private validUntil = 0;
+  /** What the last tick concluded, to log changes of leadership once. */
+  private leading = false;
+  private unreachable = false;
+  private ticking: Promise<boolean> | undefined;
+  private closing: Promise<void> | undefined;
+
+  constructor(options: RedisLeaderElectionOptions) {
+    this.key = options.key ?? REAPER_LEADER_KEY;
+    this.workerId = options.workerId;
+    this.ttlMs = options.ttlMs;
+    this.safetyMarginMs = Math.min(1_000, Math.ceil(options.ttlMs / 10));
+    this.logger = options.logger ?? new Logger('Duraflow');
+    this.client = createClient(options.redis, options.ttlMs);
+    // Connection errors surface as failed ticks; without a listener ioredis would print each one.
+    this.client.on('error', () => undefined);
+  }
+
+  tick(): Promise<boolean> {
+    if (this.closing) return Promise.resolve(false);
+    this.ticking ??= this.holdOrAcquire().finally(() => (this.ticking = undefined));
+    return this.ticking;
+  }
+
+  isLeader(): boolean {
+    return performance.now() < this.validUntil;
+  }
+
+  close(): Promise<void> {
+    this.closing ??= this.release();
+    return this.closing;
+  }
+
+  private async holdOrAcquire(): Promise<boolean> {
+    try {
+      if (this.client.status === 'wait' || this.client.status === 'end') await this.client.connect();
+      const sentAt = performance.now();
+      // The usual case first (a leader renews, a follower tries to take the key), the other
+      // one second: the key may have expired under a slow leader, or hold this node's id
+      // although the reply that granted it was lost.
+      const held = this.leading
+        ? (await this.renew()) || (await this.acquire())
+        : (await this.acquire()) || (await this.renew());
+      this.validUntil = held ? sentAt + this.ttlMs - this.safetyMarginMs : 0;
+      if (this.unreachable) {
+        this.unreachable = false;
+        this.logger.log('Reaper leader election: Redis is reachable again');
+      }
+    } catch (error) {
+      // The key may outlive the outage, but nothing proves it: not leader until a command succeeds.
+      this.validUntil = 0;
+      if (!this.unreachable) {
+        this.unreachable = true;
+        this.logger.warn(
+          `Reaper leader election: Redis is unreachable (${describeError(error).message}); ` +
+            'this node does not reap until it is back',
+        );
+      }
+    }
+    this.noteLeadership(this.isLeader());
+    return this.isLeader();
+  }
+
+  private async acquire(): Promise<boolean> {
+    return (await this.client.set(this.key, this.workerId, 'PX', this.ttlMs, 'NX')) === 'OK';
+  }
+
+  private async renew(): Promise<boolean> {
+    return (await this.client.eval(RENEW_SCRIPT, 1, this.key, this.workerId, this.ttlMs)) === 1;
+  }
+
+  private noteLeadership(leading: boolean): void {
+    if (leading === this.leading) return;
+    this.leading = leading;
+    this.logger.log(
+      leading
+        ? `Reaper leader election: this node (${this.workerId}) is the leader`
+        : `Reaper leader election: this node (${this.workerId}) is no longer the leader`,
+    );
+  }
+
+  private async release(): Promise<void> {
+    await this.ticking?.catch(() => undefined);
+    this.validUntil = 0;
+    this.leading = false;
+    try {
+      if (this.client.status === 'ready') {
+        // Run even when this node thinks it follows: a lost reply may have left the key with its id.
+        await this.client.eval(RELEASE_SCRIPT, 1, this.key, this.workerId).catch(() => undefined);
+        await this.client.quit();
+      }
+    } catch {
+      // quit failed: the connection is dropped below all the same.
+    } finally {
+      this.client.disconnect();
+    }
+  }
+}
+
+function createClient(redis: DuraflowRedisOptions, ttlMs: number): Redis {
+  // A command must come back (or fail) well within a tick, whatever the ttl.
+  const timeoutMs = Math.min(5_000, Math.max(500, Math.floor(ttlMs / 3)));
+  const options: RedisOptions = {
+    ...(redis.host !== undefined && { host: redis.host }),
+    ...(redis.port !== undefined && { port: redis.port }),
+    ...(redis.password !== undefined && { password: redis.password }),
+    ...(redis.db !== undefined && { db: redis.db }),
+    lazyConnect: true,
+    // While Redis is away, commands fail at once instead of queueing behind the outage.
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    autoResendUnfulfilledCommands: false,
+    commandTimeout: timeoutMs,
+    connectTimeout: timeoutMs,
+    retryStrategy: (attempt) => Math.min(MAX_RECONNECT_DELAY_MS, 50 * 2 ** Math.min(attempt, 6)),
+  };
+  return redis.url ? new Redis(redis.url, options) : new Redis(options);
+}

@@ -1,0 +1,47 @@
+import type { DuraflowModuleOptions } from '@duraflow/nestjs';
+
+/** The scenarios a chaos worker can register (test/chaos/scenarios.ts). */
+export type ChaosScenarioName = 'chaos-steps' | 'chaos-suicide' | 'chaos-saga';
+
+/**
+ * DuraflowModule options as they cross the process boundary (JSON): everything but the
+ * functional workflows, which the child takes from its scenarios.
+ */
+export type ChaosDuraflowOptions = Omit<DuraflowModuleOptions, 'workflows'>;
+
+/** What the child entry reads from `CHAOS_WORKER_CONFIG`. */
+export interface ChaosWorkerConfig {
+  databaseUrl: string;
+  scenarios: ChaosScenarioName[];
+  duraflow: ChaosDuraflowOptions & { workerId: string };
+}
+
+export const CHAOS_WORKER_CONFIG_ENV = 'CHAOS_WORKER_CONFIG';
+
+/** Test -> child: call `method(...args)` on a provider of the child's app, by its exported class name. */
+export interface CallRequest {
+  type: 'call';
+  /** A class exported by `@duraflow/nestjs`: 'WorkerService', 'ReaperService', 'WorkflowService', ... */
+  service: string;
+  method: string;
+  args?: unknown[];
+}
+
+export type ChaosRequest = CallRequest;
+
+export interface ReadyMessage {
+  type: 'ready';
+  workerId: string;
+  /** From process start to the app bootstrapped and the worker started, as the child measured it. */
+  bootMs: number;
+}
+
+export interface ReplyMessage {
+  type: 'reply';
+  id: number;
+  ok: boolean;
+  value?: unknown;
+  error?: { name: string; message: string; stack?: string };
+}
+
+export type ChaosChildMessage = ReadyMessage | ReplyMessage;

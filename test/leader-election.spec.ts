@@ -1,0 +1,478 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { createInterface } from 'node:readline';
+import Redis from 'ioredis';
+import { Client } from 'pg';
+import {
+  createLeaderElection,
+  LeaderElection,
+  LeaderElectionLogger,
+  PostgresLeaderElection,
+  RedisLeaderElection,
+  RedisLeaderElectionOptions,
+} from '@duraflow/nestjs/leader';
+import { SWC_REGISTER } from './support/child-process';
+import { createTestDatabase, TestDatabase } from './support/database';
+import { RedisServer, SHARED_REDIS_URL } from './support/redis-server';
+import { sleep, waitUntil } from './fixtures/worker/wait';
+
+/** Keeps what an election logs, so a test can count its outage messages. */
+class RecordingLogger implements LeaderElectionLogger {
+  readonly logs: string[] = [];
+  readonly warnings: string[] = [];
+
+  log(message: unknown): void {
+    this.logs.push(String(message));
+  }
+
+  warn(message: unknown): void {
+    this.warnings.push(String(message));
+  }
+}
+
+function uniqueKey(): string {
+  return `duraflow:test:${randomUUID()}`;
+}
+
+/** The two of a pair after one tick each: exactly one must lead. */
+function leaderAndFollower<T extends LeaderElection>(nodes: [T, T], results: boolean[]): [T, T] {
+  expect(results.filter(Boolean)).toHaveLength(1);
+  return results[0] ? nodes : [nodes[1], nodes[0]];
+}
+
+/**
+ * A host application in a process of its own, running one Redis election: it answers `tick`
+ * with `tick true|false`, and `close` with `closed`, after which it must exit by itself.
+ */
+class HostProcess {
+  private readonly replies: string[] = [];
+  private readonly waiting: Array<(line: string) => void> = [];
+  private stderr = '';
+
+  private constructor(private readonly child: ChildProcess) {
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      const next = this.waiting.shift();
+      if (next) next(line);
+      else this.replies.push(line);
+    });
+    child.stderr!.on('data', (chunk: Buffer) => (this.stderr += chunk.toString()));
+    this.exited = new Promise((resolve) =>
+      child.once('exit', (code, signal) => resolve({ code, signal, stderr: this.stderr })),
+    );
+  }
+
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>;
+
+  static start(options: { url: string; key: string }): HostProcess {
+    const script = `
+      const { RedisLeaderElection } = require('@duraflow/nestjs/leader');
+      const election = new RedisLeaderElection({
+        redis: { url: ${JSON.stringify(options.url)} },
+        key: ${JSON.stringify(options.key)},
+        workerId: 'host-process',
+        ttlMs: 5000,
+        logger: { log() {}, warn() {} },
+      });
+      const commands = require('node:readline').createInterface({ input: process.stdin });
+      commands.on('line', async (command) => {
+        if (command === 'tick') console.log('tick ' + (await election.tick()));
+        if (command === 'close') {
+          await election.close();
+          commands.close();
+          console.log('closed');
+        }
+      });`;
+    const child = spawn(process.execPath, ['--require', SWC_REGISTER, '-e', script], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    return new HostProcess(child);
+  }
+
+  /** Sends one command and resolves to the host's reply (or fails when it died first). */
+  send(command: string): Promise<string> {
+    const reply = this.replies.shift();
+    const answer =
+      reply !== undefined ? Promise.resolve(reply) : new Promise<string>((resolve) => this.waiting.push(resolve));
+    this.child.stdin!.write(`${command}\n`);
+    return Promise.race([
+      answer,
+      this.exited.then((exit) => {
+        throw new Error(`the host process exited (${exit.code ?? exit.signal}): ${exit.stderr}`);
+      }),
+    ]);
+  }
+
+  /** Resolves when the host exits by itself; fails if it is still running after `timeoutMs`. */
+  async exit(timeoutMs: number): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`the host process did not exit within ${timeoutMs} ms`)), timeoutMs);
+    });
+    try {
+      return await Promise.race([this.exited, deadline]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  kill(): void {
+    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGKILL');
+  }
+}
+
+describe('Reaper leader election', () => {
+  const opened: LeaderElection[] = [];
+
+  afterEach(async () => {
+    await Promise.all(opened.splice(0).map((election) => election.close()));
+  });
+
+  describe('on Redis', () => {
+    let redis: Redis;
+
+    beforeAll(() => {
+      redis = new Redis(SHARED_REDIS_URL);
+    });
+    afterAll(() => redis.quit());
+
+    function redisNode(options: Partial<RedisLeaderElectionOptions> & { key: string }): RedisLeaderElection {
+      const node = new RedisLeaderElection({
+        redis: { url: SHARED_REDIS_URL },
+        workerId: `worker-${randomUUID()}`,
+        ttlMs: 60_000,
+        logger: new RecordingLogger(),
+        ...options,
+      });
+      opened.push(node);
+      return node;
+    }
+
+    it('elects exactly one of two nodes, which stores its worker id under the key with the ttl', async () => {
+      const key = uniqueKey();
+      const nodes: [RedisLeaderElection, RedisLeaderElection] = [
+        redisNode({ key, ttlMs: 5_000 }),
+        redisNode({ key, ttlMs: 5_000 }),
+      ];
+
+      const [leader, follower] = leaderAndFollower(nodes, await Promise.all(nodes.map((node) => node.tick())));
+
+      expect(leader.isLeader()).toBe(true);
+      expect(follower.isLeader()).toBe(false);
+      expect(await redis.get(key)).toBe(leader.workerId);
+      const pttl = await redis.pttl(key);
+      expect(pttl).toBeGreaterThan(0);
+      expect(pttl).toBeLessThanOrEqual(5_000);
+    });
+
+    it('renews the ttl of the key it holds', async () => {
+      const key = uniqueKey();
+      const leader = redisNode({ key, ttlMs: 60_000 });
+      expect(await leader.tick()).toBe(true);
+
+      // As if most of the ttl had passed.
+      await redis.pexpire(key, 1_000);
+      expect(await leader.tick()).toBe(true);
+
+      expect(await redis.get(key)).toBe(leader.workerId);
+      expect(await redis.pttl(key)).toBeGreaterThan(30_000);
+    });
+
+    it('keeps the leader over several ttls while it renews, and the follower stays a follower', async () => {
+      const key = uniqueKey();
+      const leader = redisNode({ key, ttlMs: 400 });
+      const follower = redisNode({ key, ttlMs: 400 });
+      expect(await leader.tick()).toBe(true);
+
+      // The follower tries far more often than the leader renews: a key left to expire would be its.
+      for (let round = 0; round < 12; round++) {
+        for (let attempt = 0; attempt < 5; attempt++) {
+          expect(await follower.tick()).toBe(false);
+          await sleep(20);
+        }
+        expect(await leader.tick()).toBe(true);
+      }
+
+      expect(follower.isLeader()).toBe(false);
+      expect(await redis.get(key)).toBe(leader.workerId);
+    });
+
+    it('steps down when renewal finds another holder, and leaves that holder alone', async () => {
+      const key = uniqueKey();
+      const node = redisNode({ key });
+      expect(await node.tick()).toBe(true);
+
+      await redis.set(key, 'another-worker', 'PX', 60_000);
+
+      expect(await node.tick()).toBe(false);
+      expect(node.isLeader()).toBe(false);
+      expect(await redis.get(key)).toBe('another-worker');
+    });
+
+    it('deletes the key on close while it holds it, and the follower takes over on its next tick', async () => {
+      const key = uniqueKey();
+      const nodes: [RedisLeaderElection, RedisLeaderElection] = [redisNode({ key }), redisNode({ key })];
+      const [leader, follower] = leaderAndFollower(nodes, await Promise.all(nodes.map((node) => node.tick())));
+
+      await leader.close();
+
+      expect(await redis.exists(key)).toBe(0);
+      expect(leader.isLeader()).toBe(false);
+      expect(await leader.tick()).toBe(false);
+      await expect(leader.close()).resolves.toBeUndefined();
+      expect(await follower.tick()).toBe(true);
+      expect(await redis.get(key)).toBe(follower.workerId);
+    });
+
+    it('does not delete on close a key that another node holds by then', async () => {
+      const key = uniqueKey();
+      const node = redisNode({ key });
+      expect(await node.tick()).toBe(true);
+
+      await redis.set(key, 'another-worker', 'PX', 60_000);
+      await node.close();
+
+      expect(await redis.get(key)).toBe('another-worker');
+    });
+
+    it('replaces a leader that stopped ticking once its key expires, and that leader stops believing it leads', async () => {
+      const key = uniqueKey();
+      const stalled = redisNode({ key, ttlMs: 1_000 });
+      const follower = redisNode({ key, ttlMs: 1_000 });
+      expect(await stalled.tick()).toBe(true);
+
+      // From here on `stalled` never ticks again, as if it had been SIGKILLed.
+      const followerTicks: boolean[] = [];
+      await waitUntil(
+        async () => {
+          const leads = await follower.tick();
+          followerTicks.push(leads);
+          // Never two leaders: by the time the key can be taken, the old leader has stepped down.
+          if (leads) expect(stalled.isLeader()).toBe(false);
+          return leads;
+        },
+        'the follower takes over',
+        10_000,
+      );
+
+      expect(followerTicks[0]).toBe(false);
+      expect(await redis.get(key)).toBe(follower.workerId);
+      expect(stalled.isLeader()).toBe(false);
+    });
+
+    describe('when Redis goes away', () => {
+      let server: RedisServer;
+      let serverClient: Redis;
+
+      beforeEach(async () => {
+        server = await RedisServer.start();
+        serverClient = new Redis(server.url, { lazyConnect: true, enableOfflineQueue: false, retryStrategy: () => null });
+        serverClient.on('error', () => undefined);
+      });
+
+      afterEach(async () => {
+        serverClient.disconnect();
+        await server.teardown();
+      });
+
+      it('stops leading at the first failed tick, logs the outage once, and leads again when Redis is back', async () => {
+        const key = uniqueKey();
+        const logger = new RecordingLogger();
+        const node = redisNode({ key, redis: { url: server.url }, ttlMs: 5_000, logger });
+        expect(await node.tick()).toBe(true);
+
+        await server.stop();
+        for (let attempt = 0; attempt < 5; attempt++) {
+          expect(await node.tick()).toBe(false);
+          expect(node.isLeader()).toBe(false);
+          await sleep(50);
+        }
+        expect(logger.warnings.filter((message) => message.includes('Redis is unreachable'))).toHaveLength(1);
+
+        await server.restart();
+        await waitUntil(() => node.tick(), 'the node leads again', 10_000);
+        await node.tick();
+
+        expect(logger.logs.filter((message) => message.includes('Redis is reachable again'))).toHaveLength(1);
+        expect(logger.warnings.filter((message) => message.includes('Redis is unreachable'))).toHaveLength(1);
+        await serverClient.connect();
+        expect(await serverClient.get(key)).toBe(node.workerId);
+      });
+
+      it('follows while Redis is down at boot, leads once it is up, and closes cleanly during an outage', async () => {
+        const key = uniqueKey();
+        await server.stop();
+        const node = redisNode({ key, redis: { url: server.url } });
+
+        expect(await node.tick()).toBe(false);
+        expect(await node.tick()).toBe(false);
+
+        await server.restart();
+        await waitUntil(() => node.tick(), 'the node leads once Redis is up', 10_000);
+
+        await server.stop();
+        await expect(node.close()).resolves.toBeUndefined();
+        await expect(node.close()).resolves.toBeUndefined();
+        expect(await node.tick()).toBe(false);
+      });
+
+      // In its own process, because Jest hides what Node does with an 'error' event nobody
+      // listens to (ioredis's Error check fails across Jest's realms).
+      it('does not crash its host process or leave it an unhandled error event, and lets it exit after close', async () => {
+        const host = HostProcess.start({ url: server.url, key: uniqueKey() });
+        try {
+          expect(await host.send('tick')).toBe('tick true');
+
+          await server.stop();
+          // Long enough for several reconnection attempts to be refused.
+          for (let attempt = 0; attempt < 4; attempt++) {
+            expect(await host.send('tick')).toBe('tick false');
+            await sleep(150);
+          }
+          await server.restart();
+          await waitUntil(async () => (await host.send('tick')) === 'tick true', 'the host leads again', 10_000);
+          // Closed in the middle of an outage, it must stop reconnecting, or the host could never exit.
+          await server.stop();
+          expect(await host.send('tick')).toBe('tick false');
+          expect(await host.send('close')).toBe('closed');
+
+          const exit = await host.exit(10_000);
+          expect(exit.stderr).not.toContain('Unhandled error');
+          expect(exit).toEqual({ code: 0, signal: null, stderr: '' });
+        } finally {
+          host.kill();
+        }
+      });
+    });
+  });
+
+  describe('on PostgreSQL (no Redis)', () => {
+    let db: TestDatabase;
+
+    beforeAll(async () => {
+      db = await createTestDatabase({ migrate: false });
+    });
+    afterAll(() => db.drop());
+
+    function postgresNode(
+      key: string,
+      logger = new RecordingLogger(),
+      createClient = () => new Client({ connectionString: db.url }),
+    ): PostgresLeaderElection {
+      const node = new PostgresLeaderElection({ key, createClient, logger });
+      opened.push(node);
+      return node;
+    }
+
+    /** The backends holding this node's advisory lock (a bigint key shows as classid/objid halves). */
+    async function lockHolders(node: PostgresLeaderElection): Promise<number[]> {
+      const id = BigInt.asUintN(64, BigInt(node.lockId));
+      const { rows } = await db.client.query<{ pid: number }>(
+        `SELECT pid FROM pg_locks
+          WHERE locktype = 'advisory' AND granted AND objsubid = 1
+            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+            AND classid = $1::bigint::oid AND objid = $2::bigint::oid`,
+        [(id >> 32n).toString(), (id & 0xffffffffn).toString()],
+      );
+      return rows.map((row) => row.pid);
+    }
+
+    it('elects exactly one of two nodes: the one whose session holds the advisory lock', async () => {
+      const key = uniqueKey();
+      const nodes: [PostgresLeaderElection, PostgresLeaderElection] = [postgresNode(key), postgresNode(key)];
+
+      const [leader, follower] = leaderAndFollower(nodes, await Promise.all(nodes.map((node) => node.tick())));
+
+      expect(leader.isLeader()).toBe(true);
+      expect(follower.isLeader()).toBe(false);
+      expect(leader.backendPid).toEqual(expect.any(Number));
+      expect(await lockHolders(leader)).toEqual([leader.backendPid]);
+      for (let round = 0; round < 3; round++) {
+        expect(await leader.tick()).toBe(true);
+        expect(await follower.tick()).toBe(false);
+      }
+      expect(await lockHolders(leader)).toEqual([leader.backendPid]);
+    });
+
+    it('hands leadership over on close: the other node takes it on its next tick', async () => {
+      const key = uniqueKey();
+      const nodes: [PostgresLeaderElection, PostgresLeaderElection] = [postgresNode(key), postgresNode(key)];
+      const [leader, follower] = leaderAndFollower(nodes, await Promise.all(nodes.map((node) => node.tick())));
+
+      await leader.close();
+
+      expect(leader.isLeader()).toBe(false);
+      expect(await lockHolders(leader)).toEqual([]);
+      expect(await follower.tick()).toBe(true);
+      expect(await lockHolders(follower)).toEqual([follower.backendPid]);
+      await expect(leader.close()).resolves.toBeUndefined();
+    });
+
+    it('steps down when its session is terminated, the other node takes over, and it can lead again later', async () => {
+      const key = uniqueKey();
+      const logger = new RecordingLogger();
+      const terminated = postgresNode(key, logger);
+      const other = postgresNode(key);
+      expect(await terminated.tick()).toBe(true);
+      expect(await other.tick()).toBe(false);
+      const oldPid = terminated.backendPid!;
+
+      // The second argument waits until the backend is gone (PostgreSQL 14+).
+      await db.client.query('SELECT pg_terminate_backend($1, 5000)', [oldPid]);
+
+      expect(await terminated.tick()).toBe(false);
+      expect(terminated.isLeader()).toBe(false);
+      await waitUntil(() => other.tick(), 'the other node takes over', 10_000);
+      expect(await lockHolders(other)).toEqual([other.backendPid]);
+
+      expect(await terminated.tick()).toBe(false);
+      expect(terminated.backendPid).toEqual(expect.any(Number));
+      expect(terminated.backendPid).not.toBe(oldPid);
+
+      await other.close();
+      expect(await terminated.tick()).toBe(true);
+      expect(await lockHolders(terminated)).toEqual([terminated.backendPid]);
+      expect(logger.warnings.filter((message) => message.includes('PostgreSQL session lost'))).toHaveLength(1);
+      expect(logger.logs.filter((message) => message.includes('PostgreSQL is reachable again'))).toHaveLength(1);
+    });
+
+    it('follows while PostgreSQL cannot be reached, logs that once, and leads once it can', async () => {
+      const key = uniqueKey();
+      const logger = new RecordingLogger();
+      let reachable = false;
+      const unreachableUrl = new URL(db.url);
+      unreachableUrl.port = '1';
+      const node = postgresNode(key, logger, () => new Client({ connectionString: reachable ? db.url : unreachableUrl.toString() }));
+
+      for (let attempt = 0; attempt < 3; attempt++) {
+        expect(await node.tick()).toBe(false);
+        expect(node.isLeader()).toBe(false);
+      }
+      expect(logger.warnings).toHaveLength(1);
+
+      reachable = true;
+      expect(await node.tick()).toBe(true);
+      expect(await lockHolders(node)).toEqual([node.backendPid]);
+      expect(logger.logs.filter((message) => message.includes('PostgreSQL is reachable again'))).toHaveLength(1);
+    });
+  });
+
+  describe('createLeaderElection', () => {
+    it('elects on Redis when a redis option is given, and on PostgreSQL otherwise', async () => {
+      const common = {
+        key: uniqueKey(),
+        workerId: 'worker-1',
+        ttlMs: 1_000,
+        createClient: () => new Client(),
+        logger: new RecordingLogger(),
+      };
+      const withRedis = createLeaderElection({ ...common, redis: { url: SHARED_REDIS_URL } });
+      const withoutRedis = createLeaderElection(common);
+      opened.push(withRedis, withoutRedis);
+
+      expect(withRedis).toBeInstanceOf(RedisLeaderElection);
+      expect(withRedis.kind).toBe('redis');
+      expect(withoutRedis).toBeInstanceOf(PostgresLeaderElection);
+      expect(withoutRedis.kind).toBe('postgres');
+    });
+  });
+});
