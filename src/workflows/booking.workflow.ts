@@ -1,15 +1,29 @@
 import { Logger } from '@nestjs/common';
+import { IsIn, IsNotEmpty, IsOptional, IsString } from 'class-validator';
 import { workflow, WorkflowContext } from '@duraflow/nestjs';
 
 const logger = new Logger('Booking');
 
-export type BookingLeg = 'flight' | 'hotel' | 'car';
+export const BOOKING_LEGS = ['flight', 'hotel', 'car'] as const;
+export type BookingLeg = (typeof BOOKING_LEGS)[number];
 
-export interface BookingInput {
+/** Checked at submit: a bad booking is refused with its violations before anything is written. */
+export class BookingInput {
+  @IsString()
+  @IsNotEmpty()
   customer: string;
+
+  @IsString()
+  @IsNotEmpty()
   from: string;
+
+  @IsString()
+  @IsNotEmpty()
   to: string;
+
   /** Makes that leg fail, to show the saga on demand. */
+  @IsOptional()
+  @IsIn(BOOKING_LEGS)
   failAt?: BookingLeg;
 }
 
@@ -18,7 +32,10 @@ function book(leg: BookingLeg, input: BookingInput) {
   return { leg, reference: `${leg}-${input.customer}-${input.from}-${input.to}` };
 }
 
-/** The seeds' booking workflow, in the functional form with its compensations. */
+/**
+ * The seeds' booking workflow, in the functional form: flight, hotel, car. When a leg
+ * fails, the legs already booked are cancelled newest first and the task ends `rolled_back`.
+ */
 export const bookingWorkflow = workflow(
   'booking',
   async (ctx: WorkflowContext<BookingInput>) => {
@@ -28,6 +45,7 @@ export const bookingWorkflow = workflow(
     return { flight: flight.reference, hotel: hotel.reference, car: car.reference };
   },
   {
+    input: BookingInput,
     compensations: {
       'book-flight': (flight: { reference: string }) => logger.log(`cancelled ${flight.reference}`),
       'book-hotel': (hotel: { reference: string }) => logger.log(`cancelled ${hotel.reference}`),

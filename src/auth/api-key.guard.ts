@@ -1,0 +1,49 @@
+import { CanActivate, ExecutionContext, Inject, Injectable, SetMetadata, UnauthorizedException } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import { RpcException } from '@nestjs/microservices';
+import { Metadata, status as GrpcStatus } from '@grpc/grpc-js';
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { EngineConfig } from '../config/engine.config';
+import { ENGINE_CONFIG } from '../config/engine-config.token';
+
+const PUBLIC_ROUTE = 'duraflow:engine:public';
+
+/** A route any caller may use, even with DURAFLOW_API_KEY set (the health check). */
+export const Public = () => SetMetadata(PUBLIC_ROUTE, true);
+
+/**
+ * With DURAFLOW_API_KEY set, an HTTP call needs the key in `x-api-key` or
+ * `Authorization: Bearer <key>` (else 401), a gRPC call in the metadata entry
+ * `x-api-key` (else UNAUTHENTICATED). Without it, every call passes.
+ */
+@Injectable()
+export class ApiKeyGuard implements CanActivate {
+  private readonly expected: Buffer | undefined;
+
+  constructor(@Inject(ENGINE_CONFIG) config: EngineConfig, private readonly reflector: Reflector) {
+    this.expected = config.apiKey === undefined ? undefined : digest(config.apiKey);
+  }
+
+  canActivate(context: ExecutionContext): boolean {
+    if (!this.expected) return true;
+    if (this.reflector.getAllAndOverride<boolean>(PUBLIC_ROUTE, [context.getHandler(), context.getClass()])) return true;
+    if (context.getType() === 'rpc') {
+      const metadata = context.switchToRpc().getContext<Metadata>();
+      if (this.matches(String(metadata.get('x-api-key')[0] ?? ''))) return true;
+      throw new RpcException({ code: GrpcStatus.UNAUTHENTICATED, message: 'Missing or wrong API key: send it in the metadata entry "x-api-key".' });
+    }
+    const headers = context.switchToHttp().getRequest<{ headers: Record<string, string | undefined> }>().headers;
+    const bearer = /^Bearer\s+(.+)$/i.exec(headers.authorization ?? '')?.[1];
+    if (this.matches(headers['x-api-key'] ?? bearer ?? '')) return true;
+    throw new UnauthorizedException('Missing or wrong API key: send it in the "x-api-key" header or as "Authorization: Bearer <key>".');
+  }
+
+  /** Compares digests, so the time taken says nothing about the key. */
+  private matches(candidate: string): boolean {
+    return timingSafeEqual(digest(candidate), this.expected!);
+  }
+}
+
+function digest(value: string): Buffer {
+  return createHash('sha256').update(value, 'utf8').digest();
+}

@@ -1,0 +1,105 @@
+import { Controller, UseFilters } from '@nestjs/common';
+import { GrpcMethod, RpcException } from '@nestjs/microservices';
+import { status as GrpcStatus } from '@grpc/grpc-js';
+import { SagaService, TaskNotFoundError, WorkflowService } from '@duraflow/nestjs';
+import { GrpcExceptionFilter } from './grpc-exception.filter';
+import {
+  fromProtoStatus,
+  parseJsonField,
+  toProtoDeadLetter,
+  toProtoStep,
+  toProtoTask,
+} from './grpc-messages';
+
+interface SubmitTaskRequest {
+  workflow_name: string;
+  input: string;
+  priority: number;
+  scheduled_at: string;
+  max_retries?: number;
+  idempotency_key: string;
+}
+
+interface ListRequest {
+  limit: number;
+  cursor: string;
+}
+
+/** `duraflow.v1.Duraflow` (src/grpc/duraflow.proto) over WorkflowService and SagaService. */
+@Controller()
+@UseFilters(GrpcExceptionFilter)
+export class DuraflowGrpcController {
+  constructor(
+    private readonly workflows: WorkflowService,
+    private readonly saga: SagaService,
+  ) {}
+
+  @GrpcMethod('Duraflow', 'SubmitTask')
+  async submitTask(request: SubmitTaskRequest) {
+    const task = await this.workflows.submit(request.workflow_name, parseJsonField('input', request.input), {
+      priority: request.priority || undefined,
+      scheduledAt: request.scheduled_at || undefined,
+      maxRetries: request.max_retries ?? undefined,
+      idempotencyKey: request.idempotency_key || undefined,
+    });
+    return toProtoTask(task);
+  }
+
+  @GrpcMethod('Duraflow', 'GetTask')
+  async getTask(request: { id: string }) {
+    const task = await this.workflows.get(request.id);
+    if (!task) throw new TaskNotFoundError(request.id);
+    return toProtoTask(task);
+  }
+
+  @GrpcMethod('Duraflow', 'GetSteps')
+  async getSteps(request: { task_id: string }) {
+    if (!(await this.workflows.get(request.task_id))) throw new TaskNotFoundError(request.task_id);
+    const steps = await this.workflows.getSteps(request.task_id);
+    return { steps: steps.map(toProtoStep) };
+  }
+
+  @GrpcMethod('Duraflow', 'ListTasks')
+  async listTasks(request: ListRequest & { status: string; workflow_name: string }) {
+    const page = await this.workflows.list({
+      status: fromProtoStatus(request.status),
+      workflowName: request.workflow_name || undefined,
+      limit: request.limit || undefined,
+      cursor: request.cursor || undefined,
+    });
+    return { tasks: page.items.map(toProtoTask), next_cursor: page.nextCursor ?? '' };
+  }
+
+  @GrpcMethod('Duraflow', 'CancelTask')
+  async cancelTask(request: { id: string; compensate: boolean }) {
+    return toProtoTask(await this.workflows.cancel(request.id, { compensate: request.compensate }));
+  }
+
+  @GrpcMethod('Duraflow', 'ListDeadLetters')
+  async listDeadLetters(request: ListRequest & { task_id: string }) {
+    if (request.task_id) requireUuid('task_id', request.task_id);
+    const page = await this.saga.listDeadLetters({
+      taskId: request.task_id || undefined,
+      limit: request.limit || undefined,
+      cursor: request.cursor || undefined,
+    });
+    return { dead_letters: page.items.map(toProtoDeadLetter), next_cursor: page.nextCursor ?? '' };
+  }
+
+  @GrpcMethod('Duraflow', 'RetryDeadLetter')
+  async retryDeadLetter(request: { id: string }) {
+    requireUuid('id', request.id);
+    const result = await this.saga.retryDeadLetter(request.id);
+    return {
+      outcome: `RETRY_OUTCOME_${result.outcome.toUpperCase()}`,
+      task: result.task ? toProtoTask(result.task) : null,
+      dead_letter: result.deadLetter ? toProtoDeadLetter(result.deadLetter) : null,
+    };
+  }
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+function requireUuid(field: string, value: string): void {
+  if (!UUID.test(value)) throw new RpcException({ code: GrpcStatus.INVALID_ARGUMENT, message: `${field} must be a UUID.` });
+}

@@ -1,0 +1,92 @@
+import { status as GrpcStatus } from '@grpc/grpc-js';
+import { RpcException } from '@nestjs/microservices';
+import { AgentTask, DeadLetter, StepRun, TaskStatus } from '@duraflow/nestjs';
+
+/** TaskStatus as the proto spells it: `rolled_back` <-> `TASK_STATUS_ROLLED_BACK`. */
+export function toProtoStatus(status: string): string {
+  return `TASK_STATUS_${status.toUpperCase()}`;
+}
+
+/** The filter of ListTasks: UNSPECIFIED (or unset) means any status. */
+export function fromProtoStatus(status: string | undefined): TaskStatus | undefined {
+  if (!status || status === 'TASK_STATUS_UNSPECIFIED') return undefined;
+  const value = status.replace(/^TASK_STATUS_/, '').toLowerCase();
+  if (!(Object.values(TaskStatus) as string[]).includes(value)) {
+    throw new RpcException({ code: GrpcStatus.INVALID_ARGUMENT, message: `Unknown status "${status}".` });
+  }
+  return value as TaskStatus;
+}
+
+/** A JSON request field: "" is absent, anything else must parse. */
+export function parseJsonField(field: string, value: string | undefined): unknown {
+  if (!value) return undefined;
+  try {
+    return JSON.parse(value);
+  } catch (error) {
+    throw new RpcException({
+      code: GrpcStatus.INVALID_ARGUMENT,
+      message: `${field} must be a JSON string: ${error instanceof Error ? error.message : String(error)}.`,
+    });
+  }
+}
+
+function json(value: unknown): string {
+  return value === null || value === undefined ? '' : JSON.stringify(value);
+}
+
+function time(value: Date | string | null | undefined): string {
+  if (value === null || value === undefined) return '';
+  return value instanceof Date ? value.toISOString() : new Date(value).toISOString();
+}
+
+export function toProtoTask(task: AgentTask) {
+  return {
+    id: task.id,
+    workflow_name: task.workflowName,
+    status: toProtoStatus(task.status),
+    input: json(task.input),
+    output: json(task.output),
+    error: json(task.error),
+    priority: task.priority ?? 0,
+    scheduled_at: time(task.scheduledAt),
+    started_at: time(task.startedAt),
+    completed_at: time(task.completedAt),
+    heartbeat_at: time(task.heartbeatAt),
+    worker_id: task.workerId ?? '',
+    retry_count: task.retryCount ?? 0,
+    max_retries: task.maxRetries ?? 0,
+    created_at: time(task.createdAt),
+    updated_at: time(task.updatedAt),
+    idempotency_key: task.idempotencyKey ?? '',
+    rollback_reason: task.rollbackReason ?? '',
+  };
+}
+
+export function toProtoStep(step: StepRun) {
+  return {
+    id: step.id,
+    task_id: step.taskId,
+    step_key: step.stepKey,
+    status: step.status,
+    input: json(step.input),
+    output: json(step.output),
+    error: json(step.error),
+    compensation_fn: step.compensationFn ?? '',
+    compensated_at: time(step.compensatedAt),
+    started_at: time(step.startedAt),
+    completed_at: time(step.completedAt),
+    created_at: time(step.createdAt),
+    attempt: step.attempt ?? 0,
+  };
+}
+
+export function toProtoDeadLetter(deadLetter: DeadLetter) {
+  return {
+    id: deadLetter.id,
+    task_id: deadLetter.taskId,
+    step_id: deadLetter.stepId,
+    error: json(deadLetter.error),
+    retry_count: deadLetter.retryCount ?? 0,
+    created_at: time(deadLetter.createdAt),
+  };
+}

@@ -1,0 +1,51 @@
+import { Transform, Type } from 'class-transformer';
+import { IsBoolean, IsEnum, IsInt, IsOptional, IsString, IsUUID, Max, Min } from 'class-validator';
+import { TaskStatus } from '@duraflow/nestjs';
+
+/** A query-string boolean: "true" / "false" (a plain cast would read "false" as true). */
+const toBoolean = ({ value }: { value: unknown }) => (value === 'true' ? true : value === 'false' ? false : value);
+
+/**
+ * `limit` of a page: 1..1000, default 50. (class-validator checks a property's decorators
+ * bottom-up and the pipe stops at the first failure: the type check goes last.)
+ */
+class PageQuery {
+  @IsOptional()
+  @Type(() => Number)
+  @Max(1000)
+  @Min(1)
+  @IsInt()
+  limit?: number;
+
+  /** `nextCursor` of the previous page. */
+  @IsOptional()
+  @IsString()
+  cursor?: string;
+}
+
+/** Query of `GET /tasks`. */
+export class ListTasksQuery extends PageQuery {
+  @IsOptional()
+  @IsEnum(TaskStatus, { message: `status must be one of ${Object.values(TaskStatus).join(', ')}` })
+  status?: TaskStatus;
+
+  @IsOptional()
+  @IsString()
+  workflowName?: string;
+}
+
+/** Query of `GET /dead-letters`. */
+export class ListDeadLettersQuery extends PageQuery {
+  @IsOptional()
+  @IsUUID()
+  taskId?: string;
+}
+
+/** Body or query of `POST /tasks/:id/cancel`. */
+export class CancelTaskDto {
+  /** Also undo the steps that completed (their compensations run, newest first). */
+  @IsOptional()
+  @Transform(toBoolean)
+  @IsBoolean()
+  compensate?: boolean;
+}

@@ -1,0 +1,198 @@
+import { Metadata, status } from '@grpc/grpc-js';
+import { createTestDatabase, TestDatabase } from './support/database';
+import { createDuraflowClient, DuraflowClient, grpcError } from './fixtures/engine/grpc-client';
+import { eventually, startTestEngine } from './fixtures/engine/engine-app';
+import { seedBookedFlight, seedDeadLetter } from './fixtures/engine/seeded-tasks';
+import { RunningEngine } from '../src/engine';
+
+const MISSING_ID = '00000000-0000-4000-8000-000000000000';
+const LATER = new Date(Date.now() + 3_600_000).toISOString();
+const booking = (extra: object = {}) => JSON.stringify({ customer: 'ada', from: 'AMS', to: 'LIS', ...extra });
+
+describe('the engine gRPC API (duraflow.v1.Duraflow), with a client generated from the proto', () => {
+  let db: TestDatabase;
+  let engine: RunningEngine;
+  let client: DuraflowClient;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    engine = await startTestEngine(db.url);
+    client = createDuraflowClient(engine.grpcAddress!);
+  });
+  afterAll(async () => {
+    client?.close();
+    await engine?.close();
+    await db?.drop();
+  });
+
+  const finished = (id: string) =>
+    eventually(
+      () => client.GetTask({ id }),
+      (task) => !['TASK_STATUS_PENDING', 'TASK_STATUS_RUNNING'].includes(task.status),
+    );
+
+  it('submits a booking and GetTask sees it completed with its output', async () => {
+    const submitted = await client.SubmitTask({ workflow_name: 'booking', input: booking(), priority: 5 });
+    expect(submitted).toMatchObject({ workflow_name: 'booking', status: 'TASK_STATUS_PENDING', priority: 5, max_retries: 3 });
+    expect(JSON.parse(submitted.input)).toEqual({ customer: 'ada', from: 'AMS', to: 'LIS' });
+
+    const done = await finished(submitted.id);
+    expect(done.status).toBe('TASK_STATUS_COMPLETED');
+    expect(JSON.parse(done.output)).toEqual({ flight: 'flight-ada-AMS-LIS', hotel: 'hotel-ada-AMS-LIS', car: 'car-ada-AMS-LIS' });
+    expect(done.completed_at).not.toBe('');
+  });
+
+  it('rolls back a booking whose car fails: rolled_back, and GetSteps shows the booked legs compensated', async () => {
+    const submitted = await client.SubmitTask({ workflow_name: 'booking', input: booking({ failAt: 'car' }) });
+    const done = await finished(submitted.id);
+    expect(done.status).toBe('TASK_STATUS_ROLLED_BACK');
+    expect(JSON.parse(done.error)).toMatchObject({ code: 'STEP_FAILED', stepKey: 'book-car' });
+    expect(done.rollback_reason).toBe('failed');
+
+    const { steps } = await client.GetSteps({ task_id: submitted.id });
+    expect(steps.map((s: any) => [s.step_key, s.status, s.compensated_at !== ''])).toEqual([
+      ['book-flight', 'completed', true],
+      ['book-hotel', 'completed', true],
+      ['book-car', 'failed', false],
+    ]);
+    expect(steps[0].compensation_fn).toBe('booking.compensations.book-flight');
+    expect(JSON.parse(steps[0].output)).toEqual({ leg: 'flight', reference: 'flight-ada-AMS-LIS' });
+  });
+
+  it('passes every submit option through: scheduled_at, max_retries (0 included) and idempotency_key', async () => {
+    const first = await client.SubmitTask({
+      workflow_name: 'booking',
+      input: booking(),
+      scheduled_at: LATER,
+      max_retries: 0,
+      idempotency_key: 'grpc-once',
+    });
+    const again = await client.SubmitTask({ workflow_name: 'booking', input: booking(), idempotency_key: 'grpc-once' });
+    expect(again.id).toBe(first.id);
+    expect(first).toMatchObject({ status: 'TASK_STATUS_PENDING', max_retries: 0, idempotency_key: 'grpc-once', scheduled_at: LATER });
+  });
+
+  it('lists tasks newest first by status and workflow, page by page', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      ids.push((await client.SubmitTask({ workflow_name: 'order-processing', input: JSON.stringify({ orderId: `o${i}` }), scheduled_at: LATER })).id);
+    }
+    const first = await client.ListTasks({ status: 'TASK_STATUS_PENDING', workflow_name: 'order-processing', limit: 2 });
+    expect(first.tasks.map((t: any) => t.id)).toEqual([ids[2], ids[1]]);
+    expect(first.next_cursor).not.toBe('');
+    const second = await client.ListTasks({ status: 'TASK_STATUS_PENDING', workflow_name: 'order-processing', limit: 2, cursor: first.next_cursor });
+    expect(second.tasks.map((t: any) => t.id)).toEqual([ids[0]]);
+    expect(second.next_cursor).toBe('');
+
+    const completed = await client.ListTasks({ status: 'TASK_STATUS_COMPLETED', workflow_name: 'order-processing' });
+    expect(completed.tasks).toEqual([]);
+  });
+
+  it('cancels a pending task, and answers FAILED_PRECONDITION to cancelling it again', async () => {
+    const task = await client.SubmitTask({ workflow_name: 'booking', input: booking(), scheduled_at: LATER });
+    const cancelled = await client.CancelTask({ id: task.id });
+    expect(cancelled.status).toBe('TASK_STATUS_CANCELLED');
+    await expect(client.CancelTask({ id: task.id })).rejects.toEqual(
+      grpcError(status.FAILED_PRECONDITION, /already finished with status "cancelled"/),
+    );
+  });
+
+  it('cancels with compensate: true, which also undoes the steps that completed', async () => {
+    const plain = await seedBookedFlight(db.client, 'pending');
+    const compensated = await seedBookedFlight(db.client, 'pending');
+    await client.CancelTask({ id: plain.taskId });
+    await client.CancelTask({ id: compensated.taskId, compensate: true });
+    const undone = async (taskId: string) => (await client.GetSteps({ task_id: taskId })).steps[0].compensated_at !== '';
+    expect(await undone(plain.taskId)).toBe(false);
+    expect(await undone(compensated.taskId)).toBe(true);
+    expect(await client.GetTask({ id: compensated.taskId })).toMatchObject({ status: 'TASK_STATUS_CANCELLED', rollback_reason: 'cancelled' });
+    expect(await client.GetTask({ id: plain.taskId })).toMatchObject({ status: 'TASK_STATUS_CANCELLED', rollback_reason: '' });
+  });
+
+  it('lists dead letters and retries one: the compensation runs and the task is rolled_back', async () => {
+    const seeded = await seedDeadLetter(db.client);
+    const page = await client.ListDeadLetters({ task_id: seeded.taskId });
+    expect(page.dead_letters).toEqual([
+      expect.objectContaining({ id: seeded.deadLetterId, task_id: seeded.taskId, step_id: seeded.stepId, retry_count: 0 }),
+    ]);
+    expect(JSON.parse(page.dead_letters[0].error)).toMatchObject({ message: 'flight API unavailable' });
+
+    const retried = await client.RetryDeadLetter({ id: seeded.deadLetterId });
+    expect(retried.outcome).toBe('RETRY_OUTCOME_COMPENSATED');
+    expect(retried.task).toMatchObject({ id: seeded.taskId, status: 'TASK_STATUS_ROLLED_BACK' });
+    expect(retried.dead_letter).toBeNull();
+    expect((await client.ListDeadLetters({ task_id: seeded.taskId })).dead_letters).toEqual([]);
+  });
+
+  describe('maps errors to gRPC status codes', () => {
+    it('unknown workflow: NOT_FOUND, naming the registered ones', async () => {
+      await expect(client.SubmitTask({ workflow_name: 'no-such-flow', input: '{}' })).rejects.toEqual(
+        grpcError(status.NOT_FOUND, /No workflow named "no-such-flow".*"booking"/),
+      );
+    });
+
+    it('input failing the workflow DTO: INVALID_ARGUMENT with the violations', async () => {
+      const error = await client.SubmitTask({ workflow_name: 'booking', input: booking({ failAt: 'boat', to: '' }) }).catch((e) => e);
+      expect(error).toEqual(grpcError(status.INVALID_ARGUMENT, /failAt must be one of the following values: flight, hotel, car/));
+      expect(error.details).toMatch(/to should not be empty/);
+      expect(error.metadata.get('error-code')).toEqual(['INVALID_INPUT']);
+      const violations = JSON.parse(String(error.metadata.get('violations')[0]));
+      expect(violations.map((v: any) => v.property).sort()).toEqual(['failAt', 'to']);
+    });
+
+    it('input that is not JSON, a bad workflow name, a bad scheduled_at: INVALID_ARGUMENT', async () => {
+      await expect(client.SubmitTask({ workflow_name: 'booking', input: '{not json' })).rejects.toEqual(
+        grpcError(status.INVALID_ARGUMENT, /input must be a JSON string/),
+      );
+      await expect(client.SubmitTask({ workflow_name: 'bad name!', input: '{}' })).rejects.toEqual(
+        grpcError(status.INVALID_ARGUMENT, /Invalid workflow name/),
+      );
+      await expect(client.SubmitTask({ workflow_name: 'booking', input: booking(), scheduled_at: 'tomorrow' })).rejects.toEqual(
+        grpcError(status.INVALID_ARGUMENT, /scheduledAt/),
+      );
+    });
+
+    it('unknown task: NOT_FOUND from GetTask, GetSteps and CancelTask', async () => {
+      for (const call of [
+        () => client.GetTask({ id: MISSING_ID }),
+        () => client.GetTask({ id: 'not-a-uuid' }),
+        () => client.GetSteps({ task_id: MISSING_ID }),
+        () => client.CancelTask({ id: MISSING_ID }),
+      ]) {
+        await expect(call()).rejects.toEqual(grpcError(status.NOT_FOUND, /No task with id/));
+      }
+    });
+
+    it('bad list options: INVALID_ARGUMENT', async () => {
+      await expect(client.ListTasks({ limit: 5000 })).rejects.toEqual(grpcError(status.INVALID_ARGUMENT, /limit/));
+      await expect(client.ListTasks({ cursor: 'garbage' })).rejects.toEqual(grpcError(status.INVALID_ARGUMENT, /cursor/));
+      await expect(client.ListDeadLetters({ task_id: 'nope' })).rejects.toEqual(grpcError(status.INVALID_ARGUMENT, /task_id/));
+    });
+
+    it('unknown dead letter: NOT_FOUND; one whose compensation is not registered: FAILED_PRECONDITION', async () => {
+      await expect(client.RetryDeadLetter({ id: MISSING_ID })).rejects.toEqual(grpcError(status.NOT_FOUND, /No dead letter/));
+      const orphan = await seedDeadLetter(db.client, 'booking.compensations.gone');
+      await expect(client.RetryDeadLetter({ id: orphan.deadLetterId })).rejects.toEqual(
+        grpcError(status.FAILED_PRECONDITION, /booking\.compensations\.gone/),
+      );
+    });
+
+    it('a call without the API key, when one is set: UNAUTHENTICATED', async () => {
+      const keyed = await startTestEngine(db.url, { DURAFLOW_API_KEY: 'grpc-secret' });
+      const anonymous = createDuraflowClient(keyed.grpcAddress!);
+      const wrong = createDuraflowClient(keyed.grpcAddress!, { 'x-api-key': 'guess' });
+      const authorised = createDuraflowClient(keyed.grpcAddress!, { 'x-api-key': 'grpc-secret' });
+      try {
+        await expect(anonymous.ListTasks({})).rejects.toEqual(grpcError(status.UNAUTHENTICATED, /x-api-key/));
+        await expect(wrong.SubmitTask({ workflow_name: 'booking', input: booking() })).rejects.toEqual(grpcError(status.UNAUTHENTICATED));
+        const metadata = new Metadata();
+        metadata.set('x-api-key', 'grpc-secret');
+        await expect(anonymous.ListTasks({ limit: 1 }, metadata)).resolves.toMatchObject({ tasks: expect.any(Array) });
+        await expect(authorised.GetTask({ id: MISSING_ID })).rejects.toEqual(grpcError(status.NOT_FOUND));
+      } finally {
+        for (const c of [anonymous, wrong, authorised]) c.close();
+        await keyed.close();
+      }
+    });
+  });
+});

@@ -1,0 +1,311 @@
+import { SchedulerRegistry } from '@nestjs/schedule';
+import { DURAFLOW_MODULE_OPTIONS, DuraflowModuleOptions, REAPER_INTERVAL_NAME, WorkerService } from '@duraflow/nestjs';
+import { createTestDatabase, TestDatabase } from './support/database';
+import { RedisServer, SHARED_REDIS_URL } from './support/redis-server';
+import { eventually, http, startTestEngine } from './fixtures/engine/engine-app';
+import { seedBookedFlight, seedDeadLetter } from './fixtures/engine/seeded-tasks';
+import { RunningEngine } from '../src/engine';
+
+const MISSING_ID = '00000000-0000-4000-8000-000000000000';
+const LATER = new Date(Date.now() + 3_600_000).toISOString();
+const BOOKING = { customer: 'ada', from: 'AMS', to: 'LIS' };
+
+let db: TestDatabase;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await db?.drop();
+});
+
+describe('the engine HTTP API', () => {
+  let engine: RunningEngine;
+
+  beforeAll(async () => {
+    engine = await startTestEngine(db.url);
+  });
+  afterAll(async () => {
+    await engine?.close();
+  });
+
+  const finished = (id: string) =>
+    eventually(
+      async () => (await http(engine, 'GET', `/tasks/${id}`)).body,
+      (task) => !['pending', 'running'].includes(task.status),
+    );
+
+  describe('POST /tasks', () => {
+    it('answers 201 with the pending task; GET /tasks/:id and /steps show it completed', async () => {
+      const created = await http(engine, 'POST', '/tasks', { body: { workflowName: 'booking', input: BOOKING, priority: 2 } });
+      expect(created.status).toBe(201);
+      expect(created.body).toMatchObject({ id: expect.any(String), status: 'pending', workflowName: 'booking', priority: 2, input: BOOKING });
+
+      const done = await finished(created.body.id);
+      expect(done).toMatchObject({ status: 'completed', output: { flight: 'flight-ada-AMS-LIS', hotel: 'hotel-ada-AMS-LIS', car: 'car-ada-AMS-LIS' } });
+      const steps = await http(engine, 'GET', `/tasks/${created.body.id}/steps`);
+      expect(steps.status).toBe(200);
+      expect(steps.body.map((s: any) => [s.stepKey, s.status])).toEqual([
+        ['book-flight', 'completed'],
+        ['book-hotel', 'completed'],
+        ['book-car', 'completed'],
+      ]);
+    });
+
+    it('runs a booking whose hotel fails to rolled_back, the flight compensated', async () => {
+      const created = await http(engine, 'POST', '/tasks', { body: { workflowName: 'booking', input: { ...BOOKING, failAt: 'hotel' } } });
+      expect((await finished(created.body.id)).status).toBe('rolled_back');
+      const steps = (await http(engine, 'GET', `/tasks/${created.body.id}/steps`)).body;
+      expect(steps.map((s: any) => [s.stepKey, s.status, s.compensatedAt !== null])).toEqual([
+        ['book-flight', 'completed', true],
+        ['book-hotel', 'failed', false],
+      ]);
+    });
+
+    it('passes scheduledAt, maxRetries and idempotencyKey through', async () => {
+      const body = { workflowName: 'booking', input: BOOKING, scheduledAt: LATER, maxRetries: 0, idempotencyKey: 'http-once' };
+      const first = await http(engine, 'POST', '/tasks', { body });
+      const again = await http(engine, 'POST', '/tasks', { body });
+      expect(again.body.id).toBe(first.body.id);
+      expect(first.body).toMatchObject({ status: 'pending', maxRetries: 0, idempotencyKey: 'http-once', scheduledAt: LATER });
+    });
+
+    it('answers 404 for an unknown workflow', async () => {
+      const response = await http(engine, 'POST', '/tasks', { body: { workflowName: 'no-such-flow', input: {} } });
+      expect(response.status).toBe(404);
+      expect(response.body).toMatchObject({ error: 'UNKNOWN_WORKFLOW', message: expect.stringMatching(/No workflow named "no-such-flow"/) });
+    });
+
+    it('answers 400 with the violations for input failing the workflow DTO', async () => {
+      const response = await http(engine, 'POST', '/tasks', { body: { workflowName: 'booking', input: { ...BOOKING, failAt: 'boat' } } });
+      expect(response.status).toBe(400);
+      expect(response.body).toMatchObject({
+        error: 'INVALID_INPUT',
+        message: expect.stringMatching(/failAt must be one of the following values: flight, hotel, car/),
+        violations: [{ property: 'failAt', constraints: { isIn: expect.any(String) } }],
+      });
+    });
+
+    it('answers 400 naming what is wrong with the request body', async () => {
+      const cases: Array<[object, RegExp]> = [
+        [{ input: BOOKING }, /workflowName must be a string/],
+        [{ workflowName: 'bad name!', input: BOOKING }, /workflowName must be 1 to 255 letters/],
+        [{ workflowName: 'booking', input: BOOKING, priority: 1.5 }, /priority must be an integer/],
+        [{ workflowName: 'booking', input: BOOKING, scheduledAt: 'tomorrow' }, /scheduledAt must be an ISO-8601 date string/],
+        [{ workflowName: 'booking', input: BOOKING, maxRetries: -1 }, /maxRetries must not be less than 0/],
+        [{ workflowName: 'booking', input: BOOKING, workflow_name: 'booking' }, /property workflow_name should not exist/],
+      ];
+      for (const [body, message] of cases) {
+        const response = await http(engine, 'POST', '/tasks', { body });
+        expect(response.status).toBe(400);
+        expect(response.body).toMatchObject({ error: 'INVALID_REQUEST', message: expect.stringMatching(message) });
+      }
+    });
+  });
+
+  describe('GET /tasks', () => {
+    it('lists newest first by status and workflowName, page by page', async () => {
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        const body = { workflowName: 'order-processing', input: { orderId: `h${i}` }, scheduledAt: LATER };
+        ids.push((await http(engine, 'POST', '/tasks', { body })).body.id);
+      }
+      const first = await http(engine, 'GET', '/tasks?status=pending&workflowName=order-processing&limit=2');
+      expect(first.status).toBe(200);
+      expect(first.body.items.map((t: any) => t.id)).toEqual([ids[2], ids[1]]);
+      const cursor = encodeURIComponent(first.body.nextCursor);
+      const second = await http(engine, 'GET', `/tasks?status=pending&workflowName=order-processing&limit=2&cursor=${cursor}`);
+      expect(second.body).toEqual({ items: [expect.objectContaining({ id: ids[0] })], nextCursor: null });
+    });
+
+    it('answers 400 for a bad status, limit or cursor', async () => {
+      const cases: Array<[string, RegExp]> = [
+        ['status=done', /status must be one of pending, running, completed, failed, cancelled, rolled_back, partial_rollback/],
+        ['limit=abc', /limit must be an integer/],
+        ['limit=0', /limit must not be less than 1/],
+        ['cursor=garbage', /cursor/],
+      ];
+      for (const [query, message] of cases) {
+        const response = await http(engine, 'GET', `/tasks?${query}`);
+        expect(response.status).toBe(400);
+        expect(response.body.message).toMatch(message);
+      }
+    });
+  });
+
+  describe('GET /tasks/:id and /tasks/:id/steps', () => {
+    it('answer 404 for an unknown task and 400 for an id that is no UUID', async () => {
+      for (const path of [`/tasks/${MISSING_ID}`, `/tasks/${MISSING_ID}/steps`]) {
+        const response = await http(engine, 'GET', path);
+        expect(response.status).toBe(404);
+        expect(response.body.message).toMatch(/No task with id/);
+      }
+      const response = await http(engine, 'GET', '/tasks/not-a-uuid');
+      expect(response.status).toBe(400);
+      expect(response.body.message).toBe('id must be a UUID.');
+    });
+  });
+
+  describe('POST /tasks/:id/cancel', () => {
+    it('cancels a pending task (200), then answers 409 because it finished; 404 for an unknown task', async () => {
+      const task = (await http(engine, 'POST', '/tasks', { body: { workflowName: 'booking', input: BOOKING, scheduledAt: LATER } })).body;
+      const cancelled = await http(engine, 'POST', `/tasks/${task.id}/cancel`);
+      expect(cancelled).toMatchObject({ status: 200, body: { id: task.id, status: 'cancelled' } });
+      const again = await http(engine, 'POST', `/tasks/${task.id}/cancel`);
+      expect(again.status).toBe(409);
+      expect(again.body).toMatchObject({ error: 'TASK_ALREADY_FINISHED', message: expect.stringMatching(/already finished with status "cancelled"/) });
+      expect((await http(engine, 'POST', `/tasks/${MISSING_ID}/cancel`)).status).toBe(404);
+    });
+
+    it('undoes the completed steps with compensate: true, in the body or the query', async () => {
+      const plain = await seedBookedFlight(db.client, 'pending');
+      const byBody = await seedBookedFlight(db.client, 'pending');
+      const byQuery = await seedBookedFlight(db.client, 'pending');
+      await http(engine, 'POST', `/tasks/${plain.taskId}/cancel?compensate=false`);
+      await http(engine, 'POST', `/tasks/${byBody.taskId}/cancel`, { body: { compensate: true } });
+      await http(engine, 'POST', `/tasks/${byQuery.taskId}/cancel?compensate=true`);
+      const undone = async (taskId: string) => (await http(engine, 'GET', `/tasks/${taskId}/steps`)).body[0].compensatedAt !== null;
+      expect([await undone(plain.taskId), await undone(byBody.taskId), await undone(byQuery.taskId)]).toEqual([false, true, true]);
+
+      const bad = await http(engine, 'POST', `/tasks/${MISSING_ID}/cancel?compensate=maybe`);
+      expect(bad.status).toBe(400);
+      expect(bad.body.message).toMatch(/compensate must be a boolean/);
+    });
+  });
+
+  describe('dead letters', () => {
+    it('GET /dead-letters lists them by taskId; POST /dead-letters/:id/retry runs the compensation again', async () => {
+      const seeded = await seedDeadLetter(db.client);
+      const listed = await http(engine, 'GET', `/dead-letters?taskId=${seeded.taskId}&limit=10`);
+      expect(listed.status).toBe(200);
+      expect(listed.body).toEqual({
+        items: [expect.objectContaining({ id: seeded.deadLetterId, taskId: seeded.taskId, stepId: seeded.stepId })],
+        nextCursor: null,
+      });
+
+      const retried = await http(engine, 'POST', `/dead-letters/${seeded.deadLetterId}/retry`);
+      expect(retried.status).toBe(200);
+      expect(retried.body).toMatchObject({ outcome: 'compensated', task: { id: seeded.taskId, status: 'rolled_back' }, deadLetter: null });
+    });
+
+    it('answers 404 for an unknown dead letter, 409 when its compensation is not registered, 400 for a bad taskId', async () => {
+      const unknown = await http(engine, 'POST', `/dead-letters/${MISSING_ID}/retry`);
+      expect(unknown.status).toBe(404);
+      expect(unknown.body.error).toBe('DEAD_LETTER_NOT_FOUND');
+      const orphan = await seedDeadLetter(db.client, 'booking.compensations.gone');
+      const conflict = await http(engine, 'POST', `/dead-letters/${orphan.deadLetterId}/retry`);
+      expect(conflict.status).toBe(409);
+      expect(conflict.body.message).toMatch(/booking\.compensations\.gone/);
+      const bad = await http(engine, 'GET', '/dead-letters?taskId=nope');
+      expect(bad.status).toBe(400);
+      expect(bad.body.message).toMatch(/taskId must be a UUID/);
+    });
+  });
+
+  it('configures the library from the environment: no Redis, the intervals, the reaper scheduled once', () => {
+    const options = engine.app.get<DuraflowModuleOptions>(DURAFLOW_MODULE_OPTIONS);
+    expect(options.redis).toBeUndefined();
+    expect(options).toMatchObject({
+      worker: { enabled: true, concurrency: 10, pollIntervalMs: 50 },
+      heartbeatIntervalMs: 200,
+      reaper: { intervalMs: 10_000, staleAfterMs: 30_000 },
+    });
+    expect(engine.app.get(SchedulerRegistry).getIntervals()).toEqual([REAPER_INTERVAL_NAME]);
+  });
+
+  it('GET /health reports the database, and no Redis without REDIS_URL', async () => {
+    const response = await http(engine, 'GET', '/health');
+    expect(response.status).toBe(200);
+    expect(response.body).toMatchObject({ status: 'ok', details: { database: { status: 'up' } } });
+    expect(response.body.details.redis).toBeUndefined();
+  });
+});
+
+describe('the engine HTTP API with DURAFLOW_API_KEY and REDIS_URL set', () => {
+  let engine: RunningEngine;
+  const KEY = 'http-secret';
+
+  beforeAll(async () => {
+    engine = await startTestEngine(db.url, { DURAFLOW_API_KEY: KEY, REDIS_URL: SHARED_REDIS_URL });
+  });
+  afterAll(async () => {
+    await engine?.close();
+  });
+
+  const routes: Array<[string, string, object?]> = [
+    ['POST', '/tasks', { workflowName: 'booking', input: BOOKING }],
+    ['GET', '/tasks'],
+    ['GET', `/tasks/${MISSING_ID}`],
+    ['GET', `/tasks/${MISSING_ID}/steps`],
+    ['POST', `/tasks/${MISSING_ID}/cancel`],
+    ['GET', '/dead-letters'],
+    ['POST', `/dead-letters/${MISSING_ID}/retry`],
+  ];
+
+  it('answers 401 to every API call without the key or with a wrong one', async () => {
+    for (const [method, path, body] of routes) {
+      const attempts: Array<Record<string, string>> = [{}, { 'x-api-key': 'guess' }, { authorization: 'Bearer guess' }, { authorization: KEY }];
+      for (const headers of attempts) {
+        const response = await http(engine, method, path, { body, headers });
+        expect([method, path, response.status]).toEqual([method, path, 401]);
+        expect(response.body.message).toMatch(/Missing or wrong API key/);
+      }
+    }
+  });
+
+  it('serves calls with the key in x-api-key or as a Bearer token', async () => {
+    const created = await http(engine, 'POST', '/tasks', { body: { workflowName: 'booking', input: BOOKING }, headers: { 'x-api-key': KEY } });
+    expect(created.status).toBe(201);
+    const fetched = await http(engine, 'GET', `/tasks/${created.body.id}`, { headers: { authorization: `Bearer ${KEY}` } });
+    expect(fetched).toMatchObject({ status: 200, body: { id: created.body.id } });
+    expect((await http(engine, 'GET', `/tasks/${MISSING_ID}`, { headers: { 'x-api-key': KEY } })).status).toBe(404);
+  });
+
+  it('gives the library REDIS_URL for its leader election', () => {
+    expect(engine.app.get<DuraflowModuleOptions>(DURAFLOW_MODULE_OPTIONS).redis).toEqual({ url: SHARED_REDIS_URL });
+  });
+
+  it('leaves GET /health open, and reports Redis there', async () => {
+    const response = await http(engine, 'GET', '/health');
+    expect(response.status).toBe(200);
+    expect(response.body.details).toEqual({ database: { status: 'up' }, redis: { status: 'up' } });
+  });
+});
+
+describe('GET /health while Redis is down', () => {
+  it('answers 503 with Redis down and the database up', async () => {
+    const redis = await RedisServer.start();
+    const engine = await startTestEngine(db.url, { REDIS_URL: redis.url });
+    try {
+      expect((await http(engine, 'GET', '/health')).status).toBe(200);
+      await redis.stop();
+      const response = await http(engine, 'GET', '/health');
+      expect(response.status).toBe(503);
+      expect(response.body.details).toMatchObject({ database: { status: 'up' }, redis: { status: 'down' } });
+    } finally {
+      await engine.close();
+      await redis.teardown();
+    }
+  });
+});
+
+describe('a worker-only node (DURAFLOW_HTTP=false) and a submit-only node (DURAFLOW_WORKER=false)', () => {
+  it('share the work: the submit-only node takes the task over HTTP, the worker-only node runs it', async () => {
+    const worker = await startTestEngine(db.url, { DURAFLOW_HTTP: 'false' });
+    const submitter = await startTestEngine(db.url, { DURAFLOW_WORKER: 'false' });
+    try {
+      expect(worker.httpUrl).toBeUndefined();
+      expect(worker.grpcAddress).toBeUndefined();
+      const created = await http(submitter, 'POST', '/tasks', { body: { workflowName: 'order-processing', input: { orderId: 'split' } } });
+      const done = await eventually(
+        async () => (await http(submitter, 'GET', `/tasks/${created.body.id}`)).body,
+        (task) => task.status === 'completed',
+      );
+      expect(done.workerId).toBe(worker.app.get(WorkerService).workerId);
+      expect(submitter.app.get(WorkerService).stats().claimed).toBe(0);
+    } finally {
+      await submitter.close();
+      await worker.close();
+    }
+  });
+});
