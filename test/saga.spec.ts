@@ -9,6 +9,8 @@ import {
   CompensationTimeoutError,
   DeadLetterBusyError,
   DeadLetterNotFoundError,
+  DeadLetterOrphanedError,
+  DeadLetterTaskActiveError,
   DuraflowModuleOptions,
   FunctionalWorkflowDefinition,
   InvalidCursorError,
@@ -1058,6 +1060,48 @@ describe('saga', () => {
       // The engine did not undo these steps: compensated_at stays empty.
       expect(await compensatedSteps(task.id)).toEqual([]);
       await expect(saga.retryDeadLetter(deadLetters[0].id)).rejects.toBeInstanceOf(DeadLetterNotFoundError);
+    });
+
+    it('refuses to discard a dead letter while its task is still rolling back (the rollback would run it again)', async () => {
+      const { taskId, stepIds } = await writeCrashedRun(db.client, {
+        workflowName: 'chain',
+        status: 'running',
+        rollbackReason: 'failed',
+        error: STEP_FAILED_BY_BREAK,
+        heartbeatAgoMs: 0,
+        steps: [
+          { key: 'link-1', output: { link: 'link-1' }, compensationFn: functionalUndoName('chain', 'link-1') },
+          { key: 'link-2', output: { link: 'link-2' }, compensationFn: functionalUndoName('chain', 'link-2') },
+          { key: 'break', status: 'failed' },
+        ],
+      });
+      await db.client.query(`INSERT INTO dead_letter_queue (task_id, step_id, error) VALUES ($1, $2, '{"message":"x"}')`, [
+        taskId,
+        stepIds['link-2'],
+      ]);
+      const app = await boot();
+      const [deadLetter] = await deadLetterRows(taskId);
+
+      const discard = app.get(SagaService).discardDeadLetter(deadLetter.id);
+      await expect(discard).rejects.toBeInstanceOf(DeadLetterTaskActiveError);
+      await expect(discard).rejects.toMatchObject({ code: 'DEAD_LETTER_TASK_ACTIVE', taskId, status: 'running' });
+      expect(await deadLetterRows(taskId)).toEqual([deadLetter]);
+    });
+
+    it('retries of an orphaned dead letter (its task deleted) fail with DeadLetterOrphanedError; it can be discarded', async () => {
+      const app = await boot();
+      const saga = app.get(SagaService);
+      const { task, deadLetters } = await partialRollback(app, 1);
+      await db.client.query(`DELETE FROM agent_tasks WHERE id = $1`, [task.id]); // step_runs go with it
+      const calls = scenario.undoCalls.length;
+
+      await expect(saga.retryDeadLetter(deadLetters[0].id)).rejects.toBeInstanceOf(DeadLetterOrphanedError);
+      expect(scenario.undoCalls).toHaveLength(calls);
+      const count = async () => (await db.client.query(`SELECT count(*)::int AS n FROM dead_letter_queue`)).rows[0].n;
+      expect(await count()).toBe(1);
+      expect((await saga.listDeadLetters()).items.map((item) => item.id)).toEqual([deadLetters[0].id]);
+      expect(await saga.discardDeadLetter(deadLetters[0].id)).toBeNull();
+      expect(await count()).toBe(0);
     });
 
     it('the seed’s "Find failed compensations" query returns the dead letters of partial rollbacks with their workflow name', async () => {

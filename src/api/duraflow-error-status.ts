@@ -19,6 +19,10 @@ const STATUS_BY_CODE: Record<string, ApiStatus> = {
   COMPENSATION_NOT_REGISTERED: { http: HttpStatus.CONFLICT, grpc: GrpcStatus.FAILED_PRECONDITION },
   // Another retry of the same dead letter holds it right now.
   DEAD_LETTER_BUSY: { http: HttpStatus.CONFLICT, grpc: GrpcStatus.ABORTED },
+  // The entry's task is still rolling back: discard once it has finished.
+  DEAD_LETTER_TASK_ACTIVE: { http: HttpStatus.CONFLICT, grpc: GrpcStatus.FAILED_PRECONDITION },
+  // The entry's step no longer exists: it can only be discarded.
+  DEAD_LETTER_ORPHANED: { http: HttpStatus.CONFLICT, grpc: GrpcStatus.FAILED_PRECONDITION },
   WAIT_TIMEOUT: { http: HttpStatus.REQUEST_TIMEOUT, grpc: GrpcStatus.DEADLINE_EXCEEDED },
 };
 

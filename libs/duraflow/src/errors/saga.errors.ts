@@ -37,3 +37,22 @@ export class DeadLetterBusyError extends DuraflowError {
     super(`Dead letter "${deadLetterId}" is being retried right now by another call. Wait for it to finish, then list it again.`);
   }
 }
+
+/** The entry's task is still rolling back: discarding now would let the rollback run that compensation again. */
+export class DeadLetterTaskActiveError extends DuraflowError {
+  readonly code = 'DEAD_LETTER_TASK_ACTIVE';
+  constructor(readonly deadLetterId: string, readonly taskId: string, readonly status: string) {
+    super(
+      `Dead letter "${deadLetterId}" belongs to task "${taskId}", which is still ${status} (its rollback is not over). ` +
+        `Wait until the task is finished, then discard it.`,
+    );
+  }
+}
+
+/** The entry's step no longer exists (its task was deleted): there is no saved output to compensate. */
+export class DeadLetterOrphanedError extends DuraflowError {
+  readonly code = 'DEAD_LETTER_ORPHANED';
+  constructor(readonly deadLetterId: string) {
+    super(`Dead letter "${deadLetterId}" refers to a step that no longer exists (its task was deleted), so it cannot be retried. Discard it.`);
+  }
+}

@@ -9,6 +9,7 @@ export async function runAttempt<T>(
   timeoutMs: number | undefined,
   timeoutError: () => Error,
 ): Promise<T> {
+  if (parent.aborted) throw parent.reason; // stopped already: do not start the body at all
   const controller = new AbortController();
   const forwardStop = () => controller.abort(parent.reason);
   parent.addEventListener('abort', forwardStop, { once: true });
@@ -18,7 +19,6 @@ export async function runAttempt<T>(
   aborted.catch(() => undefined);
   const timer = timeoutMs === undefined ? undefined : setTimeout(() => controller.abort(timeoutError()), timeoutMs);
   try {
-    if (parent.aborted) forwardStop();
     return await Promise.race([(async () => body(controller.signal))(), aborted]);
   } finally {
     if (timer) clearTimeout(timer);

@@ -11,12 +11,13 @@ export interface DeadLetterRow {
 /** A dead letter with what a retry needs: its step's saved output and compensation name. */
 export interface DeadLetterForRetry {
   deadLetter: DeadLetter;
-  stepKey: string;
+  /** Null when the step (and so its task) no longer exists: an orphaned entry. */
+  stepKey: string | null;
   output: unknown;
   outputUndefined: boolean;
   compensationFn: string | null;
-  workflowName: string;
-  taskStatus: string;
+  workflowName: string | null;
+  taskStatus: string | null;
 }
 
 const DEAD_LETTER_COLUMNS = `id, task_id, step_id, error, retry_count, created_at`;
@@ -88,8 +89,8 @@ export class DeadLetterStore {
                 s.step_key, s.output, s.output IS NULL AS output_undefined, s.compensation_fn,
                 t.workflow_name, t.status AS task_status
          FROM dead_letter_queue d
-         JOIN step_runs s ON s.id = d.step_id
-         JOIN agent_tasks t ON t.id = d.task_id
+         LEFT JOIN step_runs s ON s.id = d.step_id
+         LEFT JOIN agent_tasks t ON t.id = d.task_id
          WHERE d.id = $1
          FOR UPDATE OF d NOWAIT`,
         [id],

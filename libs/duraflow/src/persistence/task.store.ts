@@ -195,22 +195,28 @@ export class TaskStore {
    * something to undo and it all was, `failed` when there was nothing to undo. The error stays.
    */
   async finishRollback(id: string, claimToken: string, reason: RollbackReason, undidSomething: boolean): Promise<TaskStatus | null> {
-    const { rows } = await this.db.query<{ status: TaskStatus }>(
-      `WITH done AS (
-         UPDATE agent_tasks
-         SET status = CASE
-               WHEN $3 = 'cancelled' THEN 'cancelled'
-               WHEN EXISTS (SELECT 1 FROM dead_letter_queue WHERE task_id = $1) THEN 'partial_rollback'
-               WHEN $4 THEN 'rolled_back'
-               ELSE 'failed' END,
-             completed_at = now(), updated_at = now()
-         WHERE ${OWNED} RETURNING id, status
-       )
-       SELECT status, pg_notify('${TASK_FINISHED_CHANNEL}', id::text) FROM done`,
-      [id, claimToken, reason, undidSomething],
-      'duraflow_finish_rollback',
-    );
-    return rows[0]?.status ?? null;
+    // The task row is locked first and the queue read in a later statement, so a dead-letter
+    // retry that resolved an entry meanwhile (it locks the same row) is seen.
+    return this.db.transaction(async (tx) => {
+      const owned = await tx.query(`SELECT 1 FROM agent_tasks WHERE ${OWNED} FOR UPDATE`, [id, claimToken]);
+      if (!owned.rowCount) return null;
+      const { rows } = await tx.query<{ status: TaskStatus }>(
+        `WITH done AS (
+           UPDATE agent_tasks
+           SET status = CASE
+                 WHEN $2 = 'cancelled' THEN 'cancelled'
+                 WHEN EXISTS (SELECT 1 FROM dead_letter_queue WHERE task_id = $1) THEN 'partial_rollback'
+                 WHEN $3 THEN 'rolled_back'
+                 ELSE 'failed' END,
+               completed_at = now(), updated_at = now()
+           WHERE id = $1 RETURNING id, status
+         )
+         SELECT status, pg_notify('${TASK_FINISHED_CHANNEL}', id::text) FROM done`,
+        [id, reason, undidSomething],
+        'duraflow_finish_rollback',
+      );
+      return rows[0]?.status ?? null;
+    });
   }
 
   /**

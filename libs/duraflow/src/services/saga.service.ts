@@ -2,7 +2,14 @@ import { Injectable } from '@nestjs/common';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
 import { AgentTask } from '../entities/agent-task.entity';
 import { DeadLetter } from '../entities/dead-letter.entity';
-import { CompensationNotRegisteredError, DeadLetterBusyError, DeadLetterNotFoundError, InvalidListOptionsError } from '../errors';
+import {
+  CompensationNotRegisteredError,
+  DeadLetterBusyError,
+  DeadLetterNotFoundError,
+  DeadLetterOrphanedError,
+  DeadLetterTaskActiveError,
+  InvalidListOptionsError,
+} from '../errors';
 import { runCompensation } from '../execution/compensation';
 import { describeError } from '../execution/json';
 import { decodeCursor, encodeCursor, UUID_PATTERN } from '../persistence/cursor';
@@ -77,17 +84,18 @@ export class SagaService {
    * retry and keeps the entry with the new error. The entry is locked meanwhile, so two retries
    * of one entry never run its compensation twice at once.
    *
-   * @throws DeadLetterNotFoundError, DeadLetterBusyError, CompensationNotRegisteredError (nothing written)
+   * @throws DeadLetterNotFoundError, DeadLetterBusyError, CompensationNotRegisteredError, DeadLetterOrphanedError (nothing written)
    */
   async retryDeadLetter(id: string): Promise<DeadLetterRetryResult> {
     const result = await this.withLockedEntry(id, async (tx, entry) => {
+      if (entry.stepKey === null) throw new DeadLetterOrphanedError(id);
       const compensation = entry.compensationFn ? this.registry.resolveCompensation(entry.compensationFn) : undefined;
       if (!compensation) throw new CompensationNotRegisteredError(String(entry.compensationFn), entry.stepKey);
       const outcome = await runCompensation({
         compensation,
         output: entry.outputUndefined ? undefined : entry.output,
         runId: entry.deadLetter.taskId,
-        workflowName: entry.workflowName,
+        workflowName: entry.workflowName ?? '',
         stepKey: entry.stepKey,
         signal: new AbortController().signal,
         maxAttempts: 1,
@@ -115,10 +123,13 @@ export class SagaService {
    * keeps `compensated_at` empty (the engine did not undo it); a `partial_rollback` task with
    * no entry left becomes `rolled_back`. Returns the task as it is now.
    *
-   * @throws DeadLetterNotFoundError, DeadLetterBusyError
+   * @throws DeadLetterNotFoundError, DeadLetterBusyError, DeadLetterTaskActiveError (its task is still rolling back)
    */
   async discardDeadLetter(id: string): Promise<AgentTask | null> {
     const { taskId } = await this.withLockedEntry(id, async (tx, entry) => {
+      if (entry.taskStatus === 'pending' || entry.taskStatus === 'running') {
+        throw new DeadLetterTaskActiveError(id, entry.deadLetter.taskId, entry.taskStatus);
+      }
       await this.deadLetters.resolve(tx, entry.deadLetter, false);
       return {};
     });
