@@ -6,7 +6,7 @@ import { AgentTask, TaskError } from '../entities/agent-task.entity';
 import { DuraflowError } from '../errors';
 import { TaskStatus } from '../interfaces/task-status';
 import { WorkflowContext } from '../interfaces/workflow-context';
-import { StepStore } from '../persistence/step.store';
+import { StepMemo, StepStore } from '../persistence/step.store';
 import { ClaimedTask, TaskStore } from '../persistence/task.store';
 import { describeError, toJson } from './json';
 import { persist } from './persist';
@@ -37,10 +37,10 @@ export class TaskExecutor {
     private readonly saga: SagaExecutor,
   ) {}
 
-  async execute({ task }: ClaimedTask, lease: TaskLease): Promise<RunOutcome> {
+  async execute({ task, fresh }: ClaimedTask, lease: TaskLease): Promise<RunOutcome> {
     if (task.rollbackReason) return this.saga.rollback(task, lease, task.rollbackReason);
     const workflow = this.registry.get(task.workflowName);
-    const memos = await this.durably(lease, () => this.steps.loadStepMemos(task.id));
+    const memos = fresh ? new Map<string, StepMemo>() : await this.durably(lease, () => this.steps.loadStepMemos(task.id));
     const runner = new MemoizedStepRunner(workflow, lease, memos, this.steps, this.options.reaper.staleAfterMs);
     const ctx: WorkflowContext = {
       runId: task.id,

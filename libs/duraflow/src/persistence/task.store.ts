@@ -20,6 +20,11 @@ export interface NewTask {
 export interface ClaimedTask {
   task: AgentTask;
   claimToken: string;
+  /**
+   * Never claimed before (`started_at` was empty): no step of it can have been written, so
+   * the run skips reading its checkpoints.
+   */
+  fresh?: boolean;
 }
 
 export interface TaskListFilter {
@@ -128,7 +133,7 @@ export class TaskStore {
        SET status = 'running', worker_id = $1, claim_token = gen_random_uuid(),
            started_at = COALESCE(t.started_at, now()), heartbeat_at = now(), updated_at = now()
        FROM (
-         SELECT id FROM agent_tasks
+         SELECT id, started_at IS NULL AS fresh FROM agent_tasks
          WHERE status = 'pending' AND deleted_at IS NULL
            AND (scheduled_at IS NULL OR scheduled_at <= now())
            AND workflow_name = ANY($2::varchar[])
@@ -137,12 +142,12 @@ export class TaskStore {
          FOR UPDATE SKIP LOCKED
        ) claimable
        WHERE t.id = claimable.id
-       RETURNING ${TASK_COLUMNS.replace(/(^|,\s*)(\w+)/g, '$1t.$2')}, t.claim_token`,
+       RETURNING ${TASK_COLUMNS.replace(/(^|,\s*)(\w+)/g, '$1t.$2')}, t.claim_token, claimable.fresh`,
       [workerId, workflowNames, limit],
       'duraflow_claim_tasks',
     );
     return rows
-      .map((row) => ({ task: toAgentTask(row), claimToken: row.claim_token as string }))
+      .map((row) => ({ task: toAgentTask(row), claimToken: row.claim_token as string, fresh: row.fresh as boolean }))
       .sort((a, b) => b.task.priority - a.task.priority || a.task.createdAt.getTime() - b.task.createdAt.getTime());
   }
 
