@@ -104,6 +104,42 @@ describe('WorkflowService', () => {
     });
   });
 
+  describe('submitMany', () => {
+    it('creates every task in one call, in input order, and a worker runs them all', async () => {
+      const runs: unknown[] = [];
+      const app = await bed.start({ duraflow: { ...SUBMIT_ONLY, workflows: [recordingWorkflow('bulk', runs)] } });
+      const workflows = app.get(WorkflowService);
+      const inputs = Array.from({ length: 25 }, (_, n) => ({ n }));
+
+      const tasks = await workflows.submitMany('bulk', inputs, { priority: 3, maxRetries: 1 });
+
+      expect(tasks.map((task) => task.input)).toEqual(inputs);
+      for (const task of tasks) expect(task).toMatchObject({ status: TaskStatus.PENDING, priority: 3, maxRetries: 1, workflowName: 'bulk' });
+      expect(new Set(tasks.map((task) => task.id)).size).toBe(25);
+      expect(await countTasks()).toBe(25);
+      expect(await workflows.submitMany('bulk', [])).toEqual([]);
+
+      await app.get(WorkerService).start();
+      for (const task of tasks) expect((await workflows.waitFor(task.id)).status).toBe(TaskStatus.COMPLETED);
+      expect(runs).toHaveLength(25);
+    });
+
+    it('writes nothing when one input is bad, and names its index', async () => {
+      const app = await bed.start({ duraflow: { ...SUBMIT_ONLY, workflows: [recordingWorkflow('bulk', [])] } });
+      const workflows = app.get(WorkflowService);
+
+      await expect(workflows.submitMany('bulk', [{ ok: 1 }, { bad: () => 1 }])).rejects.toMatchObject({
+        code: 'NOT_SERIALIZABLE',
+        message: expect.stringContaining('index 1'),
+      });
+      await expect(workflows.submitMany('bulk', [{}], { idempotencyKey: 'k' } as never)).rejects.toMatchObject({
+        code: 'INVALID_SUBMIT_OPTIONS',
+      });
+      await expect(workflows.submitMany('nope', [{}])).rejects.toMatchObject({ code: 'UNKNOWN_WORKFLOW' });
+      expect(await countTasks()).toBe(0);
+    });
+  });
+
   describe('idempotency', () => {
     it('returns the first task for a repeated idempotency key and creates nothing new', async () => {
       const app = await bed.start({ duraflow: { ...SUBMIT_ONLY, workflows: [recordingWorkflow('plain', [])] } });

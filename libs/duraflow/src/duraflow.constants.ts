@@ -7,7 +7,7 @@ export const RESOLVED_DURAFLOW_OPTIONS = Symbol('DURAFLOW_RESOLVED_OPTIONS');
 
 /** NOTIFY channel: a task became claimable (payload: workflow name). */
 export const TASK_SUBMITTED_CHANNEL = 'duraflow_task_submitted';
-/** NOTIFY channel: a task reached a terminal status or was cancelled (payload: task id). */
+/** NOTIFY channel: tasks reached a terminal status or were cancelled (payload: task ids, comma-separated). */
 export const TASK_FINISHED_CHANNEL = 'duraflow_task_finished';
 
 /** Workflow names, as DESIGN.md semantic 9 defines them. */

@@ -8,6 +8,7 @@ import { TaskStatus } from '../interfaces/task-status';
 import { WorkflowContext } from '../interfaces/workflow-context';
 import { StepMemo, StepStore } from '../persistence/step.store';
 import { ClaimedTask, TaskStore } from '../persistence/task.store';
+import { CompletionBatcher } from './completion-batcher';
 import { describeError, toJson } from './json';
 import { persist } from './persist';
 import { runScopeStorage } from './run-scope';
@@ -35,6 +36,7 @@ export class TaskExecutor {
     private readonly tasks: TaskStore,
     private readonly steps: StepStore,
     private readonly saga: SagaExecutor,
+    private readonly completions: CompletionBatcher,
   ) {}
 
   async execute({ task, fresh }: ClaimedTask, lease: TaskLease): Promise<RunOutcome> {
@@ -69,7 +71,7 @@ export class TaskExecutor {
       return this.fail(task, lease, runner, { ...this.taskError(error, runner), code: 'OUTPUT_NOT_SERIALIZABLE' });
     }
     try {
-      const owned = await this.durably(lease, () => this.tasks.completeTask(task.id, lease.claimToken, outputJson ?? null));
+      const owned = await this.durably(lease, () => this.completions.complete(task.id, lease.claimToken, outputJson ?? null));
       return owned ? 'completed' : 'stopped';
     } catch (error) {
       if (lease.stoppedBecause) return 'stopped';

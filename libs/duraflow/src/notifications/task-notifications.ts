@@ -65,7 +65,11 @@ export class TaskNotifications implements OnApplicationShutdown {
     client.on('error', (error) => this.onConnectionLost(client, error));
     client.on('end', () => this.onConnectionLost(client, new Error('connection ended')));
     client.on('notification', (message) => {
-      for (const listener of this.listeners.get(message.channel) ?? []) listener(message.payload ?? '');
+      // A finished notification may name several tasks (a batch of completions): "id,id,...".
+      const payloads = message.channel === TASK_FINISHED_CHANNEL ? (message.payload ?? '').split(',') : [message.payload ?? ''];
+      for (const listener of this.listeners.get(message.channel) ?? []) {
+        for (const payload of payloads) listener(payload);
+      }
     });
     try {
       await client.connect();

@@ -90,6 +90,29 @@ export class TaskStore {
     throw new Error(`Could not insert or find the task with idempotency key "${task.idempotencyKey}"; try again.`);
   }
 
+  /**
+   * Inserts many tasks of one workflow in one statement, with one NOTIFY for all of them (a
+   * NOTIFY serializes commits across the server, so one per batch rather than one per task).
+   */
+  async insertTasks(
+    executor: SqlExecutor,
+    batch: { workflowName: string; inputsJson: string[]; priority: number; scheduledAt: Date | null; maxRetries: number },
+  ): Promise<AgentTask[]> {
+    const { rows } = await executor.query(
+      `WITH inserted AS (
+         INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries)
+         SELECT $1, input, $3, $4, $5 FROM unnest($2::jsonb[]) WITH ORDINALITY AS i(input, n) ORDER BY n
+         RETURNING ${TASK_COLUMNS}
+       ), notified AS (
+         SELECT pg_notify('${TASK_SUBMITTED_CHANNEL}', $1) WHERE $4::timestamptz IS NULL OR $4::timestamptz <= now()
+       )
+       SELECT inserted.* FROM inserted, (SELECT count(*) FROM notified) AS sent`,
+      [batch.workflowName, batch.inputsJson, batch.priority, batch.scheduledAt, batch.maxRetries],
+      'duraflow_insert_tasks',
+    );
+    return rows.map(toAgentTask);
+  }
+
   async findTask(id: string): Promise<AgentTask | null> {
     const { rows } = await this.db.query(`SELECT ${TASK_COLUMNS} FROM agent_tasks WHERE id = $1`, [id], 'duraflow_find_task');
     return rows.length ? toAgentTask(rows[0]) : null;
@@ -151,18 +174,27 @@ export class TaskStore {
       .sort((a, b) => b.task.priority - a.task.priority || a.task.createdAt.getTime() - b.task.createdAt.getTime());
   }
 
-  /** Fenced: a stale claim completes nothing. */
-  async completeTask(id: string, claimToken: string, outputJson: string | null): Promise<boolean> {
-    const { rowCount } = await this.db.query(
+  /**
+   * Fenced, for many runs in one statement: each task completes only while its claim owns it.
+   * One NOTIFY names them all (ids comma-separated; callers keep batches under 200 ids, within
+   * NOTIFY's 8000-byte payload). Returns the ids that completed.
+   */
+  async completeTasks(ids: string[], claimTokens: string[], outputs: Array<string | null>): Promise<Set<string>> {
+    const { rows } = await this.db.query<{ id: string }>(
       `WITH done AS (
-         UPDATE agent_tasks SET status = 'completed', output = $3::jsonb, completed_at = now(), updated_at = now()
-         WHERE ${OWNED} RETURNING id
+         UPDATE agent_tasks t
+         SET status = 'completed', output = c.output, completed_at = now(), updated_at = now()
+         FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[]) AS c(id, claim_token, output)
+         WHERE t.id = c.id AND t.claim_token = c.claim_token AND t.status = 'running'
+         RETURNING t.id
+       ), notified AS (
+         SELECT pg_notify('${TASK_FINISHED_CHANNEL}', string_agg(id::text, ',')) FROM done HAVING count(*) > 0
        )
-       SELECT pg_notify('${TASK_FINISHED_CHANNEL}', id::text) FROM done`,
-      [id, claimToken, outputJson],
-      'duraflow_complete_task',
+       SELECT id FROM done, (SELECT count(*) FROM notified) AS sent`,
+      [ids, claimTokens, outputs],
+      'duraflow_complete_tasks',
     );
-    return rowCount > 0;
+    return new Set(rows.map((row) => row.id));
   }
 
   /** Fenced: the final status of a run that failed (`failed`, or a rollback status). */

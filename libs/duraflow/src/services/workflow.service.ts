@@ -74,6 +74,7 @@ export interface WaitForOptions {
 }
 
 const INT32_MAX = 2_147_483_647;
+const MAX_SUBMIT_MANY = 10_000;
 
 /** Submit, inspect, list, cancel and await workflow runs. */
 @Injectable()
@@ -118,6 +119,45 @@ export class WorkflowService {
       idempotencyKey: opts.idempotencyKey,
     });
     return task;
+  }
+
+  /**
+   * Creates many `pending` tasks of workflow `name` in one statement (one NOTIFY for all), in
+   * input order. Every input is checked first, as `submit` checks it: one bad input throws its
+   * typed error (naming its index) and writes nothing. Options apply to every task;
+   * `idempotencyKey` is not accepted here (use `submit` per task for that). At most 10,000.
+   */
+  async submitMany<TInput = unknown>(
+    name: string,
+    inputs: TInput[],
+    options: Omit<SubmitOptions, 'idempotencyKey'> = {},
+  ): Promise<AgentTask[]> {
+    if (typeof name !== 'string' || !WORKFLOW_NAME_PATTERN.test(name)) throw new InvalidWorkflowNameError(name);
+    const workflow = this.registry.get(name);
+    if (!Array.isArray(inputs) || inputs.length > MAX_SUBMIT_MANY) {
+      throw new InvalidSubmitOptionsError('inputs', `must be an array of at most ${MAX_SUBMIT_MANY} inputs.`);
+    }
+    if ((options as SubmitOptions)?.idempotencyKey !== undefined) {
+      throw new InvalidSubmitOptionsError('idempotencyKey', 'is not accepted by submitMany: submit those tasks one by one.');
+    }
+    const opts = this.checkSubmitOptions(options ?? {});
+    const inputsJson: string[] = [];
+    for (const [index, input] of inputs.entries()) {
+      const value = input === undefined ? {} : input;
+      const inputJson = toJson(value, `The input at index ${index} of workflow "${name}"`)!;
+      const bytes = Buffer.byteLength(inputJson, 'utf8');
+      if (bytes > this.options.maxInputBytes) throw new InputTooLargeError(name, bytes, this.options.maxInputBytes);
+      if (workflow.inputType) await this.validateInput(name, workflow.inputType, JSON.parse(inputJson), `[${index}]`);
+      inputsJson.push(inputJson);
+    }
+    if (!inputsJson.length) return [];
+    return this.tasks.insertTasks(this.db.forManager(options?.manager), {
+      workflowName: name,
+      inputsJson,
+      priority: opts.priority,
+      scheduledAt: opts.scheduledAt,
+      maxRetries: opts.maxRetries ?? workflow.maxRetries ?? this.options.maxRetries,
+    });
   }
 
   /** The task, or null when no task has this id. */
@@ -237,12 +277,14 @@ export class WorkflowService {
     return { priority, scheduledAt, maxRetries, idempotencyKey: key ?? null };
   }
 
-  private async validateInput(name: string, dto: Type<object>, input: unknown): Promise<void> {
+  private async validateInput(name: string, dto: Type<object>, input: unknown, prefix = ''): Promise<void> {
     if (typeof input !== 'object' || input === null || Array.isArray(input)) {
-      throw new InputValidationError(name, [{ property: '$', constraints: { isObject: `input must be an object matching ${dto.name}` } }]);
+      throw new InputValidationError(name, [
+        { property: prefix || '$', constraints: { isObject: `input must be an object matching ${dto.name}` } },
+      ]);
     }
     const errors = await validate(plainToInstance(dto, input), { forbidUnknownValues: false });
-    if (errors.length) throw new InputValidationError(name, flattenViolations(errors));
+    if (errors.length) throw new InputValidationError(name, flattenViolations(errors, prefix));
   }
 }
 
