@@ -1,0 +1,66 @@
+import { DRAIN_STEPS } from './config';
+
+/**
+ * What a figure is compared with:
+ * - `tps1` / `tps4`: a throughput, divided by the pgbench one-row INSERT tx/s at 1 / 4 clients;
+ * - `time1`: a duration, divided by the time of one such commit at 1 client (1 / tx/s), i.e.
+ *   "as long as N sequential one-row INSERT commits";
+ * - `none`: not comparable (memory, computed figures).
+ */
+export type RatioBasis = 'tps1' | 'tps4' | 'time1' | 'none';
+
+export interface RowDefinition {
+  id: string;
+  figure: string;
+  unit: string;
+  ratio: RatioBasis;
+  /** May be `n/a` (an API that does not exist in this build). */
+  optional?: boolean;
+}
+
+function drainRows(): RowDefinition[] {
+  const rows: RowDefinition[] = [];
+  for (const processes of [1, 2]) {
+    for (const concurrency of [10, 50]) {
+      for (const steps of DRAIN_STEPS) {
+        const where = `${steps}-step, concurrency ${concurrency}, ${processes} process${processes > 1 ? 'es' : ''}`;
+        rows.push({ id: drainRowId(steps, concurrency, processes, 'tasks'), figure: `Drain ${where}`, unit: 'tasks/s', ratio: 'tps4' });
+        if (steps > 0) {
+          rows.push({ id: drainRowId(steps, concurrency, processes, 'steps'), figure: `Drain ${where}`, unit: 'steps/s', ratio: 'tps4' });
+        }
+      }
+    }
+  }
+  return rows;
+}
+
+export function drainRowId(steps: number, concurrency: number, processes: number, what: 'tasks' | 'steps'): string {
+  return `drain.${steps}step.c${concurrency}.p${processes}.${what}`;
+}
+
+/** Every row of the table, in order. The quick test checks each one is printed with a value. */
+export const ROWS: RowDefinition[] = [
+  { id: 'ref.insert.c1', figure: 'pgbench one-row INSERT, 1 client', unit: 'tx/s', ratio: 'tps1' },
+  { id: 'ref.insert.c4', figure: 'pgbench one-row INSERT, 4 clients', unit: 'tx/s', ratio: 'tps1' },
+  { id: 'ref.skiplocked.c4', figure: 'pgbench SKIP LOCKED claim of 1 row, 4 clients', unit: 'tx/s', ratio: 'tps4' },
+  { id: 'ref.notify.c4', figure: 'pgbench one-row INSERT + pg_notify in one statement, 4 clients', unit: 'tx/s', ratio: 'tps4' },
+  { id: 'submit.sequential', figure: 'submit(), one caller, sequential', unit: 'tasks/s', ratio: 'tps1' },
+  { id: 'submit.concurrent', figure: 'submit(), 10 concurrent callers', unit: 'tasks/s', ratio: 'tps4' },
+  { id: 'submit.batched', figure: 'submitMany(), one caller, batches', unit: 'tasks/s', ratio: 'tps1', optional: true },
+  ...drainRows(),
+  { id: 'step.overhead.run', figure: 'Per-step overhead, p50 (run start to end)', unit: 'ms', ratio: 'time1' },
+  { id: 'step.overhead.e2e', figure: 'Per-step overhead, p50 (submit to terminal)', unit: 'ms', ratio: 'time1' },
+  { id: 'latency.p50', figure: 'submit() to workflow start, idle worker, p50', unit: 'ms', ratio: 'time1' },
+  { id: 'latency.p95', figure: 'submit() to workflow start, idle worker, p95', unit: 'ms', ratio: 'time1' },
+  { id: 'claim.small', figure: 'Claim statement (batch of 10), 1k pending, p50', unit: 'ms', ratio: 'time1' },
+  { id: 'claim.large', figure: 'Claim statement (batch of 10), 100k pending, p50', unit: 'ms', ratio: 'time1' },
+  { id: 'recovery.reclaimed', figure: 'SIGKILL to re-claimed by another process (short intervals)', unit: 'ms', ratio: 'time1' },
+  { id: 'recovery.completed', figure: 'SIGKILL to completed by another process (short intervals)', unit: 'ms', ratio: 'time1' },
+  { id: 'recovery.default.expected', figure: 'Recovery with default intervals, expected (computed)', unit: 's', ratio: 'none' },
+  { id: 'recovery.default.worst', figure: 'Recovery with default intervals, worst case (computed)', unit: 's', ratio: 'none' },
+  { id: 'rss.drain.tasks', figure: 'Drain 0-step, concurrency 10, 1 process (RSS run)', unit: 'tasks/s', ratio: 'tps4' },
+  { id: 'rss.before', figure: 'Worker RSS before the drain', unit: 'MB', ratio: 'none' },
+  { id: 'rss.after', figure: 'Worker RSS after the drain', unit: 'MB', ratio: 'none' },
+  { id: 'rss.after.gc', figure: 'Worker RSS after the drain and a full GC', unit: 'MB', ratio: 'none' },
+  { id: 'ref.insert.c1.end', figure: 'pgbench one-row INSERT, 1 client, again at the end', unit: 'tx/s', ratio: 'tps1' },
+];

@@ -1,0 +1,73 @@
+import { performance } from 'node:perf_hooks';
+import { WorkflowService } from '@duraflow/nestjs';
+import { BenchContext, rawSection } from '../context';
+import { cpuMs, progress } from '../stats';
+import { NOOP_WORKFLOW } from '../workflows';
+
+type SubmitMany = (name: string, inputs: unknown[]) => Promise<unknown>;
+
+/** submit() one at a time, from concurrent callers, and submitMany() when this build has it. */
+export async function submitScenario(ctx: BenchContext, workflows: WorkflowService): Promise<void> {
+  const { sizes, db } = ctx;
+  const raw = rawSection(ctx, 'submit');
+  const input = { steps: 0 };
+
+  for (let i = 0; i < sizes.submitWarmup; i++) await workflows.submit(NOOP_WORKFLOW, input);
+  await db.truncate();
+
+  progress(`submit(): ${sizes.submitSequential} sequential`);
+  let cpu = process.cpuUsage();
+  let started = performance.now();
+  for (let i = 0; i < sizes.submitSequential; i++) await workflows.submit(NOOP_WORKFLOW, input);
+  let seconds = (performance.now() - started) / 1000;
+  let cpuPerTask = cpuMs(cpu, process.cpuUsage()) / sizes.submitSequential;
+  await expectPending(ctx, sizes.submitSequential);
+  raw.sequential = { tasks: sizes.submitSequential, seconds, cpuMsPerTask: cpuPerTask };
+  ctx.results.set('submit.sequential', sizes.submitSequential / seconds, `${sizes.submitSequential} tasks; ${cpuNote(cpuPerTask)}`);
+  await db.truncate();
+
+  progress(`submit(): ${sizes.submitConcurrent} from ${sizes.submitCallers} concurrent callers`);
+  let next = 0;
+  cpu = process.cpuUsage();
+  started = performance.now();
+  await Promise.all(
+    Array.from({ length: sizes.submitCallers }, async () => {
+      while (next++ < sizes.submitConcurrent) await workflows.submit(NOOP_WORKFLOW, input);
+    }),
+  );
+  seconds = (performance.now() - started) / 1000;
+  cpuPerTask = cpuMs(cpu, process.cpuUsage()) / sizes.submitConcurrent;
+  await expectPending(ctx, sizes.submitConcurrent);
+  raw.concurrent = { tasks: sizes.submitConcurrent, callers: sizes.submitCallers, seconds, cpuMsPerTask: cpuPerTask };
+  ctx.results.set('submit.concurrent', sizes.submitConcurrent / seconds, `${sizes.submitConcurrent} tasks; pool of 10 connections; ${cpuNote(cpuPerTask)}`);
+  await db.truncate();
+
+  const submitMany = (workflows as unknown as { submitMany?: SubmitMany }).submitMany;
+  if (typeof submitMany !== 'function') {
+    raw.batched = 'WorkflowService.submitMany does not exist in this build';
+    ctx.results.set('submit.batched', 'n/a', 'WorkflowService.submitMany does not exist in this build');
+    return;
+  }
+  progress(`submitMany(): ${sizes.submitBatched} in batches of ${sizes.submitBatchSize}`);
+  const batch = Array.from({ length: sizes.submitBatchSize }, () => input);
+  const batches = Math.ceil(sizes.submitBatched / sizes.submitBatchSize);
+  cpu = process.cpuUsage();
+  started = performance.now();
+  for (let i = 0; i < batches; i++) await submitMany.call(workflows, NOOP_WORKFLOW, batch);
+  seconds = (performance.now() - started) / 1000;
+  const tasks = batches * sizes.submitBatchSize;
+  cpuPerTask = cpuMs(cpu, process.cpuUsage()) / tasks;
+  await expectPending(ctx, tasks);
+  raw.batched = { tasks, batchSize: sizes.submitBatchSize, seconds, cpuMsPerTask: cpuPerTask };
+  ctx.results.set('submit.batched', tasks / seconds, `${tasks} tasks, ${sizes.submitBatchSize} per call; ${cpuNote(cpuPerTask)}`);
+  await db.truncate();
+}
+
+async function expectPending(ctx: BenchContext, count: number): Promise<void> {
+  const { rows } = await ctx.db.client.query<{ n: string }>(`SELECT count(*) AS n FROM agent_tasks WHERE status = 'pending'`);
+  if (Number(rows[0].n) !== count) throw new Error(`expected ${count} pending tasks after submitting, found ${rows[0].n}`);
+}
+
+function cpuNote(msPerTask: number): string {
+  return `bench process CPU ${msPerTask.toFixed(3)} ms/task`;
+}

@@ -1,0 +1,51 @@
+import type { DuraflowDatabase } from '@duraflow/nestjs/persistence/duraflow-database';
+import { StepStore } from '@duraflow/nestjs/persistence/step.store';
+import { TaskStore } from '@duraflow/nestjs/persistence/task.store';
+import { NOOP_WORKFLOW } from './workflows';
+
+export interface Statement {
+  text: string;
+  values: unknown[];
+  name?: string;
+}
+
+/**
+ * A stand-in for DuraflowDatabase that records the statements a store sends and answers
+ * each with no rows: the bench runs exactly the library's SQL, whatever it becomes.
+ */
+export function recordingDatabase(captured: Statement[]): DuraflowDatabase {
+  const recorder = {
+    query: async (text: string, values: unknown[] = [], name?: string) => {
+      captured.push({ text, values, name });
+      return { rows: [], rowCount: 0 };
+    },
+    transaction: async <T>(work: (executor: unknown) => Promise<T>) => work(recorder),
+  };
+  return recorder as unknown as DuraflowDatabase;
+}
+
+export type StoreKind = 'tasks' | 'steps';
+
+/**
+ * Calls `store.method(...args)` on a store built over a recording database and returns what it
+ * sent, or undefined when the store has no such method. The stores are internals the library
+ * is free to reshape, so they are reached by name: a renamed method makes a probe report
+ * "not measured" instead of breaking the project's type-check.
+ */
+export async function captureStoreCall(kind: StoreKind, method: string, args: unknown[]): Promise<Statement[] | undefined> {
+  const captured: Statement[] = [];
+  const Store = (kind === 'tasks' ? TaskStore : StepStore) as unknown as new (db: DuraflowDatabase) => Record<string, unknown>;
+  const store = new Store(recordingDatabase(captured));
+  const fn = store[method];
+  if (typeof fn !== 'function') return undefined;
+  await (fn as (...args: unknown[]) => Promise<unknown>).apply(store, args);
+  return captured;
+}
+
+/** The statement(s) TaskStore.claimTasks sends for a batch of `batch`. */
+export async function captureClaimStatements(batch: number): Promise<Statement[]> {
+  const captured = await captureStoreCall('tasks', 'claimTasks', ['bench-claimer', [NOOP_WORKFLOW], batch]);
+  if (!captured) throw new Error('TaskStore has no claimTasks method any more: update bench/sql-capture.ts');
+  if (!captured.length) throw new Error('TaskStore.claimTasks sent no statement to the recording executor');
+  return captured;
+}

@@ -1,0 +1,80 @@
+import { performance } from 'node:perf_hooks';
+import { FunctionalWorkflowDefinition, workflow, WorkflowContext } from '@duraflow/nestjs';
+
+/** No-op steps `s1..sN` (each returns undefined, so the checkpoint writes a NULL output). */
+export const NOOP_WORKFLOW = 'bench-noop';
+/** One step that hangs on its first execution (until its signal aborts) and returns at once after. */
+export const RECOVER_WORKFLOW = 'bench-recover';
+/** Like bench-noop, and tells a probe in the same process when its run function starts and ends. */
+export const PROBE_WORKFLOW = 'bench-probe';
+
+export interface NoopInput {
+  steps: number;
+}
+
+export interface ProbeInput extends NoopInput {
+  /** Which measurement this run belongs to. */
+  sample: number;
+}
+
+async function runNoopSteps(ctx: WorkflowContext<NoopInput>): Promise<void> {
+  const steps = ctx.input?.steps ?? 0;
+  for (let n = 1; n <= steps; n++) await ctx.step.run(`s${n}`, () => undefined);
+}
+
+export const noopWorkflow = workflow<NoopInput, void>(NOOP_WORKFLOW, runNoopSteps);
+
+export const recoverWorkflow = workflow(RECOVER_WORKFLOW, async (ctx) => {
+  await ctx.step.run('hold', ({ signal }) => (ctx.attempt === 1 ? hangUntilAborted(signal) : undefined));
+});
+
+/** The workflows of a bench worker process. */
+export const WORKER_WORKFLOWS: FunctionalWorkflowDefinition[] = [noopWorkflow, recoverWorkflow];
+
+/**
+ * Where a probe workflow reports, by sample number, the `performance.now()` of the first and
+ * the last line of its run function. Only meaningful in the process that submits.
+ */
+export class RunProbe {
+  private readonly started = new Map<number, Deferred>();
+  private readonly finished = new Map<number, Deferred>();
+
+  /** Resolves with the time the run function of `sample` started. */
+  startOf(sample: number): Promise<number> {
+    return deferred(this.started, sample).promise;
+  }
+
+  /** Resolves with the time the run function of `sample` reached its last line. */
+  endOf(sample: number): Promise<number> {
+    return deferred(this.finished, sample).promise;
+  }
+
+  readonly workflow: FunctionalWorkflowDefinition<ProbeInput, void> = workflow<ProbeInput, void>(PROBE_WORKFLOW, async (ctx) => {
+    deferred(this.started, ctx.input.sample).resolve(performance.now());
+    await runNoopSteps(ctx);
+    deferred(this.finished, ctx.input.sample).resolve(performance.now());
+  });
+}
+
+interface Deferred {
+  promise: Promise<number>;
+  resolve: (at: number) => void;
+}
+
+function deferred(map: Map<number, Deferred>, sample: number): Deferred {
+  let entry = map.get(sample);
+  if (!entry) {
+    let resolve!: (at: number) => void;
+    const promise = new Promise<number>((r) => (resolve = r));
+    entry = { promise, resolve };
+    map.set(sample, entry);
+  }
+  return entry;
+}
+
+function hangUntilAborted(signal: AbortSignal): Promise<never> {
+  return new Promise((_, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+  });
+}
