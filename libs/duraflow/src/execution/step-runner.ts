@@ -31,6 +31,8 @@ export interface StepFailure {
  */
 export class MemoizedStepRunner implements StepRunner {
   private readonly usedKeys = new Set<string>();
+  /** The completion_seq the next completed step gets. */
+  private nextCompletionSeq: number;
   private closed = false;
   /** Set when a checkpoint could not be written (database unreachable): the run must not decide anything. */
   persistenceFailure: unknown;
@@ -48,6 +50,7 @@ export class MemoizedStepRunner implements StepRunner {
     private readonly persistForMs: number,
   ) {
     this.hasCompensableSteps = [...memos.values()].some((memo) => memo.compensable);
+    this.nextCompletionSeq = Math.max(0, ...[...memos.values()].map((memo) => memo.completionSeq ?? 0)) + 1;
   }
 
   run<T>(key: string, fn: (step: StepContext) => T | Promise<T>, options?: StepOptions): Promise<T> {
@@ -74,6 +77,7 @@ export class MemoizedStepRunner implements StepRunner {
 
     const resolved = resolveStepOptions(options, this.workflow.step, `step "${key}"`);
     let attempt = memo?.attempt ?? 0;
+    let rowMayExist = memo !== undefined;
     for (let retry = 0; ; retry++) {
       attempt++;
       const startedAt = new Date();
@@ -92,6 +96,7 @@ export class MemoizedStepRunner implements StepRunner {
             startedAt,
           }),
         );
+        rowMayExist = true;
         if (retry >= resolved.retries) {
           this.lastFailure = { error, stepKey: key, attempts: retry + 1 };
           throw error;
@@ -107,6 +112,7 @@ export class MemoizedStepRunner implements StepRunner {
         throw error;
       }
       const compensationFn = this.workflow.compensations.get(key)?.name ?? null;
+      const completionSeq = this.nextCompletionSeq++;
       await this.checkpoint(() =>
         this.steps.recordStepCompleted({
           taskId: this.lease.taskId,
@@ -116,6 +122,8 @@ export class MemoizedStepRunner implements StepRunner {
           compensationFn,
           attempt,
           startedAt,
+          completionSeq,
+          rowMayExist,
         }),
       );
       if (compensationFn) this.hasCompensableSteps = true;

@@ -71,6 +71,7 @@ export class TaskExecutor {
       return this.fail(task, lease, runner, { ...this.taskError(error, runner), code: 'OUTPUT_NOT_SERIALIZABLE' });
     }
     try {
+      lease.markRecording(); // the worker may claim the next task while this completion commits
       const owned = await this.durably(lease, () => this.completions.complete(task.id, lease.claimToken, outputJson ?? null));
       return owned ? 'completed' : 'stopped';
     } catch (error) {

@@ -5,6 +5,9 @@ export type RunStopReason = 'cancelled' | 'lease-lost' | 'shutdown';
 export class TaskLease {
   private readonly controller = new AbortController();
   private stopReason: RunStopReason | undefined;
+  private recordingOnly = false;
+  /** Called once when the run's own code is over and only its outcome is being written. */
+  onRecording: (() => void) | undefined;
 
   constructor(
     readonly taskId: string,
@@ -17,6 +20,17 @@ export class TaskLease {
 
   get stoppedBecause(): RunStopReason | undefined {
     return this.stopReason;
+  }
+
+  /** The run's code is over; only its outcome is being written (it no longer needs a slot). */
+  get recording(): boolean {
+    return this.recordingOnly;
+  }
+
+  markRecording(): void {
+    if (this.recordingOnly) return;
+    this.recordingOnly = true;
+    this.onRecording?.();
   }
 
   /** Aborts the run's signal (and so the running step's); the first reason wins. */

@@ -11,6 +11,8 @@ export interface StepMemo {
   /** The step returned `undefined` (stored as SQL NULL, unlike a JSON `null`). */
   outputUndefined: boolean;
   attempt: number;
+  /** Its place in the run's completion order, when completed. */
+  completionSeq: number | null;
   /** Completed, with a compensation that has not run yet: a rollback would undo it. */
   compensable: boolean;
 }
@@ -40,7 +42,7 @@ export class StepStore {
 
   async loadStepMemos(taskId: string): Promise<Map<string, StepMemo>> {
     const { rows } = await this.db.query(
-      `SELECT step_key, status, output, output IS NULL AS output_undefined, attempt,
+      `SELECT step_key, status, output, output IS NULL AS output_undefined, attempt, completion_seq,
               (status = 'completed' AND compensation_fn IS NOT NULL AND compensated_at IS NULL) AS compensable
        FROM step_runs WHERE task_id = $1`,
       [taskId],
@@ -55,6 +57,7 @@ export class StepStore {
           output: row.output,
           outputUndefined: row.output_undefined,
           attempt: row.attempt ?? 0,
+          completionSeq: row.completion_seq,
           compensable: row.compensable,
         },
       ]),
@@ -73,19 +76,42 @@ export class StepStore {
     compensationFn: string | null;
     attempt: number;
     startedAt: Date;
+    /** Its place in the run's completion order (the run counts; only its owner writes). */
+    completionSeq: number;
+    /** A row of this step may exist (a failed attempt was written): upsert rather than insert. */
+    rowMayExist: boolean;
   }): Promise<boolean> {
+    const values = [
+      step.taskId,
+      step.stepKey,
+      step.claimToken,
+      step.outputJson,
+      step.compensationFn,
+      step.attempt,
+      step.startedAt,
+      step.completionSeq,
+    ];
+    const insert = `INSERT INTO step_runs (task_id, step_key, status, output, compensation_fn, attempt, started_at, completed_at, completion_seq)
+       SELECT $1, $2, 'completed', $4::jsonb, $5, $6, $7, clock_timestamp(), $8
+       FROM (${OWNED_TASK}) owner`;
+    if (!step.rowMayExist) {
+      // The common case, a step's first completion: a plain insert (no speculative insertion).
+      try {
+        const { rowCount } = await this.db.query(`${insert} RETURNING id`, values, 'duraflow_step_inserted');
+        return rowCount > 0;
+      } catch (error) {
+        if ((error as { code?: string }).code !== '23505') throw error; // unique_violation: upsert below
+      }
+    }
     const { rowCount } = await this.db.query(
-      `INSERT INTO step_runs (task_id, step_key, status, output, compensation_fn, attempt, started_at, completed_at, completion_seq)
-       SELECT $1, $2, 'completed', $4::jsonb, $5, $6, $7, clock_timestamp(),
-              (SELECT COALESCE(MAX(completion_seq), 0) + 1 FROM step_runs WHERE task_id = $1)
-       FROM (${OWNED_TASK}) owner
+      `${insert}
        ON CONFLICT (task_id, step_key) DO UPDATE
        SET status = 'completed', output = EXCLUDED.output, error = NULL, compensation_fn = EXCLUDED.compensation_fn,
            attempt = EXCLUDED.attempt, started_at = EXCLUDED.started_at, completed_at = EXCLUDED.completed_at,
            completion_seq = EXCLUDED.completion_seq
        WHERE step_runs.status <> 'completed'
        RETURNING id`,
-      [step.taskId, step.stepKey, step.claimToken, step.outputJson, step.compensationFn, step.attempt, step.startedAt],
+      values,
       'duraflow_step_completed',
     );
     return rowCount > 0;

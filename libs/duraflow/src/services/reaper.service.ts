@@ -41,7 +41,9 @@ export class ReaperService implements OnApplicationBootstrap, OnApplicationShutd
   private election: LeaderElection | undefined;
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
-  private lastReapAt = 0;
+  /** Ticks since start; the leader reaps on every `reapEvery`-th one. */
+  private ticks = 0;
+  private reapEvery = 1;
   private reapFailing = false;
   private wasLeader = false;
   private stopped = false;
@@ -86,6 +88,8 @@ export class ReaperService implements OnApplicationBootstrap, OnApplicationShutd
     });
     // The leader renews well before its key expires, however long the reaping interval is.
     const period = Math.max(1, Math.min(intervalMs, Math.floor(leaderTtlMs / 3)));
+    this.reapEvery = Math.max(1, Math.round(intervalMs / period));
+    this.ticks = 0;
     this.timer = setInterval(() => this.tick(), period);
     if (this.scheduler) {
       this.scheduler.addInterval(REAPER_INTERVAL_NAME, this.timer);
@@ -132,6 +136,7 @@ export class ReaperService implements OnApplicationBootstrap, OnApplicationShutd
   /** A tick never overlaps the previous one and never throws. */
   private tick(): void {
     if (this.ticking || this.stopped) return;
+    this.ticks++;
     this.ticking = this.leadAndReap().finally(() => (this.ticking = undefined));
   }
 
@@ -144,8 +149,8 @@ export class ReaperService implements OnApplicationBootstrap, OnApplicationShutd
       this.wasLeader = leader;
     }
     if (!leader || this.stopped) return;
-    if (Date.now() - this.lastReapAt < this.options.reaper.intervalMs) return;
-    this.lastReapAt = Date.now();
+    // Counted in ticks, not measured: a tick late by a round trip must not skip a whole interval.
+    if ((this.ticks - 1) % this.reapEvery !== 0) return;
     try {
       await this.reapOnce();
       if (this.reapFailing) this.logger.log('Reaping works again');

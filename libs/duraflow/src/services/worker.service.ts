@@ -88,6 +88,8 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
     unrecorded: 0,
   };
   private state: WorkerState = 'idle';
+  /** Runs whose code is over and whose completion is being written: they hold no slot. */
+  private recording = 0;
   private pollTimer: NodeJS.Timeout | undefined;
   private lagTimer: NodeJS.Timeout | undefined;
   private lagHistogram: IntervalHistogram | undefined;
@@ -264,7 +266,7 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
     while (this.state === 'running') {
       const { concurrency, backpressure } = this.options.worker;
       this.queueFull = this.running.size >= backpressure.maxQueuedTasks;
-      const free = Math.min(concurrency, backpressure.maxQueuedTasks) - this.running.size;
+      const free = Math.min(concurrency - (this.running.size - this.recording), backpressure.maxQueuedTasks - this.running.size);
       if (free <= 0) return;
       let claimed: ClaimedTask[];
       try {
@@ -283,6 +285,10 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
 
   private runTask(claimed: ClaimedTask): void {
     const lease = new TaskLease(claimed.task.id, claimed.claimToken);
+    lease.onRecording = () => {
+      this.recording++;
+      this.requestClaim();
+    };
     this.counters.claimed++;
     const done = this.executor
       .execute(claimed, lease)
@@ -292,6 +298,7 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
       })
       .then((outcome) => {
         this.counters[OUTCOME_COUNTER[outcome]]++;
+        if (lease.recording) this.recording--;
         this.heartbeat.release(lease);
         // A re-claim of the same task may already hold the slot: only remove this run's own.
         if (this.running.get(claimed.task.id)?.lease === lease) this.running.delete(claimed.task.id);
