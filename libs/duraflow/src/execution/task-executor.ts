@@ -22,9 +22,10 @@ export type RunOutcome = 'completed' | 'failed' | 'rolled_back' | 'partial_rollb
 /**
  * Runs one claimed task to its end: loads its memoized steps, calls the workflow, and
  * records the outcome fenced on the claim. A run that fails for good with steps to undo
- * goes through the saga; a task claimed in the middle of a rollback resumes the rollback. A run that was stopped (cancelled, taken over,
- * handed back) or could not reach the database records nothing: the database keeps the
- * last state it owned, and the reaper or the next claim carries on from there.
+ * goes through the saga; a task claimed in the middle of a rollback resumes the rollback.
+ * A run that was stopped (cancelled, taken over, handed back) or could not reach the
+ * database records nothing: the database keeps the last state it owned, and the reaper or
+ * the next claim carries on from there.
  */
 @Injectable()
 export class TaskExecutor {

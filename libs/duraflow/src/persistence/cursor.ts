@@ -1,4 +1,4 @@
-import { InvalidCursorError } from '../errors';
+import { InvalidCursorError, InvalidListOptionsError } from '../errors';
 
 /** A keyset position: created_at in µs since the epoch (exact, unlike a JS Date) and the row id. */
 export interface KeysetPosition {
@@ -26,4 +26,30 @@ export const CREATED_AT_MICROS = `(extract(epoch FROM created_at) * 1000000)::bi
 /** SQL: `(created_at, id)` strictly before the position in parameters $n (micros) and $n+1 (id). */
 export function olderThan(n: number): string {
   return `(created_at, id) < (timestamptz 'epoch' + $${n}::bigint * interval '1 microsecond', $${n + 1}::uuid)`;
+}
+
+/** The `limit` of a list call: 1..1000, default 50. */
+export function listLimit(limit: unknown): number {
+  const value = limit ?? 50;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1 || value > 1000) {
+    throw new InvalidListOptionsError('limit', `must be an integer from 1 to 1000, got ${String(limit)}.`);
+  }
+  return value;
+}
+
+/**
+ * One page from `limit + 1` rows read newest first: the first `limit` items, and the cursor
+ * of the last one when a further row shows there is more.
+ */
+export function keysetPage<R extends { createdAtMicros: string }, T extends { id: string }>(
+  rows: R[],
+  limit: number,
+  item: (row: R) => T,
+): { items: T[]; nextCursor: string | null } {
+  const items = rows.slice(0, limit).map(item);
+  const last = items[items.length - 1];
+  return {
+    items,
+    nextCursor: rows.length > limit && last ? encodeCursor({ createdAtMicros: rows[limit - 1].createdAtMicros, id: last.id }) : null,
+  };
 }

@@ -12,7 +12,7 @@ import {
 } from '../errors';
 import { runCompensation } from '../execution/compensation';
 import { describeError } from '../execution/json';
-import { decodeCursor, encodeCursor, UUID_PATTERN } from '../persistence/cursor';
+import { decodeCursor, keysetPage, listLimit, UUID_PATTERN } from '../persistence/cursor';
 import { DeadLetterForRetry, DeadLetterStore } from '../persistence/dead-letter.store';
 import { DuraflowDatabase, SqlExecutor } from '../persistence/duraflow-database';
 import { TaskStore } from '../persistence/task.store';
@@ -57,10 +57,7 @@ export class SagaService {
 
   /** Dead letters, newest first (the seed's "Find failed compensations" order), paged with a keyset cursor. */
   async listDeadLetters(options: ListDeadLettersOptions = {}): Promise<DeadLetterPage> {
-    const limit = options.limit ?? 50;
-    if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000) {
-      throw new InvalidListOptionsError('limit', `must be an integer from 1 to 1000, got ${String(limit)}.`);
-    }
+    const limit = listLimit(options.limit);
     if (options.taskId !== undefined && (typeof options.taskId !== 'string' || !UUID_PATTERN.test(options.taskId))) {
       throw new InvalidListOptionsError('taskId', `must be a task id (a UUID), got ${String(options.taskId)}.`);
     }
@@ -69,12 +66,7 @@ export class SagaService {
       limit: limit + 1,
       after: options.cursor ? decodeCursor(options.cursor) : undefined,
     });
-    const page = rows.slice(0, limit);
-    const last = page[page.length - 1];
-    return {
-      items: page.map((row) => row.deadLetter),
-      nextCursor: rows.length > limit && last ? encodeCursor({ createdAtMicros: last.createdAtMicros, id: last.deadLetter.id }) : null,
-    };
+    return keysetPage(rows, limit, (row) => row.deadLetter);
   }
 
   /**

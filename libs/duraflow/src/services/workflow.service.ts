@@ -24,7 +24,7 @@ import { SagaExecutor } from '../execution/saga-executor';
 import { TaskLease } from '../execution/task-lease';
 import { isTerminalStatus, TaskStatus } from '../interfaces/task-status';
 import { TaskNotifications } from '../notifications/task-notifications';
-import { decodeCursor, encodeCursor, UUID_PATTERN } from '../persistence/cursor';
+import { decodeCursor, keysetPage, listLimit, UUID_PATTERN } from '../persistence/cursor';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { StepStore } from '../persistence/step.store';
 import { TaskStore } from '../persistence/task.store';
@@ -174,10 +174,7 @@ export class WorkflowService {
 
   /** Newest first, optionally by status and workflow, paged with a keyset cursor. */
   async list(options: ListTasksOptions = {}): Promise<TaskPage> {
-    const limit = options.limit ?? 50;
-    if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000) {
-      throw new InvalidListOptionsError('limit', `must be an integer from 1 to 1000, got ${String(limit)}.`);
-    }
+    const limit = listLimit(options.limit);
     if (options.status !== undefined && !Object.values(TaskStatus).includes(options.status as TaskStatus)) {
       throw new InvalidListOptionsError('status', `must be one of ${Object.values(TaskStatus).join(', ')}.`);
     }
@@ -187,12 +184,7 @@ export class WorkflowService {
       limit: limit + 1,
       after: options.cursor ? decodeCursor(options.cursor) : undefined,
     });
-    const page = rows.slice(0, limit);
-    const last = page[page.length - 1];
-    return {
-      items: page.map((row) => row.task),
-      nextCursor: rows.length > limit && last ? encodeCursor({ createdAtMicros: last.createdAtMicros, id: last.task.id }) : null,
-    };
+    return keysetPage(rows, limit, (row) => row.task);
   }
 
   /**
