@@ -1,14 +1,5 @@
 /** Tests run against the real PostgreSQL and Redis; each file makes its own database. */
-const swc = {
-  jsc: {
-    parser: { syntax: 'typescript', decorators: true },
-    transform: { legacyDecorator: true, decoratorMetadata: true },
-    keepClassNames: true,
-    target: 'es2022',
-  },
-  module: { type: 'commonjs' },
-  sourceMaps: 'inline',
-};
+const swc = require('./test/support/swc-options');
 
 module.exports = {
   rootDir: '.',

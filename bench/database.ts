@@ -1,9 +1,10 @@
-import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
-import { runMigrations } from '../src/db/migrate';
-import { SERVER_URL } from '../test/support/database';
+import { createTestDatabase } from '../test/support/database';
 
-/** The bench's own database on the server the tests use (DATABASE_URL), migrated, dropped at the end. */
+/**
+ * The bench's own database on the server the tests use (DATABASE_URL), made like a test's
+ * (test/support/database.ts), migrated, dropped at the end.
+ */
 export interface BenchDatabase {
   name: string;
   url: string;
@@ -16,45 +17,11 @@ export interface BenchDatabase {
   drop(): Promise<void>;
 }
 
-export function withDatabase(url: string, database: string): string {
-  const parsed = new URL(url);
-  parsed.pathname = `/${database}`;
-  return parsed.toString();
-}
-
-async function onServer<T>(fn: (admin: Client) => Promise<T>): Promise<T> {
-  const admin = new Client({ connectionString: SERVER_URL });
-  await admin.connect();
-  try {
-    return await fn(admin);
-  } finally {
-    await admin.end();
-  }
-}
-
 export async function createBenchDatabase(): Promise<BenchDatabase> {
-  const name = `duraflow_bench_${randomBytes(6).toString('hex')}`;
-  await onServer((admin) => admin.query(`CREATE DATABASE ${name}`));
-  const url = withDatabase(SERVER_URL, name);
-  let client: Client | undefined;
-  const drop = async () => {
-    await client?.end().catch(() => undefined);
-    await onServer((admin) => admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
-  };
-  try {
-    await runMigrations(url);
-    client = new Client({ connectionString: url });
-    await client.connect();
-  } catch (error) {
-    await drop().catch(() => undefined);
-    throw error;
-  }
-  const db: Client = client;
+  const database = await createTestDatabase({ prefix: 'duraflow_bench' });
+  const db = database.client;
   return {
-    name,
-    url,
-    client: db,
-    drop,
+    ...database,
     truncate: async () => {
       await db.query('TRUNCATE agent_tasks, step_runs, dead_letter_queue');
     },

@@ -1,15 +1,12 @@
-import type { DuraflowModuleOptions } from '@duraflow/nestjs';
+import type { WorkerChildMessage, WorkerConfig, WorkerDuraflowOptions } from '../test/support/worker-ipc';
 
 /** The env variable a bench worker process reads its configuration from (JSON). */
 export const BENCH_WORKER_CONFIG_ENV = 'DURAFLOW_BENCH_WORKER_CONFIG';
 
 /** DuraflowModule options as they cross the process boundary: JSON only, no workflows. */
-export type BenchDuraflowOptions = Omit<DuraflowModuleOptions, 'workflows'> & { workerId: string };
+export type BenchDuraflowOptions = WorkerDuraflowOptions & { workerId: string };
 
-export interface BenchWorkerConfig {
-  databaseUrl: string;
-  duraflow: BenchDuraflowOptions;
-}
+export type BenchWorkerConfig = WorkerConfig;
 
 /** Parent -> child. */
 export type BenchRequest =
@@ -32,19 +29,4 @@ export interface BenchWorkerStats {
   running: number;
 }
 
-export interface ReadyMessage {
-  type: 'ready';
-  workerId: string;
-  /** Process start to app bootstrapped, as the child measured it. */
-  bootMs: number;
-}
-
-export interface ReplyMessage {
-  type: 'reply';
-  id: number;
-  ok: boolean;
-  value?: unknown;
-  error?: { name: string; message: string; stack?: string };
-}
-
-export type BenchChildMessage = ReadyMessage | ReplyMessage;
+export type BenchChildMessage = WorkerChildMessage;

@@ -5,12 +5,12 @@
  */
 import 'reflect-metadata';
 import { DynamicModule, INestApplicationContext, Logger, Module } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DURAFLOW_ENTITIES, DuraflowModule, ReaperService, WorkerService } from '@duraflow/nestjs';
+import { readWorkerConfig, runWorkerEntry, serveWorkerApp } from '../test/support/worker-ipc';
 import { installQueryCounter, queryCounts } from './query-counter';
-import { BENCH_WORKER_CONFIG_ENV, BenchChildMessage, BenchRequest, BenchWorkerConfig, BenchWorkerStats } from './protocol';
+import { BENCH_WORKER_CONFIG_ENV, BenchRequest, BenchWorkerConfig, BenchWorkerStats } from './protocol';
 import { WORKER_WORKFLOWS } from './workflows';
 
 installQueryCounter();
@@ -28,12 +28,6 @@ class BenchWorkerModule {
       ],
     };
   }
-}
-
-function send(message: BenchChildMessage): void {
-  process.send?.(message, (error: Error | null) => {
-    if (error) logger.error(`Could not send ${message.type} to the bench: ${error.message}`);
-  });
 }
 
 async function handle(app: INestApplicationContext, request: BenchRequest): Promise<unknown> {
@@ -67,38 +61,14 @@ async function handle(app: INestApplicationContext, request: BenchRequest): Prom
 }
 
 async function main(): Promise<void> {
-  const raw = process.env[BENCH_WORKER_CONFIG_ENV];
-  if (!raw) throw new Error(`${BENCH_WORKER_CONFIG_ENV} is not set: start this file through bench/worker-process.ts`);
-  const config = JSON.parse(raw) as BenchWorkerConfig;
-  const app = await NestFactory.createApplicationContext(BenchWorkerModule.register(config), {
-    logger: ['log', 'warn', 'error', 'fatal'],
-    abortOnError: false,
+  const config = readWorkerConfig<BenchWorkerConfig>(BENCH_WORKER_CONFIG_ENV, 'through bench/worker-process.ts');
+  await serveWorkerApp<BenchRequest>({
+    module: BenchWorkerModule.register(config),
+    logger,
+    parent: 'bench',
+    workerId: config.duraflow.workerId,
+    handle,
   });
-  app.enableShutdownHooks();
-  process.on('message', (message: BenchRequest & { id: number }) => {
-    handle(app, message).then(
-      (value) => send({ type: 'reply', id: message.id, ok: true, value }),
-      (error: unknown) => {
-        const { name, message: text, stack } = error instanceof Error ? error : new Error(String(error));
-        send({ type: 'reply', id: message.id, ok: false, error: { name, message: text, stack } });
-      },
-    );
-  });
-  send({ type: 'ready', workerId: config.duraflow.workerId, bootMs: Math.round(process.uptime() * 1000) });
 }
 
-process.on('uncaughtException', (error) => {
-  logger.fatal(`Uncaught exception: ${error.stack ?? error.message}`);
-  process.exit(1);
-});
-process.on('unhandledRejection', (reason) => {
-  logger.fatal(`Unhandled rejection: ${reason instanceof Error ? (reason.stack ?? reason.message) : String(reason)}`);
-  process.exit(1);
-});
-// The bench went away: never outlive it.
-process.on('disconnect', () => process.exit(1));
-
-main().catch((error: unknown) => {
-  logger.fatal(`Boot failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-  process.exit(1);
-});
+runWorkerEntry(logger, main);

@@ -240,7 +240,8 @@ function systemUserIds(): { uid: number; gid: number } | undefined {
   }
 }
 
-function freePort(): Promise<number> {
+/** A port nothing listens on right now (on 127.0.0.1), for servers that must be told their port. */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = createServer();
     probe.once('error', reject);

@@ -1,4 +1,4 @@
-import type { DuraflowModuleOptions } from '@duraflow/nestjs';
+import type { WorkerChildMessage, WorkerConfig, WorkerDuraflowOptions } from '../support/worker-ipc';
 
 /** The scenarios a chaos worker can register (test/chaos/scenarios.ts). */
 export type ChaosScenarioName = 'chaos-steps' | 'chaos-suicide' | 'chaos-saga';
@@ -7,13 +7,11 @@ export type ChaosScenarioName = 'chaos-steps' | 'chaos-suicide' | 'chaos-saga';
  * DuraflowModule options as they cross the process boundary (JSON): everything but the
  * functional workflows, which the child takes from its scenarios.
  */
-export type ChaosDuraflowOptions = Omit<DuraflowModuleOptions, 'workflows'>;
+export type ChaosDuraflowOptions = WorkerDuraflowOptions;
 
 /** What the child entry reads from `CHAOS_WORKER_CONFIG`. */
-export interface ChaosWorkerConfig {
-  databaseUrl: string;
+export interface ChaosWorkerConfig extends WorkerConfig {
   scenarios: ChaosScenarioName[];
-  duraflow: ChaosDuraflowOptions & { workerId: string };
 }
 
 export const CHAOS_WORKER_CONFIG_ENV = 'CHAOS_WORKER_CONFIG';
@@ -29,19 +27,4 @@ export interface CallRequest {
 
 export type ChaosRequest = CallRequest;
 
-export interface ReadyMessage {
-  type: 'ready';
-  workerId: string;
-  /** From process start to the app bootstrapped and the worker started, as the child measured it. */
-  bootMs: number;
-}
-
-export interface ReplyMessage {
-  type: 'reply';
-  id: number;
-  ok: boolean;
-  value?: unknown;
-  error?: { name: string; message: string; stack?: string };
-}
-
-export type ChaosChildMessage = ReadyMessage | ReplyMessage;
+export type ChaosChildMessage = WorkerChildMessage;

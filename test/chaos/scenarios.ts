@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Provider } from '@nestjs/common';
 import { CompensationContext, FunctionalWorkflowDefinition, Workflow, workflow, WorkflowContext } from '@duraflow/nestjs';
+import { sleep } from '../../libs/duraflow/src/execution/backoff';
 import { ChaosEffects } from './effects';
 import { ChaosScenarioName } from './protocol';
 
@@ -124,20 +125,4 @@ export function chaosScenario(names: ChaosScenarioName[], effects: ChaosEffects)
     }
   }
   return scenario;
-}
-
-/** Resolves after `ms`, or rejects as soon as the step's signal aborts. */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
 }

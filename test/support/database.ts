@@ -29,21 +29,33 @@ async function onServer<T>(fn: (client: Client) => Promise<T>): Promise<T> {
   }
 }
 
-/** A fresh database of its own, migrated, so test files run in parallel and start clean. */
-export async function createTestDatabase(options: { migrate?: boolean } = {}): Promise<TestDatabase> {
-  const name = `duraflow_test_${randomBytes(6).toString('hex')}`;
+export interface TestDatabaseOptions {
+  /** Run the migrations on it. Default true. */
+  migrate?: boolean;
+  /** Its name is `<prefix>_<random>`. Default 'duraflow_test'. */
+  prefix?: string;
+}
+
+/**
+ * A fresh database of its own, migrated, so test files run in parallel and start clean (the
+ * bench makes its own the same way). If it cannot be migrated or connected to, it is dropped again.
+ */
+export async function createTestDatabase(options: TestDatabaseOptions = {}): Promise<TestDatabase> {
+  const name = `${options.prefix ?? 'duraflow_test'}_${randomBytes(6).toString('hex')}`;
   await onServer((admin) => admin.query(`CREATE DATABASE ${name}`));
   const url = withDatabase(SERVER_URL, name);
-  if (options.migrate ?? true) await runMigrations(url);
-  const client = new Client({ connectionString: url });
-  await client.connect();
-  return {
-    name,
-    url,
-    client,
-    drop: async () => {
-      await client.end().catch(() => undefined);
-      await onServer((admin) => admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
-    },
+  let client: Client | undefined;
+  const drop = async () => {
+    await client?.end().catch(() => undefined);
+    await onServer((admin) => admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
   };
+  try {
+    if (options.migrate ?? true) await runMigrations(url);
+    client = new Client({ connectionString: url });
+    await client.connect();
+  } catch (error) {
+    await drop().catch(() => undefined);
+    throw error;
+  }
+  return { name, url, client, drop };
 }

@@ -1,8 +1,8 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from '../../src/db/embedded-database';
 
 /** The shared Redis of the test run (never stopped by a test). */
 export const SHARED_REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
@@ -104,16 +104,4 @@ export class RedisServer {
     await this.stop();
     rmSync(this.dir, { recursive: true, force: true });
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      probe.close(() => resolve(port));
-    });
-  });
 }

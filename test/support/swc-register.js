@@ -1,13 +1,14 @@
 /**
  * A CommonJS require hook for child processes (`node -r ./test/support/swc-register.js entry.ts`):
- * compiles the project's .ts files with @swc/core, with the same options as jest.config.js, so
- * Nest DI gets its decorator metadata (tsx/esbuild emits none), and resolves `@duraflow/nestjs`
- * (and `@duraflow/nestjs/...`) to libs/duraflow/src, as the tsconfig paths do.
+ * compiles the project's .ts files with @swc/core, with the options jest.config.js uses too
+ * (swc-options.js), so Nest DI gets its decorator metadata (tsx/esbuild emits none), and resolves
+ * `@duraflow/nestjs` (and `@duraflow/nestjs/...`) to libs/duraflow/src, as the tsconfig paths do.
  *
  * Boot speed matters (tests start many of these): compiled output is cached on disk, keyed by
- * the source, the options and the swc version, so a warm start never loads @swc/core; and the
- * inline source maps are applied to stack traces lazily, by this hook, rather than through
- * Node's --enable-source-maps, which would parse every .map file of node_modules at load.
+ * the source, the options (as resolved here, so an edit of swc-options.js misses the cache) and
+ * the swc version, so a warm start never loads @swc/core; and the inline source maps are applied
+ * to stack traces lazily, by this hook, rather than through Node's --enable-source-maps, which
+ * would parse every .map file of node_modules at load.
  */
 'use strict';
 
@@ -21,16 +22,9 @@ const LIBRARY_SOURCE = path.join(ROOT, 'libs', 'duraflow', 'src');
 const LIBRARY_NAME = '@duraflow/nestjs';
 const CACHE_DIR = path.join(ROOT, 'node_modules', '.cache', 'duraflow-swc-register');
 
-/** The options of jest.config.js (`@swc/jest` adds the inline source maps the same way). */
+/** The options jest.config.js gives @swc/jest (which adds the inline source maps the same way). */
 const SWC_OPTIONS = {
-  jsc: {
-    parser: { syntax: 'typescript', decorators: true },
-    transform: { legacyDecorator: true, decoratorMetadata: true },
-    keepClassNames: true,
-    target: 'es2022',
-  },
-  module: { type: 'commonjs' },
-  sourceMaps: 'inline',
+  ...require('./swc-options'),
   swcrc: false,
   configFile: false,
 };
