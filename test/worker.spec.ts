@@ -213,6 +213,48 @@ describe('WorkerService', () => {
     });
   });
 
+  describe('prefetch', () => {
+    it('claims up to `prefetch` tasks ahead of its slots, starts them as slots free, and never runs more than `concurrency`', async () => {
+      const barrier = new StepBarrier();
+      const app = await bed.start({
+        duraflow: { worker: { concurrency: 2, prefetch: 3 }, workflows: [blockingWorkflow('ahead', barrier)] },
+      });
+      const worker = app.get(WorkerService);
+      const workflows = app.get(WorkflowService);
+      const ids: string[] = [];
+      for (let i = 0; i < 8; i++) ids.push((await workflows.submit('ahead', { label: String(i) })).id);
+
+      await waitUntil(() => barrier.waiting === 2 && worker.stats().backpressure.waiting === 3, 'two run and three wait');
+      expect(await bed.countByStatus()).toEqual({ running: 5, pending: 3 });
+      expect(worker.stats()).toMatchObject({ claimed: 5, running: 5 });
+
+      barrier.open();
+      for (const id of ids) expect((await workflows.waitFor(id)).status).toBe(TaskStatus.COMPLETED);
+      expect(barrier.maxInFlight).toBe(2);
+      expect(worker.stats().backpressure.waiting).toBe(0);
+    });
+
+    it('hands the tasks it claimed ahead back at once on shutdown, without counting a retry', async () => {
+      const barrier = new StepBarrier();
+      const app = await bed.start({
+        duraflow: {
+          worker: { concurrency: 1, prefetch: 2, shutdownTimeoutMs: 300 },
+          workflows: [blockingWorkflow('ahead', barrier)],
+        },
+      });
+      const workflows = app.get(WorkflowService);
+      for (let i = 0; i < 3; i++) await workflows.submit('ahead', {});
+      await waitUntil(() => barrier.waiting === 1 && app.get(WorkerService).stats().backpressure.waiting === 2, 'one runs, two wait');
+
+      await bed.close(app);
+
+      expect(barrier.entered).toBe(1); // the waiting ones never started
+      const { rows } = await bed.db.client.query(`SELECT DISTINCT status, retry_count, worker_id FROM agent_tasks`);
+      expect(rows).toEqual([{ status: 'pending', retry_count: 0, worker_id: null }]);
+      barrier.open();
+    });
+  });
+
   describe('graceful shutdown', () => {
     it('hands a task still running after shutdownTimeoutMs back to pending without counting a retry', async () => {
       const stuck = new StepBarrier();

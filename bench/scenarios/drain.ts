@@ -51,7 +51,7 @@ export async function bootWorkers(ctx: BenchContext, count: number, concurrency:
       // Defaults everywhere (heartbeat 5 s, poll 500 ms, reaper every 10 s / stale after 30 s,
       // leader through a PostgreSQL advisory lock, pool of 10) but the concurrency; the worker
       // starts only when the tasks are in.
-      duraflow: { workerId: `bench-w${index + 1}-${randomBytes(3).toString('hex')}`, worker: { enabled: false, concurrency } },
+      duraflow: { workerId: `bench-w${index + 1}-${randomBytes(3).toString('hex')}`, worker: { enabled: false, concurrency, prefetch: benchPrefetch() } },
     }),
   );
   try {
@@ -185,4 +185,11 @@ function statementsPerTask(results: DrainResult[], concurrency: number): string[
     lines.push(`- ${result.steps}-step: ${total.toFixed(2)} per task = ${parts.join(', ')}`);
   }
   return lines;
+}
+
+/** `BENCH_PREFETCH=n npm run bench` runs the drain workers with `worker.prefetch` n (default 0, the module's default). */
+export function benchPrefetch(): number {
+  const value = Number(process.env.BENCH_PREFETCH ?? 0);
+  if (!Number.isInteger(value) || value < 0) throw new Error(`BENCH_PREFETCH must be an integer >= 0, got ${process.env.BENCH_PREFETCH}`);
+  return value;
 }

@@ -20,6 +20,12 @@ export interface DuraflowWorkerOptions {
   concurrency?: number;
   /** Fallback poll when no NOTIFY arrives (and for `scheduledAt`). Default 500 ms. */
   pollIntervalMs?: number;
+  /**
+   * Tasks claimed ahead of free slots, so a busy worker starts its next task without a round
+   * trip (they are heartbeated, handed back on shutdown, and counted by backpressure).
+   * Default 0: claim only for free slots.
+   */
+  prefetch?: number;
   /** On shutdown, how long running tasks may finish before they are handed back. Default 10 s. */
   shutdownTimeoutMs?: number;
   /** When to take less work (seed 001, Backpressure). */
@@ -120,6 +126,7 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
       enabled: options.worker?.enabled ?? true,
       concurrency: options.worker?.concurrency ?? 10,
       pollIntervalMs: options.worker?.pollIntervalMs ?? 500,
+      prefetch: options.worker?.prefetch ?? 0,
       shutdownTimeoutMs: options.worker?.shutdownTimeoutMs ?? 10_000,
       backpressure: {
         maxQueuedTasks: options.worker?.backpressure?.maxQueuedTasks ?? 1000,
@@ -148,6 +155,7 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
   }
   checkInteger('worker.concurrency', resolved.worker.concurrency, 1);
   checkInteger('worker.pollIntervalMs', resolved.worker.pollIntervalMs, 1);
+  checkInteger('worker.prefetch', resolved.worker.prefetch, 0);
   checkInteger('worker.shutdownTimeoutMs', resolved.worker.shutdownTimeoutMs, 0);
   checkInteger('worker.backpressure.maxQueuedTasks', resolved.worker.backpressure.maxQueuedTasks, 1);
   checkInteger('worker.backpressure.maxEventLoopLagMs', resolved.worker.backpressure.maxEventLoopLagMs, 1);

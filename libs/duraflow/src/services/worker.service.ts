@@ -51,6 +51,8 @@ const OUTCOME_COUNTER: Record<RunOutcome, 'completed' | 'failed' | 'rolledBack' 
 export interface BackpressureStats {
   /** Tasks this process holds now (running, or claimed and waiting for a slot). */
   queued: number;
+  /** Of those, claimed ahead (`worker.prefetch`) and waiting for a slot. */
+  waiting: number;
   maxQueued: number;
   /** `queued` reached `maxQueuedTasks`: polling has stopped until tasks finish. */
   queueFull: boolean;
@@ -88,8 +90,10 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
     unrecorded: 0,
   };
   private state: WorkerState = 'idle';
-  /** Runs whose code is over and whose completion is being written: they hold no slot. */
-  private recording = 0;
+  /** Runs whose code is running now: each holds one of the `concurrency` slots. */
+  private executing = 0;
+  /** Claimed tasks waiting for a slot (at most `prefetch`), oldest first: each entry starts one. */
+  private readonly waiting: Array<() => void> = [];
   private pollTimer: NodeJS.Timeout | undefined;
   private lagTimer: NodeJS.Timeout | undefined;
   private lagHistogram: IntervalHistogram | undefined;
@@ -165,6 +169,7 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
       listening: this.notifications.listening,
       backpressure: {
         queued: this.running.size,
+        waiting: this.waiting.length,
         maxQueued: this.options.worker.backpressure.maxQueuedTasks,
         queueFull: this.queueFull,
         eventLoopLagMs: this.eventLoopLagMs,
@@ -222,6 +227,12 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
     this.stopLagMonitor();
     for (const unsubscribe of this.unsubscribe) unsubscribe();
     await this.claimLoop;
+    // Tasks claimed ahead and not started go back at once; they never start here.
+    const notStarted = [...this.running.values()].map((run) => run.lease).filter((lease) => !this.isStarted(lease));
+    if (notStarted.length) {
+      for (const lease of notStarted) lease.stop('shutdown');
+      await this.handBack(notStarted);
+    }
     const finished = Promise.all([...this.running.values()].map((run) => run.done));
     let timer: NodeJS.Timeout | undefined;
     const timedOut = await Promise.race([
@@ -232,18 +243,29 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
     if (timedOut && this.running.size) {
       const leases = [...this.running.values()].map((run) => run.lease);
       for (const lease of leases) lease.stop('shutdown');
-      try {
-        const released = await this.tasks.releaseTasks(
-          leases.map((lease) => lease.taskId),
-          leases.map((lease) => lease.claimToken),
-        );
-        this.logger.log(`Handed ${released.length} unfinished task(s) back to pending on shutdown`);
-      } catch (error) {
-        this.logger.warn(`Could not hand tasks back on shutdown (${describeError(error).message}); the reaper will recover them`);
-      }
+      await this.handBack(leases);
       await Promise.race([finished, new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
     }
     this.logger.log(`Worker ${this.workerId} stopped`);
+  }
+
+  /** Hands tasks back to `pending` without counting a retry. Never throws. */
+  private async handBack(leases: TaskLease[]): Promise<void> {
+    try {
+      const released = await this.tasks.releaseTasks(
+        leases.map((lease) => lease.taskId),
+        leases.map((lease) => lease.claimToken),
+      );
+      this.logger.log(`Handed ${released.length} unfinished task(s) back to pending on shutdown`);
+    } catch (error) {
+      this.logger.warn(`Could not hand tasks back on shutdown (${describeError(error).message}); the reaper will recover them`);
+    }
+  }
+
+  private readonly startedLeases = new WeakSet<TaskLease>();
+
+  private isStarted(lease: TaskLease): boolean {
+    return this.startedLeases.has(lease);
   }
 
   private requestClaim(): void {
@@ -266,7 +288,10 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
     while (this.state === 'running') {
       const { concurrency, backpressure } = this.options.worker;
       this.queueFull = this.running.size >= backpressure.maxQueuedTasks;
-      const free = Math.min(concurrency - (this.running.size - this.recording), backpressure.maxQueuedTasks - this.running.size);
+      // Claim for the free slots and for the prefetch queue: a busy worker claims ahead, so
+      // the next task starts without a round trip (runs whose code is over hold no slot).
+      const held = this.executing + this.waiting.length;
+      const free = Math.min(concurrency + this.options.worker.prefetch - held, backpressure.maxQueuedTasks - this.running.size);
       if (free <= 0) return;
       let claimed: ClaimedTask[];
       try {
@@ -285,20 +310,33 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
 
   private runTask(claimed: ClaimedTask): void {
     const lease = new TaskLease(claimed.task.id, claimed.claimToken);
+    let holdsSlot = false;
+    const freeSlot = () => {
+      if (!holdsSlot) return;
+      holdsSlot = false;
+      this.executing--;
+      this.startWaiting();
+    };
     lease.onRecording = () => {
-      this.recording++;
+      freeSlot(); // its completion is being written: the next task may start meanwhile
       this.requestClaim();
     };
     this.counters.claimed++;
-    const done = this.executor
-      .execute(claimed, lease)
+    const slot = new Promise<void>((resolve) => this.waiting.push(resolve));
+    const done = slot
+      .then((): Promise<RunOutcome> | RunOutcome => {
+        holdsSlot = true;
+        this.startedLeases.add(lease);
+        // Stopped while it waited (cancelled, lost, handed back on shutdown): it never runs.
+        return lease.stoppedBecause ? 'stopped' : this.executor.execute(claimed, lease);
+      })
       .catch((error): RunOutcome => {
         this.logger.error(`Task ${claimed.task.id} could not run: ${describeError(error).message}`);
         return 'unrecorded';
       })
       .then((outcome) => {
         this.counters[OUTCOME_COUNTER[outcome]]++;
-        if (lease.recording) this.recording--;
+        freeSlot();
         this.heartbeat.release(lease);
         // A re-claim of the same task may already hold the slot: only remove this run's own.
         if (this.running.get(claimed.task.id)?.lease === lease) this.running.delete(claimed.task.id);
@@ -306,5 +344,14 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
       });
     this.running.set(claimed.task.id, { lease, done });
     this.heartbeat.hold(lease);
+    this.startWaiting();
+  }
+
+  /** Starts waiting tasks while slots are free. */
+  private startWaiting(): void {
+    while (this.executing < this.options.worker.concurrency && this.waiting.length) {
+      this.executing++;
+      this.waiting.shift()!();
+    }
   }
 }
