@@ -283,7 +283,9 @@ describe('Outages (semantics 10)', () => {
 
     it('loses no task and re-runs no checkpointed step when every app connection is killed with runs in flight and tasks pending, and LISTEN comes back', async () => {
       const waves = [new StepBarrier(), new StepBarrier()];
-      const app = await startApp(db!.url, { ...outageOptions(), workflows: [outageWorkflow(db!, waves)] });
+      // Nothing is reaped here: a stale threshold well above a loaded machine's pauses, so a
+      // run is never taken over while the suite's other files load the cores.
+      const app = await startApp(db!.url, { ...outageOptions({ staleAfterMs: 15_000 }), workflows: [outageWorkflow(db!, waves)] });
       const workflows = app.get(WorkflowService);
       const worker = app.get(WorkerService);
       await waitUntil(async () => worker.stats().listening && (await listenBackends()).length === 1, 'the worker LISTENs', EVENTUALLY_MS);
@@ -309,6 +311,9 @@ describe('Outages (semantics 10)', () => {
 
       await waitForCompleted(20);
       expect(await countByStatus()).toEqual({ completed: 20 });
+      // No run was taken over by the reaper (a re-run after a reap may repeat an unrecorded step).
+      const { rows: reaped } = await db!.client.query(`SELECT count(*)::int AS n FROM agent_tasks WHERE retry_count > 0`);
+      expect(reaped[0].n).toBe(0);
       // Every run waited for the kill at a barrier, so no write was cut off mid-flight: nothing ran twice.
       expect(await checkRuns(ids, 'all')).toEqual([]);
       await waitForWorkerCount(worker, 20);
