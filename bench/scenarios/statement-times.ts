@@ -55,15 +55,17 @@ export async function statementTimes(ctx: BenchContext): Promise<string[]> {
       {
         label: 'step checkpoint',
         kind: 'steps',
-        calls: [['recordStepCompleted', [{ taskId: id, claimToken, stepKey: 's1', outputJson: null, compensationFn: null, attempt: 1, startedAt: new Date() }]]],
+        calls: [
+          [
+            'recordStepCompleted',
+            [{ taskId: id, claimToken, stepKey: 's1', outputJson: null, compensationFn: null, attempt: 1, startedAt: new Date(), completionSeq: 1, rowMayExist: false }],
+          ],
+        ],
       },
       {
         label: 'completion',
         kind: 'tasks',
-        calls: [
-          ['completeTasks', [[id], [claimToken], [null]]],
-          ['completeTask', [id, claimToken, null]],
-        ],
+        calls: [['completeTasks', [[id], [claimToken], [null]]]],
       },
       { label: 'heartbeat of 1 task', kind: 'tasks', calls: [['heartbeat', [[id], [claimToken]]]] },
     ];

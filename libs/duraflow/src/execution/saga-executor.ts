@@ -104,7 +104,7 @@ export class SagaExecutor {
       // Nothing changed: lost, or this very write landed on a try whose reply was lost.
       const owned =
         (await this.write(lease, () => this.steps.markCompensated(task.id, lease.claimToken, step.id))) ||
-        (await this.write(lease, () => this.steps.ownsTask(task.id, lease.claimToken)));
+        (await this.write(lease, () => this.tasks.ownsTask(task.id, lease.claimToken)));
       if (!owned) lease.stop('lease-lost');
       return owned;
     }

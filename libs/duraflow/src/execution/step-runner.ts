@@ -10,6 +10,7 @@ import {
 } from '../errors';
 import { StepContext, StepOptions, StepRunner } from '../interfaces/workflow-context';
 import { StepMemo, StepStore } from '../persistence/step.store';
+import { TaskStore } from '../persistence/task.store';
 import { runAttempt } from './attempt';
 import { persist } from './persist';
 import { retryDelayMs, sleep } from './backoff';
@@ -46,6 +47,7 @@ export class MemoizedStepRunner implements StepRunner {
     private readonly lease: TaskLease,
     private readonly memos: Map<string, StepMemo>,
     private readonly steps: StepStore,
+    private readonly tasks: TaskStore,
     /** How long a checkpoint is retried while the database is unreachable. */
     private readonly persistForMs: number,
   ) {
@@ -151,7 +153,7 @@ export class MemoizedStepRunner implements StepRunner {
       const options = { giveUpAfterMs: this.persistForMs, signal: this.lease.signal };
       owned = await persist(write, options);
       // Nothing changed: lost, or this very write already landed on a try whose reply was lost.
-      if (!owned) owned = await persist(() => this.steps.ownsTask(this.lease.taskId, this.lease.claimToken), options);
+      if (!owned) owned = await persist(() => this.tasks.ownsTask(this.lease.taskId, this.lease.claimToken), options);
     } catch (error) {
       this.throwIfStopped();
       this.persistenceFailure = error;

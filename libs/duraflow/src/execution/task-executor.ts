@@ -44,7 +44,7 @@ export class TaskExecutor {
     if (task.rollbackReason) return this.saga.rollback(task, lease, task.rollbackReason);
     const workflow = this.registry.get(task.workflowName);
     const memos = fresh ? new Map<string, StepMemo>() : await this.durably(lease, () => this.steps.loadStepMemos(task.id));
-    const runner = new MemoizedStepRunner(workflow, lease, memos, this.steps, this.options.reaper.staleAfterMs);
+    const runner = new MemoizedStepRunner(workflow, lease, memos, this.steps, this.tasks, this.options.reaper.staleAfterMs);
     const ctx: WorkflowContext = {
       runId: task.id,
       workflowName: task.workflowName,

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { DeadLetter } from '../entities/dead-letter.entity';
 import { CREATED_AT_MICROS, KeysetPosition, olderThan } from './cursor';
 import { DuraflowDatabase, SqlExecutor } from './duraflow-database';
+import { ownedTaskRow } from './fencing';
 
 export interface DeadLetterRow {
   deadLetter: DeadLetter;
@@ -68,7 +69,7 @@ export class DeadLetterStore {
     const { rowCount } = await this.db.query(
       `INSERT INTO dead_letter_queue (task_id, step_id, error)
        SELECT $1, $3, $4::jsonb
-       FROM (SELECT 1 FROM agent_tasks WHERE id = $1 AND claim_token = $2 AND status = 'running' FOR SHARE) owner
+       FROM (${ownedTaskRow('$1', '$2')}) owner
        ON CONFLICT (step_id) DO UPDATE SET error = EXCLUDED.error
        RETURNING id`,
       [taskId, claimToken, stepId, errorJson],

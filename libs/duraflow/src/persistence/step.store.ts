@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { StepRun } from '../entities/step-run.entity';
 import { DuraflowDatabase } from './duraflow-database';
+import { ownedTaskRow } from './fencing';
 import { STEP_COLUMNS, toStepRun } from './row-mappers';
 
 /** What a run needs to know of a step it may have run before. */
@@ -29,11 +30,7 @@ export interface CompensableStep {
   deadLettered: boolean;
 }
 
-/**
- * The owner check of every checkpoint: the task row is read FOR SHARE, so a concurrent
- * reap, cancel or release waits for this write, or this write sees it and lands nowhere.
- */
-const OWNED_TASK = `SELECT 1 FROM agent_tasks WHERE id = $1 AND claim_token = $3 AND status = 'running' FOR SHARE`;
+const OWNED_TASK = ownedTaskRow('$1', '$3');
 
 /** Every statement on `step_runs`. */
 @Injectable()
@@ -174,20 +171,6 @@ export class StepStore {
          AND EXISTS (${OWNED_TASK})`,
       [taskId, stepId, claimToken],
       'duraflow_step_compensated',
-    );
-    return rowCount > 0;
-  }
-
-  /**
-   * Whether this claim still owns its running task. Asked when a fenced write changed nothing:
-   * a write retried after its first try committed (the reply was lost) also changes nothing,
-   * yet the claim still owns the task.
-   */
-  async ownsTask(taskId: string, claimToken: string): Promise<boolean> {
-    const { rowCount } = await this.db.query(
-      `SELECT 1 FROM agent_tasks WHERE id = $1 AND claim_token = $2 AND status = 'running'`,
-      [taskId, claimToken],
-      'duraflow_owns_task',
     );
     return rowCount > 0;
   }

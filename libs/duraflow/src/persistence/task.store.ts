@@ -4,6 +4,7 @@ import { AgentTask, RollbackReason } from '../entities/agent-task.entity';
 import { TaskStatus } from '../interfaces/task-status';
 import { CREATED_AT_MICROS, KeysetPosition, olderThan } from './cursor';
 import { DuraflowDatabase, SqlExecutor } from './duraflow-database';
+import { leftToUndo, ownedBy } from './fencing';
 import { TASK_COLUMNS, toAgentTask } from './row-mappers';
 
 export interface NewTask {
@@ -51,7 +52,7 @@ export interface ReapedTask {
 }
 
 /** A write guarded by the claim: lands only while this claim still owns a running task. */
-const OWNED = `id = $1 AND claim_token = $2 AND status = 'running'`;
+const OWNED = ownedBy('$1', '$2');
 
 /** Every statement on `agent_tasks`. */
 @Injectable()
@@ -274,9 +275,7 @@ export class TaskStore {
       const { rows } = await tx.query(
         `WITH undo AS (
            SELECT EXISTS (
-             SELECT 1 FROM step_runs s
-             WHERE s.task_id = $1 AND s.status = 'completed' AND s.compensation_fn IS NOT NULL AND s.compensated_at IS NULL
-               AND NOT EXISTS (SELECT 1 FROM dead_letter_queue d WHERE d.step_id = s.id)
+             SELECT 1 FROM step_runs s WHERE s.task_id = $1 AND ${leftToUndo('s')}
            ) AS needed
          ), updated AS (
            UPDATE agent_tasks t
@@ -297,6 +296,16 @@ export class TaskStore {
       const row = rows[0];
       return { previousStatus, task: toAgentTask(row), claimToken: row.needed ? row.claim_token : null };
     });
+  }
+
+  /**
+   * Whether this claim still owns its running task. Asked when a fenced write changed nothing:
+   * a write retried after its first try committed (the reply was lost) also changes nothing,
+   * yet the claim still owns the task.
+   */
+  async ownsTask(id: string, claimToken: string): Promise<boolean> {
+    const { rowCount } = await this.db.query(`SELECT 1 FROM agent_tasks WHERE ${OWNED}`, [id, claimToken], 'duraflow_owns_task');
+    return rowCount > 0;
   }
 
   /** One statement per process per tick; returns the claim tokens that still own their task. */
@@ -366,10 +375,7 @@ export class TaskStore {
       `WITH stale AS (
          SELECT t.id, t.retry_count, t.max_retries, t.rollback_reason,
                 EXISTS (
-                  SELECT 1 FROM step_runs s
-                  WHERE s.task_id = t.id AND s.status = 'completed' AND s.compensation_fn IS NOT NULL
-                    AND s.compensated_at IS NULL
-                    AND NOT EXISTS (SELECT 1 FROM dead_letter_queue d WHERE d.step_id = s.id)
+                  SELECT 1 FROM step_runs s WHERE s.task_id = t.id AND ${leftToUndo('s')}
                 ) AS undo_left,
                 EXISTS (SELECT 1 FROM dead_letter_queue d WHERE d.task_id = t.id) AS dead_lettered
          FROM agent_tasks t
@@ -390,7 +396,7 @@ export class TaskStore {
                   'message', 'The worker running this rollback stopped heartbeating and the task''s retries are used up; '
                              || 'the compensation was not run (or not recorded). Retry it from the dead-letter queue.')
          FROM step_runs s JOIN decided ON decided.id = s.task_id AND decided.action = 'abandon'
-         WHERE s.status = 'completed' AND s.compensation_fn IS NOT NULL AND s.compensated_at IS NULL
+         WHERE ${leftToUndo('s')}
          ON CONFLICT (step_id) DO NOTHING
        ), reaped AS (
          UPDATE agent_tasks t

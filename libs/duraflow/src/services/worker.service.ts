@@ -92,14 +92,13 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
   private state: WorkerState = 'idle';
   /** Runs whose code is running now: each holds one of the `concurrency` slots. */
   private executing = 0;
-  /** Claimed tasks waiting for a slot (at most `prefetch`), oldest first: each entry starts one. */
-  private readonly waiting: Array<() => void> = [];
+  /** Claimed tasks waiting for a slot (at most `prefetch`), oldest first. */
+  private readonly waiting: Array<{ lease: TaskLease; start: () => void }> = [];
   private pollTimer: NodeJS.Timeout | undefined;
   private lagTimer: NodeJS.Timeout | undefined;
   private lagHistogram: IntervalHistogram | undefined;
   private eventLoopLagMs = 0;
   private lagging = false;
-  private queueFull = false;
   private claimLoop: Promise<void> | undefined;
   private claimRequested = false;
   private claimFailing = false;
@@ -171,7 +170,7 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
         queued: this.running.size,
         waiting: this.waiting.length,
         maxQueued: this.options.worker.backpressure.maxQueuedTasks,
-        queueFull: this.queueFull,
+        queueFull: this.running.size >= this.options.worker.backpressure.maxQueuedTasks,
         eventLoopLagMs: this.eventLoopLagMs,
         lagging: this.lagging,
         pollIntervalMs: this.pollIntervalMs,
@@ -228,10 +227,15 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
     for (const unsubscribe of this.unsubscribe) unsubscribe();
     await this.claimLoop;
     // Tasks claimed ahead and not started go back at once; they never start here.
-    const notStarted = [...this.running.values()].map((run) => run.lease).filter((lease) => !this.isStarted(lease));
+    const notStarted = this.waiting.splice(0);
     if (notStarted.length) {
-      for (const lease of notStarted) lease.stop('shutdown');
-      await this.handBack(notStarted);
+      for (const { lease } of notStarted) lease.stop('shutdown');
+      await this.handBack(notStarted.map(({ lease }) => lease));
+      // Let their runs end now: stopped before they started, they run nothing.
+      for (const { start } of notStarted) {
+        this.executing++;
+        start();
+      }
     }
     const finished = Promise.all([...this.running.values()].map((run) => run.done));
     let timer: NodeJS.Timeout | undefined;
@@ -262,12 +266,6 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
     }
   }
 
-  private readonly startedLeases = new WeakSet<TaskLease>();
-
-  private isStarted(lease: TaskLease): boolean {
-    return this.startedLeases.has(lease);
-  }
-
   private requestClaim(): void {
     if (this.state !== 'running') return;
     if (this.claimLoop) {
@@ -287,7 +285,6 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
   private async claimWhileFree(): Promise<void> {
     while (this.state === 'running') {
       const { concurrency, backpressure } = this.options.worker;
-      this.queueFull = this.running.size >= backpressure.maxQueuedTasks;
       // Claim for the free slots and for the prefetch queue: a busy worker claims ahead, so
       // the next task starts without a round trip (runs whose code is over hold no slot).
       const held = this.executing + this.waiting.length;
@@ -322,11 +319,10 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
       this.requestClaim();
     };
     this.counters.claimed++;
-    const slot = new Promise<void>((resolve) => this.waiting.push(resolve));
+    const slot = new Promise<void>((start) => this.waiting.push({ lease, start }));
     const done = slot
       .then((): Promise<RunOutcome> | RunOutcome => {
         holdsSlot = true;
-        this.startedLeases.add(lease);
         // Stopped while it waited (cancelled, lost, handed back on shutdown): it never runs.
         return lease.stoppedBecause ? 'stopped' : this.executor.execute(claimed, lease);
       })
@@ -351,7 +347,7 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
   private startWaiting(): void {
     while (this.executing < this.options.worker.concurrency && this.waiting.length) {
       this.executing++;
-      this.waiting.shift()!();
+      this.waiting.shift()!.start();
     }
   }
 }

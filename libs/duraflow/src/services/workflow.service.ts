@@ -2,7 +2,7 @@ import { Inject, Injectable, Type } from '@nestjs/common';
 import { plainToInstance } from 'class-transformer';
 import { validate, ValidationError } from 'class-validator';
 import { EntityManager } from 'typeorm';
-import { WorkflowRegistry } from '../discovery/workflow.registry';
+import { RegisteredWorkflow, WorkflowRegistry } from '../discovery/workflow.registry';
 import { RESOLVED_DURAFLOW_OPTIONS, WORKFLOW_NAME_PATTERN } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { AgentTask } from '../entities/agent-task.entity';
@@ -104,11 +104,7 @@ export class WorkflowService {
     if (typeof name !== 'string' || !WORKFLOW_NAME_PATTERN.test(name)) throw new InvalidWorkflowNameError(name);
     const workflow = this.registry.get(name);
     const opts = this.checkSubmitOptions(options ?? {});
-    const value = input === undefined ? {} : input;
-    const inputJson = toJson(value, `The input of workflow "${name}"`)!;
-    const bytes = Buffer.byteLength(inputJson, 'utf8');
-    if (bytes > this.options.maxInputBytes) throw new InputTooLargeError(name, bytes, this.options.maxInputBytes);
-    if (workflow.inputType) await this.validateInput(name, workflow.inputType, JSON.parse(inputJson));
+    const inputJson = await this.checkInput(workflow, input);
 
     const { task } = await this.tasks.insertTask(this.db.forManager(manager ?? options?.manager), {
       workflowName: name,
@@ -142,14 +138,7 @@ export class WorkflowService {
     }
     const opts = this.checkSubmitOptions(options ?? {});
     const inputsJson: string[] = [];
-    for (const [index, input] of inputs.entries()) {
-      const value = input === undefined ? {} : input;
-      const inputJson = toJson(value, `The input at index ${index} of workflow "${name}"`)!;
-      const bytes = Buffer.byteLength(inputJson, 'utf8');
-      if (bytes > this.options.maxInputBytes) throw new InputTooLargeError(name, bytes, this.options.maxInputBytes);
-      if (workflow.inputType) await this.validateInput(name, workflow.inputType, JSON.parse(inputJson), `[${index}]`);
-      inputsJson.push(inputJson);
-    }
+    for (const [index, input] of inputs.entries()) inputsJson.push(await this.checkInput(workflow, input, index));
     if (!inputsJson.length) return [];
     return this.tasks.insertTasks(this.db.forManager(options?.manager), {
       workflowName: name,
@@ -267,6 +256,22 @@ export class WorkflowService {
       throw new InvalidSubmitOptionsError('idempotencyKey', 'must be a non-empty string of at most 255 characters.');
     }
     return { priority, scheduledAt, maxRetries, idempotencyKey: key ?? null };
+  }
+
+  /**
+   * The input as the JSON that will be stored, once it is serializable, within `maxInputBytes`
+   * and valid for the workflow's DTO (`index`: its place in a submitMany call).
+   */
+  private async checkInput(workflow: RegisteredWorkflow, input: unknown, index?: number): Promise<string> {
+    const { name } = workflow;
+    const where = index === undefined ? `The input of workflow "${name}"` : `The input at index ${index} of workflow "${name}"`;
+    const inputJson = toJson(input === undefined ? {} : input, where)!;
+    const bytes = Buffer.byteLength(inputJson, 'utf8');
+    if (bytes > this.options.maxInputBytes) throw new InputTooLargeError(name, bytes, this.options.maxInputBytes);
+    if (workflow.inputType) {
+      await this.validateInput(name, workflow.inputType, JSON.parse(inputJson), index === undefined ? '' : `[${index}]`);
+    }
+    return inputJson;
   }
 
   private async validateInput(name: string, dto: Type<object>, input: unknown, prefix = ''): Promise<void> {

@@ -1,0 +1,26 @@
+/**
+ * The SQL that fences a worker's writes and that defines "left to undo", in one place for
+ * every store.
+ */
+
+/** WHERE condition on agent_tasks: the claim `$token` still owns the running task `$id`. */
+export function ownedBy(id: string, token: string): string {
+  return `id = ${id} AND claim_token = ${token} AND status = 'running'`;
+}
+
+/**
+ * Subquery that yields one row while the claim owns the task, reading the row FOR SHARE: a
+ * concurrent reap, cancel or hand-back waits for the write, or the write sees it and lands nowhere.
+ */
+export function ownedTaskRow(id: string, token: string): string {
+  return `SELECT 1 FROM agent_tasks WHERE ${ownedBy(id, token)} FOR SHARE`;
+}
+
+/**
+ * Condition on a step_runs row `s`: completed, with a compensation that has not run and is
+ * not in the dead-letter queue. A rollback undoes exactly these.
+ */
+export function leftToUndo(s: string): string {
+  return `${s}.status = 'completed' AND ${s}.compensation_fn IS NOT NULL AND ${s}.compensated_at IS NULL
+          AND NOT EXISTS (SELECT 1 FROM dead_letter_queue d WHERE d.step_id = ${s}.id)`;
+}
