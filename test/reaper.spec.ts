@@ -93,25 +93,29 @@ describe('ReaperService', () => {
 
   describe('scheduling and leadership (PostgreSQL advisory lock, no redis option)', () => {
     it('reaps on its interval on the leader only, registered in the SchedulerRegistry', async () => {
-      const reaper = reaperOptions(); // one leader key for both
-      const a = await startReaperApp(reaper);
-      const b = await startReaperApp(reaper);
-      await waitUntil(() => a.get(ReaperService).isLeader() || b.get(ReaperService).isLeader(), 'one app leads');
-      const [leader, follower] = a.get(ReaperService).isLeader() ? [a, b] : [b, a];
-      expect(follower.get(ReaperService).isLeader()).toBe(false);
-      expect(leader.get(ReaperService).electionKind).toBe('postgres');
-      expect(leader.get(SchedulerRegistry).getIntervals()).toContain(REAPER_INTERVAL_NAME);
+      // Spied on the prototype before either app starts: every reaping pass, from the first tick, is seen.
+      const reaps = jest.spyOn(TaskStore.prototype, 'reapStaleTasks');
+      try {
+        const reaper = reaperOptions(); // one leader key for both
+        const a = await startReaperApp(reaper);
+        const b = await startReaperApp(reaper);
+        await waitUntil(() => a.get(ReaperService).isLeader() || b.get(ReaperService).isLeader(), 'one app leads');
+        const [leader, follower] = a.get(ReaperService).isLeader() ? [a, b] : [b, a];
+        expect(follower.get(ReaperService).isLeader()).toBe(false);
+        expect(leader.get(ReaperService).electionKind).toBe('postgres');
+        expect(leader.get(SchedulerRegistry).getIntervals()).toContain(REAPER_INTERVAL_NAME);
 
-      const followerReaps = jest.spyOn(follower.get(TaskStore), 'reapStaleTasks');
-      const leaderReaps = jest.spyOn(leader.get(TaskStore), 'reapStaleTasks');
-      const id = await insertStaleTask();
-
-      await waitUntil(async () => (await bed.row(id)).status === 'pending', 'the scheduled reaper re-queued the task');
-      expect(await bed.row(id)).toMatchObject({ retry_count: 1 });
-      expect(leaderReaps).toHaveBeenCalled();
-      await sleep(300); // a few more of the follower's ticks
-      expect(followerReaps).not.toHaveBeenCalled();
-      expect(follower.get(ReaperService).isLeader()).toBe(false);
+        const id = await insertStaleTask();
+        await waitUntil(async () => (await bed.row(id)).status === 'pending', 'the scheduled reaper re-queued the task');
+        expect(await bed.row(id)).toMatchObject({ retry_count: 1 });
+        await sleep(300); // a few more of the follower's ticks
+        expect(follower.get(ReaperService).isLeader()).toBe(false);
+        // Every pass ran on the leader's store; the follower never reaped.
+        expect(reaps.mock.contexts.length).toBeGreaterThan(0);
+        expect(reaps.mock.contexts.filter((store) => store !== leader.get(TaskStore))).toEqual([]);
+      } finally {
+        reaps.mockRestore();
+      }
     });
 
     it('hands leadership over when the leader shuts down', async () => {
