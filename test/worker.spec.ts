@@ -1,6 +1,8 @@
 import { TestingModule } from '@nestjs/testing';
 import { Pool } from 'pg';
-import { TaskStatus, WorkerService, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
+import { InvalidDuraflowOptionsError, TaskStatus, WorkerService, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
+import { resolveDuraflowOptions } from '../libs/duraflow/src/duraflow.options';
+import { TaskStore } from '../libs/duraflow/src/persistence/task.store';
 import { StepBarrier } from './fixtures/worker/barrier';
 import { TestBed } from './fixtures/worker/test-bed';
 import { sleep, waitUntil } from './fixtures/worker/wait';
@@ -252,6 +254,77 @@ describe('WorkerService', () => {
       const { rows } = await bed.db.client.query(`SELECT DISTINCT status, retry_count, worker_id FROM agent_tasks`);
       expect(rows).toEqual([{ status: 'pending', retry_count: 0, worker_id: null }]);
       barrier.open();
+    });
+  });
+
+  describe("prefetch 'auto' (the default)", () => {
+    const quick = workflow('quick', async (ctx: WorkflowContext<{ n: number }>) => ctx.input.n);
+
+    it('claims up to `concurrency` tasks ahead while the runs are short', async () => {
+      const app = await bed.start({ duraflow: { worker: { enabled: false, concurrency: 2 }, workflows: [quick] } });
+      const worker = app.get(WorkerService);
+      const tasks = app.get(TaskStore, { strict: false });
+      const limits: number[] = [];
+      const claim = tasks.claimTasks.bind(tasks);
+      jest.spyOn(tasks, 'claimTasks').mockImplementation((workerId, names, limit) => (limits.push(limit), claim(workerId, names, limit)));
+      expect(worker.stats().backpressure.prefetch).toBe(0); // no run seen yet
+
+      const workflows = app.get(WorkflowService);
+      const submitted = await workflows.submitMany(
+        'quick',
+        Array.from({ length: 30 }, (_, n) => ({ n })),
+      );
+      await worker.start();
+      for (const task of submitted) expect((await workflows.waitFor(task.id)).status).toBe(TaskStatus.COMPLETED);
+
+      expect(limits[0]).toBe(2);
+      expect(Math.max(...limits)).toBe(4); // two slots and two ahead
+      expect(worker.stats().backpressure.prefetch).toBe(2);
+    });
+
+    it('hands tasks claimed ahead back to pending when the runs turn long, for a worker with a free slot', async () => {
+      const barrier = new StepBarrier();
+      const definitions = [quick, blockingWorkflow('long', barrier)];
+      const app = await bed.start({ duraflow: { worker: { concurrency: 2, pollIntervalMs: 50 }, workflows: definitions } });
+      const worker = app.get(WorkerService);
+      const workflows = app.get(WorkflowService);
+      for (const task of await workflows.submitMany('quick', [{ n: 1 }, { n: 2 }, { n: 3 }])) {
+        expect((await workflows.waitFor(task.id)).status).toBe(TaskStatus.COMPLETED);
+      }
+      expect(worker.stats().backpressure.prefetch).toBe(2);
+
+      // Short runs so far: one claim takes all four, two start and block, two wait...
+      const long = await workflows.submitMany('long', [{ label: 'a' }, { label: 'b' }, { label: 'c' }, { label: 'd' }]);
+      // ...until a poll interval later they go back, without counting a retry.
+      await waitUntil(async () => barrier.waiting === 2 && (await bed.countByStatus()).pending === 2, 'two run and two are back');
+      expect(worker.stats()).toMatchObject({ claimed: 7, stopped: 2, running: 2 });
+      expect(worker.stats().backpressure).toMatchObject({ waiting: 0, prefetch: 0 });
+      const { rows } = await bed.db.client.query(`SELECT retry_count, worker_id, claim_token FROM agent_tasks WHERE status = 'pending'`);
+      expect(rows).toEqual([
+        { retry_count: 0, worker_id: null, claim_token: null },
+        { retry_count: 0, worker_id: null, claim_token: null },
+      ]);
+      await sleep(200); // several poll ticks: the busy worker does not claim them again
+      expect(await bed.countByStatus()).toEqual({ completed: 3, running: 2, pending: 2 });
+
+      await bed.start({ duraflow: { workerId: 'free-worker', worker: { concurrency: 2 }, workflows: definitions } });
+      await waitUntil(() => barrier.waiting === 4, 'the other worker runs the two handed back');
+      barrier.open();
+      for (const task of long) expect((await workflows.waitFor(task.id)).status).toBe(TaskStatus.COMPLETED);
+      expect(barrier.entered).toBe(4);
+      const { rows: byWorker } = await bed.db.client.query(
+        `SELECT count(*)::int AS n FROM agent_tasks WHERE workflow_name = 'long' AND worker_id = 'free-worker'`,
+      );
+      expect(byWorker[0].n).toBe(2);
+    });
+
+    it("rejects a prefetch that is neither a whole number nor 'auto'", () => {
+      for (const prefetch of ['fast', -1, 1.5]) {
+        expect(() => resolveDuraflowOptions({ worker: { prefetch: prefetch as never } })).toThrow(InvalidDuraflowOptionsError);
+      }
+      expect(() => resolveDuraflowOptions({ worker: { prefetch: 'fast' as never } })).toThrow(/worker\.prefetch.*or 'auto'/);
+      expect(resolveDuraflowOptions({}).worker.prefetch).toBe('auto');
+      expect(resolveDuraflowOptions({ worker: { prefetch: 0 } }).worker.prefetch).toBe(0);
     });
   });
 

@@ -6,6 +6,7 @@ import { WorkflowRegistry } from './discovery/workflow.registry';
 import { RESOLVED_DURAFLOW_OPTIONS } from './duraflow.constants';
 import { DURAFLOW_MODULE_OPTIONS, DURAFLOW_OPTIONS_TYPE, DuraflowConfigurableModule } from './duraflow.module-definition';
 import { DuraflowModuleOptions, resolveDuraflowOptions } from './duraflow.options';
+import { CheckpointBatcher } from './execution/checkpoint-batcher';
 import { CompletionBatcher } from './execution/completion-batcher';
 import { LeaseHeartbeat } from './execution/lease-heartbeat';
 import { SagaExecutor } from './execution/saga-executor';
@@ -43,6 +44,7 @@ import { WorkflowService } from './services/workflow.service';
     TaskNotifications,
     LeaseHeartbeat,
     CompletionBatcher,
+    CheckpointBatcher,
     SagaExecutor,
     TaskExecutor,
     WorkflowService,

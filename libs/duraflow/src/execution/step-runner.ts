@@ -9,7 +9,8 @@ import {
   StepTimeoutError,
 } from '../errors';
 import { StepContext, StepOptions, StepRunner } from '../interfaces/workflow-context';
-import { StepMemo, StepStore } from '../persistence/step.store';
+import { CompletedStep, StepMemo, StepStore } from '../persistence/step.store';
+import { CheckpointBatcher } from './checkpoint-batcher';
 import { TaskStore } from '../persistence/task.store';
 import { runAttempt } from './attempt';
 import { persist } from './persist';
@@ -47,6 +48,7 @@ export class MemoizedStepRunner implements StepRunner {
     private readonly lease: TaskLease,
     private readonly memos: Map<string, StepMemo>,
     private readonly steps: StepStore,
+    private readonly checkpoints: CheckpointBatcher,
     private readonly tasks: TaskStore,
     /** How long a checkpoint is retried while the database is unreachable. */
     private readonly persistForMs: number,
@@ -115,18 +117,20 @@ export class MemoizedStepRunner implements StepRunner {
       }
       const compensationFn = this.workflow.compensations.get(key)?.name ?? null;
       const completionSeq = this.nextCompletionSeq++;
+      const completed: CompletedStep = {
+        taskId: this.lease.taskId,
+        claimToken: this.lease.claimToken,
+        stepKey: key,
+        outputJson: outputJson ?? null,
+        compensationFn,
+        attempt,
+        startedAt,
+        completionSeq,
+      };
+      // A step's first completion goes through the process's group commit; after a failed
+      // attempt its row exists and is upserted on its own.
       await this.checkpoint(() =>
-        this.steps.recordStepCompleted({
-          taskId: this.lease.taskId,
-          claimToken: this.lease.claimToken,
-          stepKey: key,
-          outputJson: outputJson ?? null,
-          compensationFn,
-          attempt,
-          startedAt,
-          completionSeq,
-          rowMayExist,
-        }),
+        rowMayExist ? this.steps.recordStepCompleted({ ...completed, rowMayExist }) : this.checkpoints.stepCompleted(completed),
       );
       if (compensationFn) this.hasCompensableSteps = true;
       // The value a replay would return, so a run behaves the same before and after a crash.

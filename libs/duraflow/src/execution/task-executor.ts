@@ -8,6 +8,7 @@ import { TaskStatus } from '../interfaces/task-status';
 import { WorkflowContext } from '../interfaces/workflow-context';
 import { StepMemo, StepStore } from '../persistence/step.store';
 import { ClaimedTask, TaskStore } from '../persistence/task.store';
+import { CheckpointBatcher } from './checkpoint-batcher';
 import { CompletionBatcher } from './completion-batcher';
 import { describeError, toJson } from './json';
 import { persist } from './persist';
@@ -38,13 +39,14 @@ export class TaskExecutor {
     private readonly steps: StepStore,
     private readonly saga: SagaExecutor,
     private readonly completions: CompletionBatcher,
+    private readonly checkpoints: CheckpointBatcher,
   ) {}
 
   async execute({ task, fresh }: ClaimedTask, lease: TaskLease): Promise<RunOutcome> {
     if (task.rollbackReason) return this.saga.rollback(task, lease, task.rollbackReason);
     const workflow = this.registry.get(task.workflowName);
     const memos = fresh ? new Map<string, StepMemo>() : await this.durably(lease, () => this.steps.loadStepMemos(task.id));
-    const runner = new MemoizedStepRunner(workflow, lease, memos, this.steps, this.tasks, this.options.reaper.staleAfterMs);
+    const runner = new MemoizedStepRunner(workflow, lease, memos, this.steps, this.checkpoints, this.tasks, this.options.reaper.staleAfterMs);
     const ctx: WorkflowContext = {
       runId: task.id,
       workflowName: task.workflowName,

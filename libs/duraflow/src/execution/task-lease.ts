@@ -1,5 +1,12 @@
 /** Why a run stopped before it finished. */
-export type RunStopReason = 'cancelled' | 'lease-lost' | 'shutdown';
+export type RunStopReason = 'cancelled' | 'lease-lost' | 'shutdown' | 'handed-back';
+
+const STOP_MESSAGES: Record<RunStopReason, string> = {
+  cancelled: 'was cancelled',
+  'lease-lost': 'was taken over by another worker',
+  shutdown: 'is being handed back on shutdown',
+  'handed-back': 'was handed back before it started (it waited too long for a slot)',
+};
 
 /** A claimed task as the worker holds it while it runs: its fencing token and its stop switch. */
 export class TaskLease {
@@ -37,6 +44,6 @@ export class TaskLease {
   stop(reason: RunStopReason): void {
     if (this.stopReason) return;
     this.stopReason = reason;
-    this.controller.abort(new Error(`task ${this.taskId} ${reason === 'lease-lost' ? 'was taken over by another worker' : reason === 'cancelled' ? 'was cancelled' : 'is being handed back on shutdown'}`));
+    this.controller.abort(new Error(`task ${this.taskId} ${STOP_MESSAGES[reason]}`));
   }
 }

@@ -17,6 +17,17 @@ export function ownedTaskRow(id: string, token: string): string {
 }
 
 /**
+ * The same for many claims at once: the rows of the tasks that the claims in `claims` (a
+ * relation with columns task_id, claim_token) still own, read FOR SHARE in id order, so two
+ * such statements lock their rows in the same order.
+ */
+export function ownedTaskRows(claims: string): string {
+  return `SELECT id, claim_token FROM agent_tasks
+          WHERE (id, claim_token) IN (SELECT task_id, claim_token FROM ${claims}) AND status = 'running'
+          ORDER BY id FOR SHARE`;
+}
+
+/**
  * Condition on a step_runs row `s`: completed, with a compensation that has not run and is
  * not in the dead-letter queue. A rollback undoes exactly these.
  */

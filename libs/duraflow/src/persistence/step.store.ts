@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { StepRun } from '../entities/step-run.entity';
 import { DuraflowDatabase } from './duraflow-database';
-import { ownedTaskRow } from './fencing';
+import { ownedTaskRow, ownedTaskRows } from './fencing';
 import { STEP_COLUMNS, toStepRun } from './row-mappers';
 
 /** What a run needs to know of a step it may have run before. */
@@ -18,6 +18,19 @@ export interface StepMemo {
   compensable: boolean;
 }
 
+/** A step's completion, as its run writes it (fenced on the run's claim). */
+export interface CompletedStep {
+  taskId: string;
+  claimToken: string;
+  stepKey: string;
+  outputJson: string | null;
+  compensationFn: string | null;
+  attempt: number;
+  startedAt: Date;
+  /** Its place in the run's completion order (the run counts; only its owner writes). */
+  completionSeq: number;
+}
+
 /** A completed step with a compensation, as a rollback sees it. */
 export interface CompensableStep {
   id: string;
@@ -31,6 +44,7 @@ export interface CompensableStep {
 }
 
 const OWNED_TASK = ownedTaskRow('$1', '$3');
+export const UNIQUE_VIOLATION = '23505';
 
 /** Every statement on `step_runs`. */
 @Injectable()
@@ -64,54 +78,74 @@ export class StepStore {
   /**
    * The checkpoint: one fenced statement writes the step `completed` with its output. A
    * completed row is never overwritten. Returns false when this claim no longer owns the task.
+   * `rowMayExist`: a row of this step may exist (a failed attempt was written), so upsert.
    */
-  async recordStepCompleted(step: {
-    taskId: string;
-    claimToken: string;
-    stepKey: string;
-    outputJson: string | null;
-    compensationFn: string | null;
-    attempt: number;
-    startedAt: Date;
-    /** Its place in the run's completion order (the run counts; only its owner writes). */
-    completionSeq: number;
-    /** A row of this step may exist (a failed attempt was written): upsert rather than insert. */
-    rowMayExist: boolean;
-  }): Promise<boolean> {
-    const values = [
-      step.taskId,
-      step.stepKey,
-      step.claimToken,
-      step.outputJson,
-      step.compensationFn,
-      step.attempt,
-      step.startedAt,
-      step.completionSeq,
-    ];
-    const insert = `INSERT INTO step_runs (task_id, step_key, status, output, compensation_fn, attempt, started_at, completed_at, completion_seq)
-       SELECT $1, $2, 'completed', $4::jsonb, $5, $6, $7, clock_timestamp(), $8
-       FROM (${OWNED_TASK}) owner`;
+  async recordStepCompleted(step: CompletedStep & { rowMayExist: boolean }): Promise<boolean> {
     if (!step.rowMayExist) {
-      // The common case, a step's first completion: a plain insert (no speculative insertion).
       try {
-        const { rowCount } = await this.db.query(`${insert} RETURNING id`, values, 'duraflow_step_inserted');
-        return rowCount > 0;
+        return (await this.insertCompletedSteps([step]))[0];
       } catch (error) {
-        if ((error as { code?: string }).code !== '23505') throw error; // unique_violation: upsert below
+        if ((error as { code?: string }).code !== UNIQUE_VIOLATION) throw error; // upsert below
       }
     }
     const { rowCount } = await this.db.query(
-      `${insert}
+      `INSERT INTO step_runs (task_id, step_key, status, output, compensation_fn, attempt, started_at, completed_at, completion_seq)
+       SELECT $1, $2, 'completed', $4::jsonb, $5, $6, $7, clock_timestamp(), $8
+       FROM (${OWNED_TASK}) owner
        ON CONFLICT (task_id, step_key) DO UPDATE
        SET status = 'completed', output = EXCLUDED.output, error = NULL, compensation_fn = EXCLUDED.compensation_fn,
            attempt = EXCLUDED.attempt, started_at = EXCLUDED.started_at, completed_at = EXCLUDED.completed_at,
            completion_seq = EXCLUDED.completion_seq
        WHERE step_runs.status <> 'completed'
        RETURNING id`,
-      values,
+      [step.taskId, step.stepKey, step.claimToken, step.outputJson, step.compensationFn, step.attempt, step.startedAt, step.completionSeq],
       'duraflow_step_completed',
     );
     return rowCount > 0;
+  }
+
+  /**
+   * The common checkpoint, for the first completion of steps of one or many runs: a plain
+   * multi-row insert (no speculative insertion), each row fenced on its own claim, in one
+   * statement and one commit. Returns, per step, whether it was written (false: its claim no
+   * longer owns the task). Throws a unique violation (23505) when a row already exists.
+   */
+  async insertCompletedSteps(steps: CompletedStep[]): Promise<boolean[]> {
+    if (steps.length === 1) {
+      // A lone checkpoint (an idle process): the simplest plan, the lowest latency.
+      const [step] = steps;
+      const { rowCount } = await this.db.query(
+        `INSERT INTO step_runs (task_id, step_key, status, output, compensation_fn, attempt, started_at, completed_at, completion_seq)
+         SELECT $1, $2, 'completed', $4::jsonb, $5, $6, $7, clock_timestamp(), $8
+         FROM (${OWNED_TASK}) owner`,
+        [step.taskId, step.stepKey, step.claimToken, step.outputJson, step.compensationFn, step.attempt, step.startedAt, step.completionSeq],
+        'duraflow_step_inserted',
+      );
+      return [rowCount > 0];
+    }
+    const { rows } = await this.db.query<{ task_id: string; step_key: string }>(
+      `WITH c AS (
+         SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::varchar[], $4::jsonb[], $5::text[], $6::int[], $7::timestamptz[], $8::int[])
+           AS c(task_id, claim_token, step_key, output, compensation_fn, attempt, started_at, completion_seq)
+       ), owner AS (${ownedTaskRows('c')})
+       INSERT INTO step_runs (task_id, step_key, status, output, compensation_fn, attempt, started_at, completed_at, completion_seq)
+       SELECT c.task_id, c.step_key, 'completed', c.output, c.compensation_fn, c.attempt, c.started_at, clock_timestamp(), c.completion_seq
+       FROM c JOIN owner ON owner.id = c.task_id AND owner.claim_token = c.claim_token
+       RETURNING task_id, step_key`,
+      [
+        steps.map((step) => step.taskId),
+        steps.map((step) => step.claimToken),
+        steps.map((step) => step.stepKey),
+        steps.map((step) => step.outputJson),
+        steps.map((step) => step.compensationFn),
+        steps.map((step) => step.attempt),
+        steps.map((step) => step.startedAt),
+        steps.map((step) => step.completionSeq),
+      ],
+      'duraflow_steps_inserted',
+    );
+    const written = new Set(rows.map((row) => `${row.task_id}/${row.step_key}`));
+    return steps.map((step) => written.has(`${step.taskId}/${step.stepKey}`));
   }
 
   /** Fenced: records a failed attempt (the error and the attempt number). */

@@ -54,6 +54,17 @@ export interface ReapedTask {
 /** A write guarded by the claim: lands only while this claim still owns a running task. */
 const OWNED = ownedBy('$1', '$2');
 
+/**
+ * Parallel arrays reordered by task id. The statements that write many claimed rows join
+ * `unnest(...)` to agent_tasks, and for batches of this size the plan locks the rows in the
+ * array's order; the checkpoint batch locks in id order too, so a heartbeat, a completion
+ * batch and a checkpoint batch of one process do not wait for each other in a cycle.
+ */
+function inIdOrder<T extends unknown[][]>(ids: string[], ...columns: T): [string[], ...T] {
+  const order = ids.map((_, index) => index).sort((a, b) => (ids[a] < ids[b] ? -1 : ids[a] > ids[b] ? 1 : 0));
+  return [order.map((index) => ids[index]), ...(columns.map((column) => order.map((index) => column[index])) as T)];
+}
+
 /** Every statement on `agent_tasks`. */
 @Injectable()
 export class TaskStore {
@@ -192,7 +203,7 @@ export class TaskStore {
          SELECT pg_notify('${TASK_FINISHED_CHANNEL}', string_agg(id::text, ',')) FROM done HAVING count(*) > 0
        )
        SELECT id FROM done, (SELECT count(*) FROM notified) AS sent`,
-      [ids, claimTokens, outputs],
+      inIdOrder(ids, claimTokens, outputs),
       'duraflow_complete_tasks',
     );
     return new Set(rows.map((row) => row.id));
@@ -315,7 +326,7 @@ export class TaskStore {
        FROM unnest($1::uuid[], $2::uuid[]) AS owned(id, claim_token)
        WHERE t.id = owned.id AND t.claim_token = owned.claim_token AND t.status = 'running'
        RETURNING t.claim_token`,
-      [ids, claimTokens],
+      inIdOrder(ids, claimTokens),
       'duraflow_heartbeat',
     );
     return new Set(rows.map((row) => row.claim_token));

@@ -1,4 +1,4 @@
-import { IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
+import { IntervalHistogram, monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
@@ -28,7 +28,7 @@ export interface WorkerStats {
   partialRollback: number;
   /** Rollbacks of cancelled tasks this worker finished (after a crash of the canceller). */
   cancelled: number;
-  /** Runs stopped by cancellation, takeover or shutdown. */
+  /** Runs stopped by cancellation, takeover or shutdown, and tasks claimed ahead that were handed back unstarted. */
   stopped: number;
   /** Runs whose outcome could not be written (the database was unreachable). */
   unrecorded: number;
@@ -53,6 +53,8 @@ export interface BackpressureStats {
   queued: number;
   /** Of those, claimed ahead (`worker.prefetch`) and waiting for a slot. */
   waiting: number;
+  /** How many tasks it claims ahead of its free slots now (with `prefetch: 'auto'`, `concurrency` or 0). */
+  prefetch: number;
   maxQueued: number;
   /** `queued` reached `maxQueuedTasks`: polling has stopped until tasks finish. */
   queueFull: boolean;
@@ -67,7 +69,20 @@ export interface BackpressureStats {
 interface RunningTask {
   lease: TaskLease;
   done: Promise<void>;
+  /** When its code started running (it holds a slot), in `performance.now()` time. */
+  startedAt?: number;
 }
+
+/** A claimed task waiting for a slot. */
+interface WaitingTask {
+  lease: TaskLease;
+  start: () => void;
+  /** When it was claimed, in `performance.now()` time. */
+  since: number;
+}
+
+/** With `prefetch: 'auto'`, runs shorter than this (on average, and none running longer) make it claim ahead. */
+export const AUTO_PREFETCH_SHORT_RUN_MS = 50;
 
 /**
  * Claims tasks of the workflows this process registers and runs up to `concurrency` at
@@ -93,7 +108,9 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
   /** Runs whose code is running now: each holds one of the `concurrency` slots. */
   private executing = 0;
   /** Claimed tasks waiting for a slot (at most `prefetch`), oldest first. */
-  private readonly waiting: Array<{ lease: TaskLease; start: () => void }> = [];
+  private readonly waiting: WaitingTask[] = [];
+  /** Moving average of how long this process's runs hold a slot (undefined before the first). */
+  private averageRunMs: number | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
   private lagTimer: NodeJS.Timeout | undefined;
   private lagHistogram: IntervalHistogram | undefined;
@@ -169,6 +186,7 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
       backpressure: {
         queued: this.running.size,
         waiting: this.waiting.length,
+        prefetch: this.prefetch,
         maxQueued: this.options.worker.backpressure.maxQueuedTasks,
         queueFull: this.running.size >= this.options.worker.backpressure.maxQueuedTasks,
         eventLoopLagMs: this.eventLoopLagMs,
@@ -185,8 +203,45 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
     return this.lagging ? pollIntervalMs * backpressure.slowdownFactor : pollIntervalMs;
   }
 
+  /**
+   * Tasks to claim ahead of the free slots now. With 'auto': `concurrency` while the runs are
+   * short (a task claimed ahead then waits about one short run), none once they are not.
+   */
+  private get prefetch(): number {
+    const { prefetch, concurrency } = this.options.worker;
+    if (prefetch !== 'auto') return prefetch;
+    if (this.averageRunMs === undefined || this.averageRunMs >= AUTO_PREFETCH_SHORT_RUN_MS) return 0;
+    const longAgo = performance.now() - AUTO_PREFETCH_SHORT_RUN_MS;
+    for (const run of this.running.values()) if (run.startedAt !== undefined && run.startedAt < longAgo) return 0;
+    return concurrency;
+  }
+
+  /**
+   * With 'auto': tasks claimed ahead that have waited a whole poll interval for a slot (the runs
+   * turned long) go back to `pending`, for a worker with a free slot.
+   */
+  private handBackLongWaiting(): void {
+    if (this.options.worker.prefetch !== 'auto' || !this.waiting.length) return;
+    const waitedSince = performance.now() - this.options.worker.pollIntervalMs;
+    const waitedLong = this.waiting.filter((entry) => entry.since <= waitedSince);
+    if (!waitedLong.length) return;
+    for (const entry of waitedLong) this.waiting.splice(this.waiting.indexOf(entry), 1);
+    for (const { lease } of waitedLong) lease.stop('handed-back');
+    void this.handBack(
+      waitedLong.map(({ lease }) => lease),
+      'waited too long for a slot',
+    ).then(() => {
+      // Their runs end now: stopped before they started, they run nothing.
+      for (const { start } of waitedLong) {
+        this.executing++;
+        start();
+      }
+    });
+  }
+
   private schedulePoll(): void {
     this.pollTimer = setTimeout(() => {
+      this.handBackLongWaiting();
       this.requestClaim();
       if (this.state === 'running') this.schedulePoll();
     }, this.pollIntervalMs);
@@ -230,7 +285,10 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
     const notStarted = this.waiting.splice(0);
     if (notStarted.length) {
       for (const { lease } of notStarted) lease.stop('shutdown');
-      await this.handBack(notStarted.map(({ lease }) => lease));
+      await this.handBack(
+        notStarted.map(({ lease }) => lease),
+        'on shutdown',
+      );
       // Let their runs end now: stopped before they started, they run nothing.
       for (const { start } of notStarted) {
         this.executing++;
@@ -247,22 +305,22 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
     if (timedOut && this.running.size) {
       const leases = [...this.running.values()].map((run) => run.lease);
       for (const lease of leases) lease.stop('shutdown');
-      await this.handBack(leases);
+      await this.handBack(leases, 'on shutdown');
       await Promise.race([finished, new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
     }
     this.logger.log(`Worker ${this.workerId} stopped`);
   }
 
   /** Hands tasks back to `pending` without counting a retry. Never throws. */
-  private async handBack(leases: TaskLease[]): Promise<void> {
+  private async handBack(leases: TaskLease[], why: string): Promise<void> {
     try {
       const released = await this.tasks.releaseTasks(
         leases.map((lease) => lease.taskId),
         leases.map((lease) => lease.claimToken),
       );
-      this.logger.log(`Handed ${released.length} unfinished task(s) back to pending on shutdown`);
+      this.logger.log(`Handed ${released.length} unfinished task(s) back to pending ${why}`);
     } catch (error) {
-      this.logger.warn(`Could not hand tasks back on shutdown (${describeError(error).message}); the reaper will recover them`);
+      this.logger.warn(`Could not hand tasks back ${why} (${describeError(error).message}); the reaper will recover them`);
     }
   }
 
@@ -272,7 +330,10 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
       this.claimRequested = true;
       return;
     }
-    this.claimLoop = this.claimWhileFree().finally(() => {
+    // One tick later: the runs that end in this tick free their slots first, so one claim fills them all.
+    this.claimLoop = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(() => this.claimWhileFree())
+      .finally(() => {
       this.claimLoop = undefined;
       if (this.claimRequested) {
         this.claimRequested = false;
@@ -288,7 +349,7 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
       // Claim for the free slots and for the prefetch queue: a busy worker claims ahead, so
       // the next task starts without a round trip (runs whose code is over hold no slot).
       const held = this.executing + this.waiting.length;
-      const free = Math.min(concurrency + this.options.worker.prefetch - held, backpressure.maxQueuedTasks - this.running.size);
+      const free = Math.min(concurrency + this.prefetch - held, backpressure.maxQueuedTasks - this.running.size);
       if (free <= 0) return;
       let claimed: ClaimedTask[];
       try {
@@ -307,11 +368,17 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
 
   private runTask(claimed: ClaimedTask): void {
     const lease = new TaskLease(claimed.task.id, claimed.claimToken);
+    const run: RunningTask = { lease, done: Promise.resolve() };
     let holdsSlot = false;
     const freeSlot = () => {
       if (!holdsSlot) return;
       holdsSlot = false;
       this.executing--;
+      if (run.startedAt !== undefined) {
+        const ms = performance.now() - run.startedAt;
+        this.averageRunMs = this.averageRunMs === undefined ? ms : this.averageRunMs * 0.8 + ms * 0.2;
+        run.startedAt = undefined;
+      }
       this.startWaiting();
     };
     lease.onRecording = () => {
@@ -319,12 +386,14 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
       this.requestClaim();
     };
     this.counters.claimed++;
-    const slot = new Promise<void>((start) => this.waiting.push({ lease, start }));
-    const done = slot
+    const slot = new Promise<void>((start) => this.waiting.push({ lease, start, since: performance.now() }));
+    run.done = slot
       .then((): Promise<RunOutcome> | RunOutcome => {
         holdsSlot = true;
-        // Stopped while it waited (cancelled, lost, handed back on shutdown): it never runs.
-        return lease.stoppedBecause ? 'stopped' : this.executor.execute(claimed, lease);
+        // Stopped while it waited (cancelled, lost, handed back): it never runs.
+        if (lease.stoppedBecause) return 'stopped';
+        run.startedAt = performance.now();
+        return this.executor.execute(claimed, lease);
       })
       .catch((error): RunOutcome => {
         this.logger.error(`Task ${claimed.task.id} could not run: ${describeError(error).message}`);
@@ -338,7 +407,7 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
         if (this.running.get(claimed.task.id)?.lease === lease) this.running.delete(claimed.task.id);
         this.requestClaim();
       });
-    this.running.set(claimed.task.id, { lease, done });
+    this.running.set(claimed.task.id, run);
     this.heartbeat.hold(lease);
     this.startWaiting();
   }
