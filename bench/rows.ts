@@ -49,6 +49,7 @@ export const ROWS: RowDefinition[] = [
   { id: 'submit.batched', figure: 'submitMany(), one caller, batches', unit: 'tasks/s', ratio: 'tps1', optional: true },
   ...drainRows(),
   { id: 'step.overhead.run', figure: 'Per-step overhead, p50 (run start to end)', unit: 'ms', ratio: 'time1' },
+  { id: 'step.floor', figure: 'Lone step checkpoint statement from node-postgres, p50', unit: 'ms', ratio: 'time1' },
   { id: 'step.overhead.e2e', figure: 'Per-step overhead, p50 (submit to terminal)', unit: 'ms', ratio: 'time1' },
   { id: 'latency.p50', figure: 'submit() to workflow start, idle worker, p50', unit: 'ms', ratio: 'time1' },
   { id: 'latency.p95', figure: 'submit() to workflow start, idle worker, p95', unit: 'ms', ratio: 'time1' },
@@ -60,7 +61,8 @@ export const ROWS: RowDefinition[] = [
   { id: 'recovery.default.worst', figure: 'Recovery with default intervals, worst case (computed)', unit: 's', ratio: 'none' },
   { id: 'rss.drain.tasks', figure: 'Drain 0-step, concurrency 10, 1 process (RSS run)', unit: 'tasks/s', ratio: 'tps4' },
   { id: 'rss.before', figure: 'Worker RSS before the drain', unit: 'MB', ratio: 'none' },
-  { id: 'rss.after', figure: 'Worker RSS after the drain', unit: 'MB', ratio: 'none' },
+  { id: 'rss.first.half', figure: 'Worker RSS, peak over the first half of the drain', unit: 'MB', ratio: 'none' },
+  { id: 'rss.second.half', figure: 'Worker RSS, peak over the second half of the drain', unit: 'MB', ratio: 'none' },
   { id: 'rss.after.gc', figure: 'Worker RSS after the drain and a full GC', unit: 'MB', ratio: 'none' },
   { id: 'ref.insert.c1.end', figure: 'pgbench one-row INSERT, 1 client, again at the end', unit: 'tx/s', ratio: 'tps1' },
 ];

@@ -51,7 +51,7 @@ export async function bootWorkers(ctx: BenchContext, count: number, concurrency:
       // Defaults everywhere (heartbeat 5 s, poll 500 ms, reaper every 10 s / stale after 30 s,
       // leader through a PostgreSQL advisory lock, pool of 10) but the concurrency; the worker
       // starts only when the tasks are in.
-      duraflow: { workerId: `bench-w${index + 1}-${randomBytes(3).toString('hex')}`, worker: { enabled: false, concurrency, prefetch: benchPrefetch() } },
+      duraflow: { workerId: `bench-w${index + 1}-${randomBytes(3).toString('hex')}`, worker: { enabled: false, concurrency, ...prefetchOption() } },
     }),
   );
   try {
@@ -61,6 +61,11 @@ export async function bootWorkers(ctx: BenchContext, count: number, concurrency:
     throw error;
   }
   return workers;
+}
+
+function prefetchOption(): { prefetch?: number | 'auto' } {
+  const prefetch = benchPrefetch();
+  return prefetch === undefined ? {} : { prefetch };
 }
 
 /** Sum of `completed` over the workers. */
@@ -187,9 +192,15 @@ function statementsPerTask(results: DrainResult[], concurrency: number): string[
   return lines;
 }
 
-/** `BENCH_PREFETCH=n npm run bench` runs the drain workers with `worker.prefetch` n (default 0, the module's default). */
-export function benchPrefetch(): number {
-  const value = Number(process.env.BENCH_PREFETCH ?? 0);
-  if (!Number.isInteger(value) || value < 0) throw new Error(`BENCH_PREFETCH must be an integer >= 0, got ${process.env.BENCH_PREFETCH}`);
+/**
+ * `BENCH_PREFETCH=n npm run bench` (or `=auto`) runs the drain workers with `worker.prefetch`
+ * n; unset, they run with the module's default (`'auto'`).
+ */
+export function benchPrefetch(): number | 'auto' | undefined {
+  const raw = process.env.BENCH_PREFETCH;
+  if (raw === undefined || raw === '') return undefined;
+  if (raw === 'auto') return 'auto';
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0) throw new Error(`BENCH_PREFETCH must be an integer >= 0 or 'auto', got ${raw}`);
   return value;
 }

@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { WorkflowService } from '@duraflow/nestjs';
 import { BenchContext, rawSection } from '../context';
 import { median, progress, quantile } from '../stats';
+import { captureStoreCall } from '../sql-capture';
 import { PROBE_WORKFLOW, RunProbe } from '../workflows';
 
 /** One probe run on the idle in-process worker, timed on this process's clock. */
@@ -59,6 +60,8 @@ export async function idleWorkerScenario(ctx: BenchContext, workflows: WorkflowS
     await runner.run(10);
     await runner.run(3);
   }
+  const floor = await CheckpointFloor.create(ctx);
+  const floorSamples: number[] = [];
   const perStepRun: number[] = [];
   const perStepE2e: number[] = [];
   const runs: Array<{ ten: ProbeTiming; three: ProbeTiming }> = [];
@@ -74,10 +77,67 @@ export async function idleWorkerScenario(ctx: BenchContext, workflows: WorkflowS
       ten = await runner.run(10);
     }
     runs.push({ ten, three });
+    floorSamples.push(...(await floor.sample(10)));
     perStepRun.push((ten.runMs - three.runMs) / 7);
     perStepE2e.push((ten.submitToTerminalMs - three.submitToTerminalMs) / 7);
   }
   Object.assign(rawSection(ctx, 'stepOverhead'), { runs, perStepRunMs: perStepRun, perStepSubmitToTerminalMs: perStepE2e });
   ctx.results.set('step.overhead.run', median(perStepRun), `${runs.length} runs; 10-step run ${median(runs.map((r) => r.ten.runMs)).toFixed(2)} ms p50`);
+  rawSection(ctx, 'stepOverhead').checkpointStatementMs = floorSamples;
+  ctx.results.set(
+    'step.floor',
+    median(floorSamples),
+    `${floorSamples.length} statements, 10 after each pair of runs; StepStore's own SQL for a lone checkpoint, each its own commit, on one connection`,
+  );
   ctx.results.set('step.overhead.e2e', median(perStepE2e), `${runs.length} runs; 10-step task ${median(runs.map((r) => r.ten.submitToTerminalMs)).toFixed(2)} ms p50`);
+}
+
+/**
+ * The floor of the per-step overhead: the statement a lone step checkpoint sends (StepStore's
+ * own SQL, captured), run from node-postgres on one connection, each its own commit, for a
+ * running task claimed past the library. What the per-step overhead adds to it is the runner.
+ */
+class CheckpointFloor {
+  private next = 1;
+
+  private constructor(
+    private readonly ctx: BenchContext,
+    private readonly taskId: string,
+    private readonly claimToken: string,
+  ) {}
+
+  static async create(ctx: BenchContext): Promise<CheckpointFloor> {
+    const { rows } = await ctx.db.client.query<{ id: string; claim_token: string }>(
+      `INSERT INTO agent_tasks (workflow_name, status, claim_token, worker_id, started_at, heartbeat_at)
+       VALUES ('bench-floor', 'running', gen_random_uuid(), 'bench', now(), now()) RETURNING id, claim_token`,
+    );
+    return new CheckpointFloor(ctx, rows[0].id, rows[0].claim_token);
+  }
+
+  /** Runs `count` checkpoints (new step keys), one after the other; their latencies in ms. */
+  async sample(count: number): Promise<number[]> {
+    const samples: number[] = [];
+    for (let i = 0; i < count; i++) {
+      const n = this.next++;
+      const step = {
+        taskId: this.taskId,
+        claimToken: this.claimToken,
+        stepKey: `floor-${n}`,
+        outputJson: null,
+        compensationFn: null,
+        attempt: 1,
+        startedAt: new Date(),
+        completionSeq: n,
+        rowMayExist: false,
+      };
+      const statements = await captureStoreCall('steps', 'recordStepCompleted', [step]);
+      if (!statements?.length) throw new Error('StepStore.recordStepCompleted sent no statement: update bench/scenarios/idle-worker.ts');
+      const [statement] = statements;
+      const started = performance.now();
+      const result = await this.ctx.db.client.query({ name: statement.name, text: statement.text, values: statement.values });
+      samples.push(performance.now() - started);
+      if (result.rowCount !== 1) throw new Error(`the checkpoint statement wrote ${result.rowCount} rows, expected 1`);
+    }
+    return samples;
+  }
 }
