@@ -330,16 +330,18 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
       this.claimRequested = true;
       return;
     }
-    // One tick later: the runs that end in this tick free their slots first, so one claim fills them all.
-    this.claimLoop = new Promise<void>((resolve) => setImmediate(resolve))
+    // While runs are going, claim one turn later: the runs that end in this turn free their
+    // slots first, so one claim fills them all. An idle worker (a submit woke it) claims at once.
+    const turn = this.executing > 0 ? new Promise<void>((resolve) => setImmediate(resolve)) : Promise.resolve();
+    this.claimLoop = turn
       .then(() => this.claimWhileFree())
       .finally(() => {
-      this.claimLoop = undefined;
-      if (this.claimRequested) {
-        this.claimRequested = false;
-        this.requestClaim();
-      }
-    });
+        this.claimLoop = undefined;
+        if (this.claimRequested) {
+          this.claimRequested = false;
+          this.requestClaim();
+        }
+      });
   }
 
   /** Claims until the pool is full or the queue has nothing more for this worker. */
