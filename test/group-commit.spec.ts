@@ -172,9 +172,11 @@ describe('Group commit', () => {
       await app.get(WorkerService).start();
       for (const task of submitted) expect((await workflows.waitFor(task.id, { timeoutMs: 15_000 })).status).toBe(TaskStatus.COMPLETED);
 
-      // Four slots: every claim fills all four (not one per run that ended), every completion carries four.
+      // Four slots: every claim fills all four (not one per run that ended), and every completion
+      // statement carries at least the four runs of one turn (two turns may share one).
       expect(claims.filter((n) => n > 0)).toEqual([4, 4, 4]);
-      expect(completions).toEqual([4, 4, 4]);
+      expect(completions.reduce((sum, n) => sum + n, 0)).toBe(12);
+      expect(Math.min(...completions)).toBeGreaterThanOrEqual(4);
     });
 
     it('runs of one process share checkpoint, claim and completion statements, and every step is written once', async () => {

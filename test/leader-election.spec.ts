@@ -179,15 +179,17 @@ describe('Reaper leader election', () => {
 
     it('keeps the leader over several ttls while it renews, and the follower stays a follower', async () => {
       const key = uniqueKey();
-      const leader = redisNode({ key, ttlMs: 400 });
-      const follower = redisNode({ key, ttlMs: 400 });
+      // A ttl the renewals stay well inside even on a loaded machine (a 400 ms one once
+      // expired under a pause of the whole test run), renewed about every 0.3 ttl.
+      const leader = redisNode({ key, ttlMs: 1_000 });
+      const follower = redisNode({ key, ttlMs: 1_000 });
       expect(await leader.tick()).toBe(true);
 
       // The follower tries far more often than the leader renews: a key left to expire would be its.
       for (let round = 0; round < 12; round++) {
         for (let attempt = 0; attempt < 5; attempt++) {
           expect(await follower.tick()).toBe(false);
-          await sleep(20);
+          await sleep(60);
         }
         expect(await leader.tick()).toBe(true);
       }

@@ -29,12 +29,14 @@ export async function runCompensation(call: CompensationCall): Promise<Compensat
   for (let attempt = 1; ; attempt++) {
     try {
       await runAttempt(
-        (attemptSignal) =>
+        (handle) =>
           compensation.fn(call.output, {
             runId: call.runId,
             workflowName: call.workflowName,
             stepKey: call.stepKey,
-            signal: attemptSignal,
+            get signal() {
+              return handle.signal;
+            },
             attempt,
           }),
         signal,

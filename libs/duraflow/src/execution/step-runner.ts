@@ -141,9 +141,14 @@ export class MemoizedStepRunner implements StepRunner {
   /** One attempt, raced against the run's stop and the step's timeout, inside the step's scope. */
   private attempt<T>(key: string, fn: (step: StepContext) => T | Promise<T>, attempt: number, timeout?: number): Promise<T> {
     return runAttempt(
-      (signal) => {
-        const context: StepContext = { signal, attempt };
-        return runScopeStorage.run({ ...this.scope, step: { key, context } }, async () => fn(context));
+      (handle) => {
+        const context: StepContext = {
+          attempt,
+          get signal() {
+            return handle.signal;
+          },
+        };
+        return runScopeStorage.run({ runStep: this.scope.runStep, step: { key, context } }, () => fn(context));
       },
       this.lease.signal,
       timeout,
