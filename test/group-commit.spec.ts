@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { TaskStatus, WorkerService, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
 import { CheckpointBatcher } from '../libs/duraflow/src/execution/checkpoint-batcher';
 import { CompletedStep, StepStore } from '../libs/duraflow/src/persistence/step.store';
+import { DuraflowDatabase } from '../libs/duraflow/src/persistence/duraflow-database';
 import { TaskStore } from '../libs/duraflow/src/persistence/task.store';
 import { TestBed } from './fixtures/worker/test-bed';
 import { waitUntil } from './fixtures/worker/wait';
@@ -95,6 +96,27 @@ describe('Group commit', () => {
 
       expect(written).toEqual([false, false, true]);
       expect(await stepRows()).toEqual([{ task_id: task, step_key: 'y', output: 'from the new run', completion_seq: 1 }]);
+    });
+  });
+
+  describe('claim', () => {
+    it('commits without waiting for its WAL flush, and leaves synchronous_commit on for everything else', async () => {
+      const app = await bed.start({ duraflow: { worker: { enabled: false } } });
+      const db = app.get(DuraflowDatabase, { strict: false });
+      for (let i = 0; i < 4; i++) await bed.insertTaskRow('claimed', { i });
+
+      const inside = await db.transaction(async (executor) => {
+        const claimed = await new TaskStore(executor as DuraflowDatabase).claimTasks('w', ['claimed'], 2);
+        const { rows } = await executor.query(`SHOW synchronous_commit`);
+        return { claimed: claimed.length, setting: rows[0].synchronous_commit };
+      });
+      expect(inside).toEqual({ claimed: 2, setting: 'off' });
+
+      expect(await app.get(TaskStore, { strict: false }).claimTasks('w', ['claimed'], 2)).toHaveLength(2);
+      // Every pooled connection (ten at once take them all) is back to the server's setting.
+      const settings = await Promise.all(Array.from({ length: 10 }, () => db.query(`SHOW synchronous_commit`)));
+      expect(settings.map(({ rows }) => rows[0].synchronous_commit)).toEqual(Array(10).fill('on'));
+      expect(await bed.countByStatus()).toEqual({ running: 4 });
     });
   });
 

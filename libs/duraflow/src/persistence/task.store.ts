@@ -177,6 +177,10 @@ export class TaskStore {
          FOR UPDATE SKIP LOCKED
        ) claimable
        WHERE t.id = claimable.id
+         -- A claim commits without waiting for its WAL flush. Safe: losing it in a server crash
+         -- only puts the task back to pending, and no write of the run can outlive it (each
+         -- checkpoint's synchronous commit flushes the WAL up to itself, the claim included).
+         AND set_config('synchronous_commit', 'off', true) IS NOT NULL
        RETURNING ${TASK_COLUMNS.replace(/(^|,\s*)(\w+)/g, '$1t.$2')}, t.claim_token, claimable.fresh`,
       [workerId, workflowNames, limit],
       'duraflow_claim_tasks',
