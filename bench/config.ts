@@ -43,7 +43,7 @@ export const FULL_SIZES: BenchSizes = {
   drainConcurrency: [10, 50],
   drainProcesses: [1, 2],
   stepOverheadWarmup: 2,
-  stepOverheadRuns: 7,
+  stepOverheadRuns: 31,
   latencyWarmup: 20,
   latencySamples: 200,
   claimDepths: { small: 1_000, large: 100_000 },
