@@ -32,7 +32,12 @@ export class AppModule {
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl, entities: [...DURAFLOW_ENTITIES] }),
         DuraflowModule.forRoot({
           ...(config.redisUrl ? { redis: { url: config.redisUrl } } : {}),
-          worker: { enabled: config.worker, concurrency: config.concurrency, pollIntervalMs: config.pollIntervalMs },
+          worker: {
+            enabled: config.worker,
+            concurrency: config.concurrency,
+            prefetch: config.prefetch,
+            pollIntervalMs: config.pollIntervalMs,
+          },
           heartbeatIntervalMs: config.heartbeatIntervalMs,
           reaper: { intervalMs: config.reaperIntervalMs, staleAfterMs: config.staleAfterMs },
           workflows: [bookingWorkflow],

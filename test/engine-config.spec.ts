@@ -3,6 +3,11 @@ import { EngineConfigError, loadEngineConfig } from '../src/config/engine.config
 import { EngineProcess } from './fixtures/engine/engine-process';
 
 describe('the engine configuration (environment variables)', () => {
+  it('reads DURAFLOW_PREFETCH as auto (any case) or a whole number', () => {
+    expect(loadEngineConfig({ DURAFLOW_PREFETCH: 'AUTO' }).prefetch).toBe('auto');
+    expect(loadEngineConfig({ DURAFLOW_PREFETCH: '0' }).prefetch).toBe(0);
+  });
+
   it('has a default for every setting, and no database URL: the embedded database', () => {
     expect(loadEngineConfig({})).toEqual({
       port: 3000,
@@ -16,6 +21,7 @@ describe('the engine configuration (environment variables)', () => {
       worker: true,
       migrate: true,
       concurrency: 10,
+      prefetch: 'auto',
       pollIntervalMs: 500,
       heartbeatIntervalMs: 5_000,
       reaperIntervalMs: 10_000,
@@ -36,6 +42,7 @@ describe('the engine configuration (environment variables)', () => {
       DURAFLOW_WORKER: 'yes',
       DURAFLOW_MIGRATE: '0',
       DURAFLOW_CONCURRENCY: '25',
+      DURAFLOW_PREFETCH: '5',
       DURAFLOW_POLL_INTERVAL_MS: '250',
       DURAFLOW_HEARTBEAT_INTERVAL_MS: '1000',
       DURAFLOW_REAPER_INTERVAL_MS: '2000',
@@ -53,6 +60,7 @@ describe('the engine configuration (environment variables)', () => {
       worker: true,
       migrate: false,
       concurrency: 25,
+      prefetch: 5,
       pollIntervalMs: 250,
       heartbeatIntervalMs: 1000,
       reaperIntervalMs: 2000,
@@ -82,6 +90,8 @@ describe('the engine configuration (environment variables)', () => {
     ['DURAFLOW_MIGRATE', 'sometimes', /true or false/],
     ['DURAFLOW_CONCURRENCY', '0', /an integer from 1 to 10000/],
     ['DURAFLOW_CONCURRENCY', 'ten', /an integer/],
+    ['DURAFLOW_PREFETCH', 'lots', /auto or an integer from 0 to 10000/],
+    ['DURAFLOW_PREFETCH', '-1', /auto or an integer/],
     ['DURAFLOW_POLL_INTERVAL_MS', '1e3', /an integer/],
     ['DURAFLOW_HEARTBEAT_INTERVAL_MS', '0', /an integer from 1/],
     ['DURAFLOW_REAPER_INTERVAL_MS', '-5', /an integer from 1/],

@@ -22,6 +22,8 @@ export interface EngineConfig {
   /** Apply migrations/ on start. */
   migrate: boolean;
   concurrency: number;
+  /** Tasks claimed ahead of free slots: `'auto'` (the library's default) or a number. */
+  prefetch: number | 'auto';
   pollIntervalMs: number;
   heartbeatIntervalMs: number;
   reaperIntervalMs: number;
@@ -77,6 +79,15 @@ function url(env: Env, name: string, protocols: string[]): string | undefined {
   return value;
 }
 
+/** `auto`, or an integer in range. */
+function prefetch(env: Env, name: string, max: number): number | 'auto' {
+  const value = raw(env, name);
+  if (value === undefined || value.toLowerCase() === 'auto') return 'auto';
+  const parsed = /^\d+$/.test(value) ? Number(value) : NaN;
+  if (!Number.isSafeInteger(parsed) || parsed > max) throw new EngineConfigError(name, value, `auto or an integer from 0 to ${max}`);
+  return parsed;
+}
+
 const DAY_MS = 86_400_000;
 
 export function loadEngineConfig(env: Env = process.env): EngineConfig {
@@ -93,6 +104,7 @@ export function loadEngineConfig(env: Env = process.env): EngineConfig {
     worker: boolean(env, 'DURAFLOW_WORKER', true),
     migrate: boolean(env, 'DURAFLOW_MIGRATE', true),
     concurrency: integer(env, 'DURAFLOW_CONCURRENCY', 10, 1, 10_000),
+    prefetch: prefetch(env, 'DURAFLOW_PREFETCH', 10_000),
     pollIntervalMs: integer(env, 'DURAFLOW_POLL_INTERVAL_MS', 500, 1, DAY_MS),
     heartbeatIntervalMs: integer(env, 'DURAFLOW_HEARTBEAT_INTERVAL_MS', 5_000, 1, DAY_MS),
     reaperIntervalMs: integer(env, 'DURAFLOW_REAPER_INTERVAL_MS', 10_000, 1, DAY_MS),
