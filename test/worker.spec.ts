@@ -318,6 +318,33 @@ describe('WorkerService', () => {
       expect(byWorker[0].n).toBe(2);
     });
 
+    it('hands them back within about 500 ms even when the poll interval is long', async () => {
+      const barrier = new StepBarrier();
+      const app = await bed.start({
+        duraflow: {
+          // Only NOTIFY wakes this worker; the lag window's tick does the check.
+          worker: { concurrency: 1, pollIntervalMs: 60_000, backpressure: { lagWindowMs: 100 } },
+          workflows: [quick, blockingWorkflow('long', barrier)],
+        },
+      });
+      const worker = app.get(WorkerService);
+      const workflows = app.get(WorkflowService);
+      const [warmUp] = await workflows.submitMany('quick', [{ n: 1 }]);
+      expect((await workflows.waitFor(warmUp.id)).status).toBe(TaskStatus.COMPLETED);
+      await waitUntil(() => worker.stats().backpressure.prefetch === 1, 'the worker claims ahead');
+
+      const long = await workflows.submitMany('long', [{ label: 'a' }, { label: 'b' }]);
+      await waitUntil(() => barrier.waiting === 1, 'one runs');
+      const started = Date.now();
+      await waitUntil(async () => (await bed.countByStatus()).pending === 1, 'the other is back', 5_000);
+      expect(Date.now() - started).toBeLessThan(3_000); // not the 60 s poll interval
+      expect(worker.stats()).toMatchObject({ stopped: 1, running: 1 });
+
+      barrier.open();
+      await bed.start({ duraflow: { workerId: 'free-worker', workflows: [quick, blockingWorkflow('long', barrier)] } });
+      for (const task of long) expect((await workflows.waitFor(task.id)).status).toBe(TaskStatus.COMPLETED);
+    });
+
     it("rejects a prefetch that is neither a whole number nor 'auto'", () => {
       for (const prefetch of ['fast', -1, 1.5]) {
         expect(() => resolveDuraflowOptions({ worker: { prefetch: prefetch as never } })).toThrow(InvalidDuraflowOptionsError);

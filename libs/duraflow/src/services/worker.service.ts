@@ -83,6 +83,8 @@ interface WaitingTask {
 
 /** With `prefetch: 'auto'`, runs shorter than this (on average, and none running longer) make it claim ahead. */
 export const AUTO_PREFETCH_SHORT_RUN_MS = 50;
+/** With `prefetch: 'auto'`, a task claimed ahead waits at most about this long (or a poll interval, if shorter). */
+export const AUTO_PREFETCH_MAX_WAIT_MS = 500;
 
 /**
  * Claims tasks of the workflows this process registers and runs up to `concurrency` at
@@ -217,12 +219,13 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
   }
 
   /**
-   * With 'auto': tasks claimed ahead that have waited a whole poll interval for a slot (the runs
-   * turned long) go back to `pending`, for a worker with a free slot.
+   * With 'auto': tasks claimed ahead that have waited `min(pollIntervalMs, 500 ms)` for a slot
+   * (the runs turned long) go back to `pending`, for a worker with a free slot. Checked on every
+   * poll and every lag window, so a long poll interval does not hold them longer.
    */
   private handBackLongWaiting(): void {
     if (this.options.worker.prefetch !== 'auto' || !this.waiting.length) return;
-    const waitedSince = performance.now() - this.options.worker.pollIntervalMs;
+    const waitedSince = performance.now() - Math.min(this.options.worker.pollIntervalMs, AUTO_PREFETCH_MAX_WAIT_MS);
     const waitedLong = this.waiting.filter((entry) => entry.since <= waitedSince);
     if (!waitedLong.length) return;
     for (const entry of waitedLong) this.waiting.splice(this.waiting.indexOf(entry), 1);
@@ -254,6 +257,7 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
     histogram.enable();
     this.lagHistogram = histogram;
     this.lagTimer = setInterval(() => {
+      this.handBackLongWaiting();
       this.eventLoopLagMs = Math.round(histogram.max / 1e6);
       histogram.reset();
       const lagging = this.eventLoopLagMs > maxEventLoopLagMs;
