@@ -295,7 +295,7 @@ describe('WorkerService', () => {
 
       // Short runs so far: one claim takes all four, two start and block, two wait...
       const long = await workflows.submitMany('long', [{ label: 'a' }, { label: 'b' }, { label: 'c' }, { label: 'd' }]);
-      // ...until a poll interval later they go back, without counting a retry.
+      // ...until, 500 ms later, they go back without counting a retry.
       await waitUntil(async () => barrier.waiting === 2 && (await bed.countByStatus()).pending === 2, 'two run and two are back');
       expect(worker.stats()).toMatchObject({ claimed: 7, stopped: 2, running: 2 });
       expect(worker.stats().backpressure).toMatchObject({ waiting: 0, prefetch: 0 });
@@ -318,7 +318,7 @@ describe('WorkerService', () => {
       expect(byWorker[0].n).toBe(2);
     });
 
-    it('hands them back within about 500 ms even when the poll interval is long', async () => {
+    it('hands them back after about 500 ms even when the poll interval is long', async () => {
       const barrier = new StepBarrier();
       const app = await bed.start({
         duraflow: {
@@ -475,7 +475,9 @@ describe('WorkerService', () => {
         await waitUntil(() => workers[0].stats().completed + workers[1].stats().completed === 200, 'both workers counted their runs');
         const stats = workers.map((worker) => worker.stats());
         expect(stats.map((s) => s.completed > 0)).toEqual([true, true]);
-        expect(stats[0].claimed + stats[1].claimed).toBe(200);
+        // A task claimed ahead (prefetch 'auto') and handed back unstarted counts as claimed and
+        // stopped by one worker, then claimed and completed by whichever ran it.
+        expect(stats[0].claimed + stats[1].claimed - stats[0].stopped - stats[1].stopped).toBe(200);
       } finally {
         await sideEffects.end();
       }

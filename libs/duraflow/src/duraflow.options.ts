@@ -25,8 +25,8 @@ export interface DuraflowWorkerOptions {
    * trip (they are heartbeated, handed back on shutdown, and counted by backpressure).
    * A number, or `'auto'` (the default): up to `concurrency` ahead while this process's runs
    * are short (averaging under 50 ms, none running longer), none otherwise; and a task
-   * claimed ahead that still waits for a slot after `min(pollIntervalMs, 500 ms)` is handed
-   * back to `pending` for another worker. `0`: claim only for free slots.
+   * claimed ahead that still waits for a slot after 500 ms is handed back to `pending` for
+   * another worker. `0`: claim only for free slots.
    */
   prefetch?: number | 'auto';
   /** On shutdown, how long running tasks may finish before they are handed back. Default 10 s. */

@@ -83,7 +83,7 @@ interface WaitingTask {
 
 /** With `prefetch: 'auto'`, runs shorter than this (on average, and none running longer) make it claim ahead. */
 export const AUTO_PREFETCH_SHORT_RUN_MS = 50;
-/** With `prefetch: 'auto'`, a task claimed ahead waits at most about this long (or a poll interval, if shorter). */
+/** With `prefetch: 'auto'`, a task claimed ahead that waited this long for a slot goes back to pending. */
 export const AUTO_PREFETCH_MAX_WAIT_MS = 500;
 
 /**
@@ -219,13 +219,13 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
   }
 
   /**
-   * With 'auto': tasks claimed ahead that have waited `min(pollIntervalMs, 500 ms)` for a slot
+   * With 'auto': tasks claimed ahead that have waited 500 ms for a slot
    * (the runs turned long) go back to `pending`, for a worker with a free slot. Checked on every
    * poll and every lag window, so a long poll interval does not hold them longer.
    */
   private handBackLongWaiting(): void {
     if (this.options.worker.prefetch !== 'auto' || !this.waiting.length) return;
-    const waitedSince = performance.now() - Math.min(this.options.worker.pollIntervalMs, AUTO_PREFETCH_MAX_WAIT_MS);
+    const waitedSince = performance.now() - AUTO_PREFETCH_MAX_WAIT_MS;
     const waitedLong = this.waiting.filter((entry) => entry.since <= waitedSince);
     if (!waitedLong.length) return;
     for (const entry of waitedLong) this.waiting.splice(this.waiting.indexOf(entry), 1);
