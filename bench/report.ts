@@ -1,6 +1,6 @@
 import { ROWS, RowDefinition } from './rows';
 
-export type FigureValue = number | 'n/a';
+export type FigureValue = number;
 
 export interface Figure {
   value: FigureValue;
@@ -64,7 +64,7 @@ export function renderTable(results: BenchResults): string {
   const lines = ['| # | Figure | Value | Unit | vs pgbench | Notes |', '|---:|---|---:|---|---:|---|'];
   ROWS.forEach((row, index) => {
     const figure = results.figures.get(row.id);
-    const value = figure === undefined ? 'error' : figure.value === 'n/a' ? 'n/a' : formatNumber(figure.value);
+    const value = figure === undefined ? 'error' : formatNumber(figure.value);
     const note = (figure?.note ?? '').replace(/\|/g, '/');
     lines.push(`| ${index + 1} | ${row.figure} | ${value} | ${row.unit} | ${ratioCell(row, figure?.value, results)} | ${note} |`);
   });

@@ -15,7 +15,10 @@ export class SagaColumns1700000000002 implements MigrationInterface {
     await queryRunner.query(`ALTER TABLE agent_tasks ADD COLUMN rollback_reason VARCHAR(20)`);
 
     // At most one open dead letter per step: a compensation that failed for good is written
-    // once, whoever (worker or reaper) gets there, and a resumed rollback skips it.
+    // once, whoever (worker or reaper) gets there, and a resumed rollback skips it. A table
+    // filled before Duraflow (the seed allows several rows per step) must have its duplicates
+    // resolved first: the index then fails with a unique violation naming one, and nothing is
+    // deleted on the user's behalf.
     await queryRunner.query(`CREATE UNIQUE INDEX idx_dlq_step_id ON dead_letter_queue(step_id)`);
   }
 

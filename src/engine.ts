@@ -3,7 +3,7 @@ import { NestFactory } from '@nestjs/core';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { AddressInfo } from 'node:net';
 import { AppModule } from './app.module';
-import { EngineConfig } from './config/engine.config';
+import { EngineConfig, redactPassword } from './config/engine.config';
 import { EmbeddedDatabase } from './db/embedded-database';
 import { runMigrations } from './db/migrate';
 import { DURAFLOW_GRPC_PACKAGE, duraflowGrpcOptions } from './grpc/grpc.options';
@@ -100,12 +100,3 @@ function displayHost(host: string): string {
   return host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
 }
 
-function redactPassword(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return url;
-  }
-}

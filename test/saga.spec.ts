@@ -20,6 +20,7 @@ import {
   TaskAlreadyFinishedError,
   TaskNotFoundError,
   TaskStatus,
+  UnknownWorkflowError,
   WorkerService,
   WorkflowRegistry,
   WorkflowService,
@@ -756,6 +757,20 @@ describe('saga', () => {
   });
 
   describe('cancel with compensate', () => {
+    it('refuses, writing nothing, in a process that does not register the workflow (its compensations run there)', async () => {
+      const app = await boot({ duraflow: { worker: { enabled: false } } });
+      const { rows } = await db.client.query<{ id: string }>(
+        `INSERT INTO agent_tasks (workflow_name, status) VALUES ('registered-elsewhere', 'pending') RETURNING id`,
+      );
+      const before = await taskRow(rows[0].id);
+
+      const attempt = app.get(WorkflowService).cancel(rows[0].id, { compensate: true });
+
+      await expect(attempt).rejects.toBeInstanceOf(UnknownWorkflowError);
+      await expect(attempt).rejects.toMatchObject({ code: 'UNKNOWN_WORKFLOW', workflowName: 'registered-elsewhere' });
+      expect(await taskRow(rows[0].id)).toEqual(before);
+    });
+
     it('undoes the completed steps of a task blocked in its third step, newest first, aborts that step and ends cancelled', async () => {
       const gate = scenario.blockStep('rent-car');
       const app = await boot();

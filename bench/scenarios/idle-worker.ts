@@ -128,10 +128,9 @@ class CheckpointFloor {
         attempt: 1,
         startedAt: new Date(),
         completionSeq: n,
-        rowMayExist: false,
       };
-      const statements = await captureStoreCall('steps', 'recordStepCompleted', [step]);
-      if (!statements?.length) throw new Error('StepStore.recordStepCompleted sent no statement: update bench/scenarios/idle-worker.ts');
+      const statements = await captureStoreCall('steps', 'insertCompletedSteps', [[step]]);
+      if (!statements?.length) throw new Error('StepStore.insertCompletedSteps sent no statement: update bench/scenarios/idle-worker.ts');
       const [statement] = statements;
       const started = performance.now();
       const result = await this.ctx.db.client.query({ name: statement.name, text: statement.text, values: statement.values });

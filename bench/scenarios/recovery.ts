@@ -95,7 +95,10 @@ async function recoverOnce(ctx: BenchContext, run: number, cadenceWindowMs?: num
       await sleep(cadenceWindowMs);
       const passes = ((await rescuer.queryCounts()).duraflow_reap ?? 0) - before;
       const windowMs = performance.now() - from;
-      cadence = { windowMs, passes, meanIntervalMs: passes ? windowMs / passes : Infinity };
+      if (!passes) {
+        throw new Error(`the surviving leader sent no duraflow_reap statement in ${Math.round(windowMs)} ms: if the reaping statement was renamed, update bench/scenarios/recovery.ts`);
+      }
+      cadence = { windowMs, passes, meanIntervalMs: windowMs / passes };
     }
     return {
       cadence,

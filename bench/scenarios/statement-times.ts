@@ -57,8 +57,8 @@ export async function statementTimes(ctx: BenchContext): Promise<string[]> {
         kind: 'steps',
         calls: [
           [
-            'recordStepCompleted',
-            [{ taskId: id, claimToken, stepKey: 's1', outputJson: null, compensationFn: null, attempt: 1, startedAt: new Date(), completionSeq: 1, rowMayExist: false }],
+            'insertCompletedSteps',
+            [[{ taskId: id, claimToken, stepKey: 's1', outputJson: null, compensationFn: null, attempt: 1, startedAt: new Date(), completionSeq: 1 }]],
           ],
         ],
       },

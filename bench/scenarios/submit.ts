@@ -4,9 +4,8 @@ import { BenchContext, rawSection } from '../context';
 import { cpuMs, progress } from '../stats';
 import { NOOP_WORKFLOW } from '../workflows';
 
-type SubmitMany = (name: string, inputs: unknown[]) => Promise<unknown>;
 
-/** submit() one at a time, from concurrent callers, and submitMany() when this build has it. */
+/** submit() one at a time, from concurrent callers, and submitMany() in batches. */
 export async function submitScenario(ctx: BenchContext, workflows: WorkflowService): Promise<void> {
   const { sizes, db } = ctx;
   const raw = rawSection(ctx, 'submit');
@@ -42,18 +41,12 @@ export async function submitScenario(ctx: BenchContext, workflows: WorkflowServi
   ctx.results.set('submit.concurrent', sizes.submitConcurrent / seconds, `${sizes.submitConcurrent} tasks; pool of 10 connections; ${cpuNote(cpuPerTask)}`);
   await db.truncate();
 
-  const submitMany = (workflows as unknown as { submitMany?: SubmitMany }).submitMany;
-  if (typeof submitMany !== 'function') {
-    raw.batched = 'WorkflowService.submitMany does not exist in this build';
-    ctx.results.set('submit.batched', 'n/a', 'WorkflowService.submitMany does not exist in this build');
-    return;
-  }
   progress(`submitMany(): ${sizes.submitBatched} in batches of ${sizes.submitBatchSize}`);
   const batch = Array.from({ length: sizes.submitBatchSize }, () => input);
   const batches = Math.ceil(sizes.submitBatched / sizes.submitBatchSize);
   cpu = process.cpuUsage();
   started = performance.now();
-  for (let i = 0; i < batches; i++) await submitMany.call(workflows, NOOP_WORKFLOW, batch);
+  for (let i = 0; i < batches; i++) await workflows.submitMany(NOOP_WORKFLOW, batch);
   seconds = (performance.now() - started) / 1000;
   const tasks = batches * sizes.submitBatchSize;
   cpuPerTask = cpuMs(cpu, process.cpuUsage()) / tasks;

@@ -63,6 +63,17 @@ function boolean(env: Env, name: string, fallback: boolean): boolean {
   throw new EngineConfigError(name, value, 'true or false');
 }
 
+/** The URL with its password replaced by `***`, for logs and error messages. */
+export function redactPassword(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return url;
+  }
+}
+
 function url(env: Env, name: string, protocols: string[]): string | undefined {
   const value = raw(env, name);
   if (value === undefined) return undefined;
@@ -73,8 +84,8 @@ function url(env: Env, name: string, protocols: string[]): string | undefined {
     parsed = undefined;
   }
   if (!parsed || !protocols.includes(parsed.protocol)) {
-    if (parsed?.password) parsed.password = '***'; // the message goes to logs
-    throw new EngineConfigError(name, parsed?.toString() ?? value, `a URL starting with ${protocols.map((p) => `${p}//`).join(' or ')}`);
+    // The message goes to logs.
+    throw new EngineConfigError(name, redactPassword(value), `a URL starting with ${protocols.map((p) => `${p}//`).join(' or ')}`);
   }
   return value;
 }

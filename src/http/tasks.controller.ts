@@ -1,5 +1,5 @@
-import { Body, Controller, Get, HttpCode, HttpStatus, NotFoundException, Param, Post, Query, UseFilters } from '@nestjs/common';
-import { AgentTask, StepRun, TaskPage, WorkflowService } from '@duraflow/nestjs';
+import { Body, Controller, Get, HttpCode, HttpStatus, Param, Post, Query, UseFilters } from '@nestjs/common';
+import { AgentTask, StepRun, TaskNotFoundError, TaskPage, WorkflowService } from '@duraflow/nestjs';
 import { DuraflowExceptionFilter } from './duraflow-exception.filter';
 import { SubmitTaskDto } from './submit-task.dto';
 import { CancelTaskDto, ListTasksQuery } from './task-queries.dto';
@@ -49,7 +49,7 @@ export class TasksController {
 
   private async findTask(id: string): Promise<AgentTask> {
     const task = await this.workflows.get(id);
-    if (!task) throw new NotFoundException({ statusCode: 404, error: 'TASK_NOT_FOUND', message: `No task with id "${id}".` });
+    if (!task) throw new TaskNotFoundError(id); // the filter answers 404, as for every library error
     return task;
   }
 }

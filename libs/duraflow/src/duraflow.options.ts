@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { InvalidDuraflowOptionsError } from './errors';
+import { REAPER_LEADER_KEY } from './leader/leader-election';
 import { FunctionalWorkflowDefinition } from './interfaces/workflow-definition';
 import { BackoffOptions, StepOptions } from './interfaces/workflow-context';
 
@@ -144,7 +145,7 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
       intervalMs: options.reaper?.intervalMs ?? 10_000,
       staleAfterMs: options.reaper?.staleAfterMs ?? 30_000,
       leaderTtlMs: options.reaper?.leaderTtlMs ?? 30_000,
-      leaderKey: options.reaper?.leaderKey ?? 'duraflow:reaper:leader',
+      leaderKey: options.reaper?.leaderKey ?? REAPER_LEADER_KEY,
     },
     workflows: options.workflows ?? [],
     maxRetries: options.maxRetries ?? 3,

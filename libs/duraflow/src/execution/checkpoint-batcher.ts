@@ -24,7 +24,7 @@ export class CheckpointBatcher {
           // others must not fail with it, so each is written on its own, as an upsert.
           if ((error as { code?: string }).code !== UNIQUE_VIOLATION) throw error;
           const results: boolean[] = [];
-          for (const step of batch) results.push(await steps.recordStepCompleted({ ...step, rowMayExist: true }));
+          for (const step of batch) results.push(await steps.upsertCompletedStep(step));
           return results;
         }
       },

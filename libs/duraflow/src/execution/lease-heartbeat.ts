@@ -16,20 +16,17 @@ export class LeaseHeartbeat implements OnApplicationShutdown {
   private readonly leases = new Set<TaskLease>();
   private timer: NodeJS.Timeout | undefined;
   private failing = false;
+  private beating = false;
+  private shutDown = false;
 
   constructor(
     @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
     private readonly tasks: TaskStore,
   ) {}
 
-  /** Leases held now. */
-  get size(): number {
-    return this.leases.size;
-  }
-
   hold(lease: TaskLease): void {
     this.leases.add(lease);
-    this.timer ??= setInterval(() => void this.beat(), this.options.heartbeatIntervalMs);
+    if (!this.shutDown) this.timer ??= setInterval(() => void this.beat(), this.options.heartbeatIntervalMs);
   }
 
   release(lease: TaskLease): void {
@@ -41,6 +38,7 @@ export class LeaseHeartbeat implements OnApplicationShutdown {
   }
 
   onApplicationShutdown(): void {
+    this.shutDown = true;
     clearInterval(this.timer);
     this.timer = undefined;
   }
@@ -48,7 +46,9 @@ export class LeaseHeartbeat implements OnApplicationShutdown {
   /** One heartbeat for every held lease; never throws (an outage is logged once). */
   async beat(): Promise<void> {
     const leases = [...this.leases];
-    if (!leases.length) return;
+    // One beat at a time: during an outage a beat waits, and ticks must not pile up on the pool.
+    if (!leases.length || this.beating) return;
+    this.beating = true;
     let owned: Set<string>;
     try {
       owned = await this.tasks.heartbeat(
@@ -59,6 +59,8 @@ export class LeaseHeartbeat implements OnApplicationShutdown {
       if (!this.failing) this.logger.warn(`Heartbeat failed (${describeError(error).message}); retrying every tick`);
       this.failing = true;
       return;
+    } finally {
+      this.beating = false;
     }
     if (this.failing) this.logger.log('Heartbeat works again');
     this.failing = false;

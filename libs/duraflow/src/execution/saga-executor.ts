@@ -8,9 +8,9 @@ import { TaskStatus } from '../interfaces/task-status';
 import { DeadLetterStore } from '../persistence/dead-letter.store';
 import { CompensableStep, StepStore } from '../persistence/step.store';
 import { TaskStore } from '../persistence/task.store';
-import { runCompensation } from './compensation';
+import { deadLetterError, runCompensation } from './compensation';
 import { describeError } from './json';
-import { persist } from './persist';
+import { isTransientDatabaseError, persist } from './persist';
 import { TaskLease } from './task-lease';
 
 /** How a rollback ended, as far as this process knows. */
@@ -108,13 +108,7 @@ export class SagaExecutor {
       if (!owned) lease.stop('lease-lost');
       return owned;
     }
-    const error = {
-      ...describeError(failure.error),
-      stepKey: step.stepKey,
-      compensationFn: step.compensationFn,
-      attempt: failure.attempts,
-      failedAt: new Date().toISOString(),
-    };
+    const error = deadLetterError(failure.error, { stepKey: step.stepKey, compensationFn: step.compensationFn, attempt: failure.attempts });
     this.logger.warn(`Compensation of step "${step.stepKey}" of task ${task.id} failed for good: ${error.message}; sent to the dead-letter queue`);
     const owned = await this.write(lease, () => this.deadLetters.insertDeadLetter(task.id, lease.claimToken, step.id, JSON.stringify(error)));
     if (!owned) lease.stop('lease-lost');
@@ -126,6 +120,8 @@ export class SagaExecutor {
     try {
       return await persist(statement, { giveUpAfterMs: this.options.reaper.staleAfterMs, signal: lease.signal });
     } catch (error) {
+      // Only an outage makes the rollback wait for recovery; a statement that is wrong is a bug to surface.
+      if (!isTransientDatabaseError(error)) throw error;
       throw new Unrecorded(`the database could not be reached (${describeError(error).message})`);
     }
   }

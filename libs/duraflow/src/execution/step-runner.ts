@@ -130,7 +130,7 @@ export class MemoizedStepRunner implements StepRunner {
       // A step's first completion goes through the process's group commit; after a failed
       // attempt its row exists and is upserted on its own.
       await this.checkpoint(() =>
-        rowMayExist ? this.steps.recordStepCompleted({ ...completed, rowMayExist }) : this.checkpoints.stepCompleted(completed),
+        rowMayExist ? this.steps.upsertCompletedStep(completed) : this.checkpoints.stepCompleted(completed),
       );
       if (compensationFn) this.hasCompensableSteps = true;
       // The value a replay would return, so a run behaves the same before and after a crash.

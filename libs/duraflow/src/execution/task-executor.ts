@@ -91,6 +91,7 @@ export class TaskExecutor {
   }
 
   private async recordFailure(taskId: string, lease: TaskLease, error: TaskError): Promise<RunOutcome> {
+    lease.markRecording(); // as for a completion: the slot is free while the failure commits
     try {
       const owned = await this.durably(lease, () => this.tasks.finishTaskWithError(taskId, lease.claimToken, TaskStatus.FAILED, JSON.stringify(error)));
       return owned ? 'failed' : 'stopped';

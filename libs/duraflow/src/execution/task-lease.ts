@@ -12,7 +12,6 @@ const STOP_MESSAGES: Record<RunStopReason, string> = {
 export class TaskLease {
   private readonly controller = new AbortController();
   private stopReason: RunStopReason | undefined;
-  private recordingOnly = false;
   /** Called once when the run's own code is over and only its outcome is being written. */
   onRecording: (() => void) | undefined;
 
@@ -29,15 +28,11 @@ export class TaskLease {
     return this.stopReason;
   }
 
-  /** The run's code is over; only its outcome is being written (it no longer needs a slot). */
-  get recording(): boolean {
-    return this.recordingOnly;
-  }
-
+  /** The run's code is over; only its outcome is being written (it no longer needs a slot). Once. */
   markRecording(): void {
-    if (this.recordingOnly) return;
-    this.recordingOnly = true;
-    this.onRecording?.();
+    const onRecording = this.onRecording;
+    this.onRecording = undefined;
+    onRecording?.();
   }
 
   /** Aborts the run's signal (and so the running step's); the first reason wins. */

@@ -18,13 +18,14 @@ export function ownedTaskRow(id: string, token: string): string {
 
 /**
  * The same for many claims at once: the rows of the tasks that the claims in `claims` (a
- * relation with columns task_id, claim_token) still own, read FOR SHARE in id order, so two
- * such statements lock their rows in the same order.
+ * relation with columns task_id, claim_token) still own, locked in id order (FOR SHARE to
+ * write beside them, FOR NO KEY UPDATE to update them). Every statement that locks several
+ * task rows goes through here, so no two of them wait for each other in a cycle.
  */
-export function ownedTaskRows(claims: string): string {
+export function ownedTaskRows(claims: string, lock: 'SHARE' | 'NO KEY UPDATE'): string {
   return `SELECT id, claim_token FROM agent_tasks
           WHERE (id, claim_token) IN (SELECT task_id, claim_token FROM ${claims}) AND status = 'running'
-          ORDER BY id FOR SHARE`;
+          ORDER BY id FOR ${lock}`;
 }
 
 /**

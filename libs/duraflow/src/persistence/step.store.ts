@@ -45,6 +45,10 @@ export interface CompensableStep {
 
 const OWNED_TASK = ownedTaskRow('$1', '$3');
 export const UNIQUE_VIOLATION = '23505';
+/** One step written `completed` while the claim ($1 task, $3 token) owns its task: nothing otherwise. */
+const INSERT_COMPLETED_STEP = `INSERT INTO step_runs (task_id, step_key, status, output, compensation_fn, attempt, started_at, completed_at, completion_seq)
+       SELECT $1, $2, 'completed', $4::jsonb, $5, $6, $7, clock_timestamp(), $8
+       FROM (${OWNED_TASK}) owner`;
 
 /** Every statement on `step_runs`. */
 @Injectable()
@@ -76,22 +80,14 @@ export class StepStore {
   }
 
   /**
-   * The checkpoint: one fenced statement writes the step `completed` with its output. A
-   * completed row is never overwritten. Returns false when this claim no longer owns the task.
-   * `rowMayExist`: a row of this step may exist (a failed attempt was written), so upsert.
+   * The checkpoint of a step whose row may exist already (a failed attempt was written, or a
+   * first write landed and its reply was lost): one fenced upsert writes it `completed` with
+   * its output. A completed row is never overwritten. Returns false when nothing was written
+   * (the claim no longer owns the task, or the step was completed already).
    */
-  async recordStepCompleted(step: CompletedStep & { rowMayExist: boolean }): Promise<boolean> {
-    if (!step.rowMayExist) {
-      try {
-        return (await this.insertCompletedSteps([step]))[0];
-      } catch (error) {
-        if ((error as { code?: string }).code !== UNIQUE_VIOLATION) throw error; // upsert below
-      }
-    }
+  async upsertCompletedStep(step: CompletedStep): Promise<boolean> {
     const { rowCount } = await this.db.query(
-      `INSERT INTO step_runs (task_id, step_key, status, output, compensation_fn, attempt, started_at, completed_at, completion_seq)
-       SELECT $1, $2, 'completed', $4::jsonb, $5, $6, $7, clock_timestamp(), $8
-       FROM (${OWNED_TASK}) owner
+      `${INSERT_COMPLETED_STEP}
        ON CONFLICT (task_id, step_key) DO UPDATE
        SET status = 'completed', output = EXCLUDED.output, error = NULL, compensation_fn = EXCLUDED.compensation_fn,
            attempt = EXCLUDED.attempt, started_at = EXCLUDED.started_at, completed_at = EXCLUDED.completed_at,
@@ -115,9 +111,7 @@ export class StepStore {
       // A lone checkpoint (an idle process): the simplest plan, the lowest latency.
       const [step] = steps;
       const { rowCount } = await this.db.query(
-        `INSERT INTO step_runs (task_id, step_key, status, output, compensation_fn, attempt, started_at, completed_at, completion_seq)
-         SELECT $1, $2, 'completed', $4::jsonb, $5, $6, $7, clock_timestamp(), $8
-         FROM (${OWNED_TASK}) owner`,
+        INSERT_COMPLETED_STEP,
         [step.taskId, step.stepKey, step.claimToken, step.outputJson, step.compensationFn, step.attempt, step.startedAt, step.completionSeq],
         'duraflow_step_inserted',
       );
@@ -127,7 +121,7 @@ export class StepStore {
       `WITH c AS (
          SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::varchar[], $4::jsonb[], $5::text[], $6::int[], $7::timestamptz[], $8::int[])
            AS c(task_id, claim_token, step_key, output, compensation_fn, attempt, started_at, completion_seq)
-       ), owner AS (${ownedTaskRows('c')})
+       ), owner AS (${ownedTaskRows('c', 'SHARE')})
        INSERT INTO step_runs (task_id, step_key, status, output, compensation_fn, attempt, started_at, completed_at, completion_seq)
        SELECT c.task_id, c.step_key, 'completed', c.output, c.compensation_fn, c.attempt, c.started_at, clock_timestamp(), c.completion_seq
        FROM c JOIN owner ON owner.id = c.task_id AND owner.claim_token = c.claim_token

@@ -4,7 +4,7 @@ import { AgentTask, RollbackReason } from '../entities/agent-task.entity';
 import { TaskStatus } from '../interfaces/task-status';
 import { CREATED_AT_MICROS, KeysetPosition, olderThan } from './cursor';
 import { DuraflowDatabase, SqlExecutor } from './duraflow-database';
-import { leftToUndo, ownedBy } from './fencing';
+import { leftToUndo, ownedBy, ownedTaskRows } from './fencing';
 import { TASK_COLUMNS, toAgentTask } from './row-mappers';
 
 export interface NewTask {
@@ -53,17 +53,6 @@ export interface ReapedTask {
 
 /** A write guarded by the claim: lands only while this claim still owns a running task. */
 const OWNED = ownedBy('$1', '$2');
-
-/**
- * Parallel arrays reordered by task id. The statements that write many claimed rows join
- * `unnest(...)` to agent_tasks, and for batches of this size the plan locks the rows in the
- * array's order; the checkpoint batch locks in id order too, so a heartbeat, a completion
- * batch and a checkpoint batch of one process do not wait for each other in a cycle.
- */
-function inIdOrder<T extends unknown[][]>(ids: string[], ...columns: T): [string[], ...T] {
-  const order = ids.map((_, index) => index).sort((a, b) => (ids[a] < ids[b] ? -1 : ids[a] > ids[b] ? 1 : 0));
-  return [order.map((index) => ids[index]), ...(columns.map((column) => order.map((index) => column[index])) as T)];
-}
 
 /** Every statement on `agent_tasks`. */
 @Injectable()
@@ -197,17 +186,19 @@ export class TaskStore {
    */
   async completeTasks(ids: string[], claimTokens: string[], outputs: Array<string | null>): Promise<Set<string>> {
     const { rows } = await this.db.query<{ id: string }>(
-      `WITH done AS (
+      `WITH c AS (
+         SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[]) AS c(task_id, claim_token, output)
+       ), owned AS (${ownedTaskRows('c', 'NO KEY UPDATE')}), done AS (
          UPDATE agent_tasks t
          SET status = 'completed', output = c.output, completed_at = now(), updated_at = now()
-         FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[]) AS c(id, claim_token, output)
-         WHERE t.id = c.id AND t.claim_token = c.claim_token AND t.status = 'running'
+         FROM owned JOIN c ON c.task_id = owned.id AND c.claim_token = owned.claim_token
+         WHERE t.id = owned.id
          RETURNING t.id
        ), notified AS (
          SELECT pg_notify('${TASK_FINISHED_CHANNEL}', string_agg(id::text, ',')) FROM done HAVING count(*) > 0
        )
        SELECT id FROM done, (SELECT count(*) FROM notified) AS sent`,
-      inIdOrder(ids, claimTokens, outputs),
+      [ids, claimTokens, outputs],
       'duraflow_complete_tasks',
     );
     return new Set(rows.map((row) => row.id));
@@ -326,11 +317,11 @@ export class TaskStore {
   /** One statement per process per tick; returns the claim tokens that still own their task. */
   async heartbeat(ids: string[], claimTokens: string[]): Promise<Set<string>> {
     const { rows } = await this.db.query<{ claim_token: string }>(
-      `UPDATE agent_tasks t SET heartbeat_at = now()
-       FROM unnest($1::uuid[], $2::uuid[]) AS owned(id, claim_token)
-       WHERE t.id = owned.id AND t.claim_token = owned.claim_token AND t.status = 'running'
+      `WITH c AS (SELECT * FROM unnest($1::uuid[], $2::uuid[]) AS c(task_id, claim_token)),
+       owned AS (${ownedTaskRows('c', 'NO KEY UPDATE')})
+       UPDATE agent_tasks t SET heartbeat_at = now() FROM owned WHERE t.id = owned.id
        RETURNING t.claim_token`,
-      inIdOrder(ids, claimTokens),
+      [ids, claimTokens],
       'duraflow_heartbeat',
     );
     return new Set(rows.map((row) => row.claim_token));

@@ -45,7 +45,6 @@ export class ReaperService implements OnApplicationBootstrap, OnApplicationShutd
   private ticks = 0;
   private reapEvery = 1;
   private reapFailing = false;
-  private wasLeader = false;
   private stopped = false;
 
   constructor(
@@ -109,10 +108,11 @@ export class ReaperService implements OnApplicationBootstrap, OnApplicationShutd
       if (this.scheduler?.doesExist('interval', REAPER_INTERVAL_NAME)) this.scheduler.deleteInterval(REAPER_INTERVAL_NAME);
       this.timer = undefined;
     }
-    await this.ticking;
-    await this.election?.close();
+    // Taken first: a start() during the awaits below makes an election of its own.
+    const election = this.election;
     this.election = undefined;
-    this.wasLeader = false;
+    await this.ticking;
+    await election?.close();
   }
 
   /** One reaping pass over tasks stale for longer than `reaper.staleAfterMs`, on any node (leader or not). */
@@ -143,11 +143,8 @@ export class ReaperService implements OnApplicationBootstrap, OnApplicationShutd
   private async leadAndReap(): Promise<void> {
     const election = this.election;
     if (!election) return;
+    // The election logs each change of leadership.
     const leader = await election.tick();
-    if (leader !== this.wasLeader) {
-      this.logger.log(leader ? `Worker ${this.options.workerId} is now the reaper leader (${election.kind})` : `Worker ${this.options.workerId} is no longer the reaper leader`);
-      this.wasLeader = leader;
-    }
     if (!leader || this.stopped) return;
     // Counted in ticks, not measured: a tick late by a round trip must not skip a whole interval.
     if ((this.ticks - 1) % this.reapEvery !== 0) return;

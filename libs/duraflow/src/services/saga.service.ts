@@ -10,8 +10,7 @@ import {
   DeadLetterTaskActiveError,
   InvalidListOptionsError,
 } from '../errors';
-import { runCompensation } from '../execution/compensation';
-import { describeError } from '../execution/json';
+import { deadLetterError, runCompensation } from '../execution/compensation';
 import { decodeCursor, keysetPage, listLimit, UUID_PATTERN } from '../persistence/cursor';
 import { DeadLetterForRetry, DeadLetterStore } from '../persistence/dead-letter.store';
 import { DuraflowDatabase, SqlExecutor } from '../persistence/duraflow-database';
@@ -96,14 +95,12 @@ export class SagaService {
         await this.deadLetters.resolve(tx, entry.deadLetter, true);
         return { outcome: 'compensated' as const, deadLetter: null };
       }
-      const error = {
-        ...describeError(outcome.error),
+      const error = deadLetterError(outcome.error, {
         stepKey: entry.stepKey,
         compensationFn: entry.compensationFn,
         attempt: 1,
         retry: (entry.deadLetter.retryCount ?? 0) + 1,
-        failedAt: new Date().toISOString(),
-      };
+      });
       return { outcome: 'failed' as const, deadLetter: await this.deadLetters.recordRetryFailure(tx, id, JSON.stringify(error)) };
     });
     const { taskId, ...retried } = result;

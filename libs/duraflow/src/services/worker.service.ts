@@ -82,9 +82,9 @@ interface WaitingTask {
 }
 
 /** With `prefetch: 'auto'`, runs shorter than this (on average, and none running longer) make it claim ahead. */
-export const AUTO_PREFETCH_SHORT_RUN_MS = 50;
+const AUTO_PREFETCH_SHORT_RUN_MS = 50;
 /** With `prefetch: 'auto'`, a task claimed ahead that waited this long for a slot goes back to pending. */
-export const AUTO_PREFETCH_MAX_WAIT_MS = 500;
+const AUTO_PREFETCH_MAX_WAIT_MS = 500;
 
 /**
  * Claims tasks of the workflows this process registers and runs up to `concurrency` at
@@ -225,21 +225,24 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
    */
   private handBackLongWaiting(): void {
     if (this.options.worker.prefetch !== 'auto' || !this.waiting.length) return;
+    // `waiting` is in claim order: the ones that waited longest are at its head.
     const waitedSince = performance.now() - AUTO_PREFETCH_MAX_WAIT_MS;
-    const waitedLong = this.waiting.filter((entry) => entry.since <= waitedSince);
-    if (!waitedLong.length) return;
-    for (const entry of waitedLong) this.waiting.splice(this.waiting.indexOf(entry), 1);
-    for (const { lease } of waitedLong) lease.stop('handed-back');
-    void this.handBack(
-      waitedLong.map(({ lease }) => lease),
-      'waited too long for a slot',
-    ).then(() => {
-      // Their runs end now: stopped before they started, they run nothing.
-      for (const { start } of waitedLong) {
-        this.executing++;
-        start();
-      }
-    });
+    const fresh = this.waiting.findIndex((entry) => entry.since > waitedSince);
+    const count = fresh < 0 ? this.waiting.length : fresh;
+    if (count) void this.handBackWaiting(this.waiting.splice(0, count), 'handed-back', 'that waited too long for a slot');
+  }
+
+  /** Hands back tasks claimed ahead that never started; their runs then end at once, running nothing. */
+  private async handBackWaiting(entries: WaitingTask[], reason: 'handed-back' | 'shutdown', why: string): Promise<void> {
+    for (const { lease } of entries) lease.stop(reason);
+    await this.handBack(
+      entries.map(({ lease }) => lease),
+      why,
+    );
+    for (const { start } of entries) {
+      this.executing++; // the slot its run gives back when it ends
+      start();
+    }
   }
 
   private schedulePoll(): void {
@@ -287,18 +290,7 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
     await this.claimLoop;
     // Tasks claimed ahead and not started go back at once; they never start here.
     const notStarted = this.waiting.splice(0);
-    if (notStarted.length) {
-      for (const { lease } of notStarted) lease.stop('shutdown');
-      await this.handBack(
-        notStarted.map(({ lease }) => lease),
-        'on shutdown',
-      );
-      // Let their runs end now: stopped before they started, they run nothing.
-      for (const { start } of notStarted) {
-        this.executing++;
-        start();
-      }
-    }
+    if (notStarted.length) await this.handBackWaiting(notStarted, 'shutdown', 'on shutdown');
     const finished = Promise.all([...this.running.values()].map((run) => run.done));
     let timer: NodeJS.Timeout | undefined;
     const timedOut = await Promise.race([

@@ -194,6 +194,11 @@ export class WorkflowService {
   }
 
   private async cancelAndCompensate(id: string): Promise<AgentTask> {
+    const current = await this.tasks.findTask(id);
+    if (!current) throw new TaskNotFoundError(id);
+    // Its compensations run in this process: one that does not register the workflow would send
+    // every step to the dead-letter queue. UnknownWorkflowError, and nothing written.
+    this.registry.get(current.workflowName);
     const { task, previousStatus, claimToken } = await this.tasks.takeOverForCancelRollback(id, this.options.workerId);
     if (!previousStatus) throw new TaskNotFoundError(id);
     if (!task) throw new TaskAlreadyFinishedError(id, previousStatus);
