@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { DURAFLOW_MODULE_OPTIONS, DuraflowModuleOptions, REAPER_INTERVAL_NAME, WorkerService } from '@duraflow/nestjs';
 import { createTestDatabase, TestDatabase } from './support/database';
@@ -5,6 +6,7 @@ import { RedisServer, SHARED_REDIS_URL } from './support/redis-server';
 import { eventually, http, startTestEngine } from './fixtures/engine/engine-app';
 import { seedBookedFlight, seedDeadLetter } from './fixtures/engine/seeded-tasks';
 import { RunningEngine } from '../src/engine';
+import { OrderGateway } from '../src/workflows/order-processing.workflow';
 
 const MISSING_ID = '00000000-0000-4000-8000-000000000000';
 const LATER = new Date(Date.now() + 3_600_000).toISOString();
@@ -199,6 +201,117 @@ describe('the engine HTTP API', () => {
       const bad = await http(engine, 'GET', '/dead-letters?taskId=nope');
       expect(bad.status).toBe(400);
       expect(bad.body.message).toMatch(/taskId must be a UUID/);
+    });
+  });
+
+  describe('malformed and oversized requests', () => {
+    /** What the engine writes to stdout and stderr while `run` runs (Nest's logger writes there). */
+    async function logsDuring(run: () => Promise<void>): Promise<string> {
+      const written: string[] = [];
+      const spies = [process.stdout, process.stderr].map((stream) =>
+        jest.spyOn(stream, 'write').mockImplementation((chunk: string | Uint8Array) => {
+          written.push(String(chunk));
+          return true;
+        }),
+      );
+      try {
+        await run();
+      } finally {
+        for (const spy of spies) spy.mockRestore();
+      }
+      return written.join('');
+    }
+
+    const taskCount = async () => (await db.client.query(`SELECT count(*)::int AS n FROM agent_tasks`)).rows[0].n;
+
+    it('answers 400 INVALID_CURSOR to a tampered cursor whose time overflows, on /tasks and /dead-letters', async () => {
+      const cursor = Buffer.from(`9999999999999999999:${randomUUID()}`).toString('base64url');
+      for (const path of [`/tasks?cursor=${cursor}`, `/dead-letters?cursor=${cursor}`]) {
+        const response = await http(engine, 'GET', path);
+        expect([path, response.status]).toEqual([path, 400]);
+        expect(response.body).toMatchObject({ error: 'INVALID_CURSOR', message: expect.stringMatching(/Invalid list cursor/) });
+      }
+    });
+
+    it('answers 400 to a body nested 3,000 and 5,000 levels deep, before anything recurses into it, logging nothing', async () => {
+      const before = await taskCount();
+      const responses: Array<{ status: number; body: any }> = [];
+      const logs = await logsDuring(async () => {
+        for (const depth of [3_000, 5_000]) {
+          const arrays = '['.repeat(depth) + ']'.repeat(depth);
+          const objects = '{"a":'.repeat(depth) + '{}' + '}'.repeat(depth);
+          for (const input of [arrays, objects]) {
+            const response = await fetch(`${engine.httpUrl}/tasks`, {
+              method: 'POST',
+              headers: { 'content-type': 'application/json' },
+              body: `{"workflowName":"booking","input":${input}}`,
+            });
+            responses.push({ status: response.status, body: await response.json() });
+          }
+        }
+      });
+
+      for (const response of responses) {
+        expect(response).toEqual({
+          status: 400,
+          body: {
+            statusCode: 400,
+            error: 'INVALID_REQUEST',
+            message: 'Invalid request: input must not nest objects and arrays deeper than 100 levels.',
+            violations: [{ property: 'input', constraints: { maxDepth: 'input must not nest objects and arrays deeper than 100 levels' } }],
+          },
+        });
+      }
+      expect(logs).toBe('');
+      expect(await taskCount()).toBe(before);
+    });
+
+    it('takes an input exactly 100 levels deep, as the library does', async () => {
+      const input = { ...BOOKING, notes: JSON.parse('['.repeat(99) + ']'.repeat(99)) };
+      const created = await http(engine, 'POST', '/tasks', { body: { workflowName: 'booking', input } });
+      expect(created.status).toBe(201);
+      expect(created.body.input).toEqual(input);
+      const tooDeep = await http(engine, 'POST', '/tasks', { body: { workflowName: 'booking', input: { ...input, notes: [input.notes] } } });
+      expect(tooDeep.status).toBe(400);
+    });
+
+    it('answers 409 to the retry of a dead letter whose compensation_fn names another workflow’s undo, and runs nothing', async () => {
+      const refunds = jest.spyOn(engine.app.get(OrderGateway), 'refund');
+      const tampered = await seedDeadLetter(db.client, 'order-processing.refundCard');
+
+      const response = await http(engine, 'POST', `/dead-letters/${tampered.deadLetterId}/retry`);
+
+      expect(response.status).toBe(409);
+      expect(response.body).toMatchObject({
+        error: 'COMPENSATION_NOT_REGISTERED',
+        message: expect.stringMatching(/"order-processing\.refundCard" of step "book-flight" of workflow "booking" is not registered/),
+      });
+      expect(refunds).not.toHaveBeenCalled();
+      refunds.mockRestore();
+    });
+
+    it('keeps GET /tasks?limit=1000 within 2 MiB over tasks of a megabyte each, and pages through all of them', async () => {
+      const half = 'x'.repeat(500_000);
+      const ids: string[] = [];
+      for (let i = 0; i < 6; i++) {
+        const { rows } = await db.client.query(
+          `INSERT INTO agent_tasks (workflow_name, status, input, output, completed_at)
+           VALUES ('bulk-export', 'completed', $1, $2, now()) RETURNING id`,
+          [{ blob: half }, { blob: half }],
+        );
+        ids.unshift(rows[0].id);
+      }
+
+      const listed: string[] = [];
+      let cursor = '';
+      do {
+        const page = await http(engine, 'GET', `/tasks?workflowName=bulk-export&limit=1000${cursor && `&cursor=${cursor}`}`);
+        expect(page.status).toBe(200);
+        expect(Buffer.byteLength(JSON.stringify(page.body))).toBeLessThanOrEqual(2 * 1024 * 1024);
+        listed.push(...page.body.items.map((task: any) => task.id));
+        cursor = page.body.nextCursor ?? '';
+      } while (cursor && listed.length <= ids.length);
+      expect(listed).toEqual(ids);
     });
   });
 

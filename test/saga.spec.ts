@@ -438,23 +438,26 @@ describe('saga', () => {
       expect(scenario.attempts(defaults.id)).toEqual([['charge', 1]]);
 
       const registry = app.get(WorkflowRegistry);
-      const options = (name: string) => {
-        const { retries, timeout } = registry.resolveCompensation(name)!.options;
+      const options = (workflowName: string, stepKey: string, name: string) => {
+        const { retries, timeout } = registry.resolveCompensation(workflowName, stepKey, name)!.options;
         return { retries, timeout };
       };
-      expect(options('stay.releaseRoom')).toEqual({ retries: 2, timeout: 2_000 });
-      expect(options('stay.refundDeposit')).toEqual({ retries: 0, timeout: 100 });
-      expect(options('stay.retractNotice')).toEqual({ retries: 1, timeout: 5_000 });
-      expect(options('undo-defaults.compensations.charge')).toEqual({ retries: 0, timeout: 5_000 });
+      expect(options('stay', 'reserve-room', 'stay.releaseRoom')).toEqual({ retries: 2, timeout: 2_000 });
+      expect(options('stay', 'hold-deposit', 'stay.refundDeposit')).toEqual({ retries: 0, timeout: 100 });
+      expect(options('stay', 'notify-guest', 'stay.retractNotice')).toEqual({ retries: 1, timeout: 5_000 });
+      expect(options('undo-defaults', 'charge', 'undo-defaults.compensations.charge')).toEqual({ retries: 0, timeout: 5_000 });
     });
 
     it('gives a compensation 30 s and 2 retries when nothing says otherwise', async () => {
       const app = await boot({ duraflow: { ...SUBMIT_ONLY, compensation: undefined } });
       const registry = app.get(WorkflowRegistry);
 
-      expect(registry.resolveCompensation('undo-defaults.compensations.charge')!.options).toMatchObject({ retries: 2, timeout: 30_000 });
-      expect(registry.resolveCompensation('trip.cancelHotel')!.options).toMatchObject({ retries: 2, timeout: 30_000 });
-      expect(registry.resolveCompensation('stay.retractNotice')!.options).toMatchObject({ retries: 1, timeout: 30_000 });
+      expect(registry.resolveCompensation('undo-defaults', 'charge', 'undo-defaults.compensations.charge')!.options).toMatchObject({
+        retries: 2,
+        timeout: 30_000,
+      });
+      expect(registry.resolveCompensation('trip', 'book-hotel', 'trip.cancelHotel')!.options).toMatchObject({ retries: 2, timeout: 30_000 });
+      expect(registry.resolveCompensation('stay', 'notify-guest', 'stay.retractNotice')!.options).toMatchObject({ retries: 1, timeout: 30_000 });
     });
   });
 
@@ -535,6 +538,49 @@ describe('saga', () => {
       await expect(retry).rejects.toMatchObject({ code: 'COMPENSATION_NOT_REGISTERED' });
       expect(await deadLetterRows(taskId)).toEqual([deadLetter]);
       expect((await taskRow(taskId)).status).toBe(TaskStatus.PARTIAL_ROLLBACK);
+    });
+
+    it('resolves a name only to its own workflow’s compensation of that step: a tampered compensation_fn is dead-lettered, and so is its retry', async () => {
+      // Each name below resolved before, to an undo that this process registers.
+      const tampered = {
+        'link-1': functionalUndoName('order', 'charge-card'), // another workflow's refund
+        'link-2': functionalUndoName('chain', 'link-3'), // this workflow, another step's undo
+        'link-3': 'trip.cancelFlight', // a decorated workflow's undo
+      };
+      const { taskId, stepIds } = await writeCrashedRun(db.client, {
+        workflowName: 'chain',
+        status: 'pending',
+        rollbackReason: 'failed',
+        error: STEP_FAILED_BY_BREAK,
+        steps: [
+          ...Object.entries(tampered).map(([key, compensationFn]) => ({ key, output: { link: key }, compensationFn })),
+          { key: 'link-4', output: { link: 'link-4' }, compensationFn: functionalUndoName('chain', 'link-4') },
+          { key: 'break', status: 'failed' as const },
+        ],
+      });
+      const app = await boot();
+      const done = await app.get(WorkflowService).waitFor(taskId, { timeoutMs: 15_000 });
+
+      expect(done.status).toBe(TaskStatus.PARTIAL_ROLLBACK);
+      expect(scenario.undoCalls.map((call) => [call.taskId, call.stepKey])).toEqual([[taskId, 'link-4']]);
+      const deadLetters = await deadLetterRows(taskId);
+      expect(deadLetters.map((row) => [row.step_id, row.error.code, row.error.compensationFn]).sort()).toEqual(
+        Object.entries(tampered)
+          .map(([key, compensationFn]) => [stepIds[key], 'COMPENSATION_NOT_REGISTERED', compensationFn])
+          .sort(),
+      );
+      expect(deadLetters[0].error.message).toMatch(/of workflow "chain" is not registered in this process/);
+
+      for (const row of deadLetters) {
+        await expect(app.get(SagaService).retryDeadLetter(row.id)).rejects.toMatchObject({
+          name: 'CompensationNotRegisteredError',
+          code: 'COMPENSATION_NOT_REGISTERED',
+          compensationFn: row.error.compensationFn,
+        });
+      }
+      expect(scenario.undoCalls).toHaveLength(1);
+      expect(await deadLetterRows(taskId)).toEqual(deadLetters);
+      expect(await compensatedSteps(taskId)).toEqual(['link-4']);
     });
   });
 

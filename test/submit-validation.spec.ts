@@ -297,6 +297,50 @@ describe('submit validation (bad input gets a typed error and writes nothing)', 
     });
   });
 
+  describe('input nesting (maxJsonDepth, default 100)', () => {
+    /** `[[[…]]]`, `depth` arrays deep. */
+    const nestedArrays = (depth: number): unknown => JSON.parse('['.repeat(depth) + ']'.repeat(depth));
+
+    it.each([3_000, 5_000, 100_000])(
+      'rejects input nested %i levels deep with InputValidationError before anything recurses into it, and writes nothing',
+      async (depth) => {
+        const error = await expectRejectedWithoutWrite(() => workflows.submit('echo', nestedArrays(depth)), InputValidationError, 'INVALID_INPUT');
+        expect(error.violations).toEqual([
+          { property: `${'[0]'.repeat(100)}`, constraints: { maxDepth: expect.stringContaining('deeper than 100 levels') } },
+        ]);
+        expect(error.message).toMatch(/input must not nest objects and arrays deeper than 100 levels \(DuraflowModule's maxJsonDepth\)/);
+      },
+    );
+
+    it('checks the nesting before the DTO (class-transformer would overflow the stack), naming the property', async () => {
+      const error = await expectRejectedWithoutWrite(
+        () => workflows.submit('booking', { ...validBooking, route: { from: 'LHR', to: 'JFK', via: nestedArrays(5_000) } }),
+        InputValidationError,
+        'INVALID_INPUT',
+      );
+      expect(error.violations[0].property).toBe(`route.via${'[0]'.repeat(98)}`);
+    });
+
+    it('names the index of the input in submitMany', async () => {
+      const error = await expectRejectedWithoutWrite(
+        () => workflows.submitMany('echo', [{}, { tree: nestedArrays(4_000) }]),
+        InputValidationError,
+        'INVALID_INPUT',
+      );
+      expect(error.violations[0].property).toBe(`[1].tree${'[0]'.repeat(99)}`);
+    });
+
+    it('accepts input exactly 100 levels deep, and still names a cycle as not serializable', async () => {
+      const task = await workflows.submit('echo', nestedArrays(100));
+      expect(await storedInput(task.id)).toEqual(nestedArrays(100));
+
+      const looped: Record<string, unknown> = { name: 'loop' };
+      looped.self = looped;
+      const error = await expectRejectedWithoutWrite(() => workflows.submit('echo', looped), NotSerializableError, 'NOT_SERIALIZABLE');
+      expect(error.path).toBe('$.self');
+    });
+  });
+
   describe('input size', () => {
     it('accepts input of exactly maxInputBytes', async () => {
       const input = inputOfBytes(MAX_INPUT_BYTES);

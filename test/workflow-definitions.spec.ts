@@ -98,7 +98,7 @@ describe('workflow definitions', () => {
       await workflows.waitFor(task.id, WAIT);
       const [bookFlight] = await workflows.getSteps(task.id);
 
-      const compensation = app.get(WorkflowRegistry).resolveCompensation(bookFlight.compensationFn!);
+      const compensation = app.get(WorkflowRegistry).resolveCompensation('booking', 'book-flight', bookFlight.compensationFn!);
       expect(compensation?.fn).toBeInstanceOf(Function);
       await compensation!.fn(bookFlight.output, {
         runId: task.id,
@@ -145,7 +145,7 @@ describe('workflow definitions', () => {
       await workflows.waitFor(task.id, WAIT);
       const [charge] = await workflows.getSteps(task.id);
 
-      const compensation = app.get(WorkflowRegistry).resolveCompensation(charge.compensationFn!);
+      const compensation = app.get(WorkflowRegistry).resolveCompensation('payment', charge.stepKey, charge.compensationFn!);
       await compensation!.fn(charge.output, {
         runId: task.id,
         workflowName: 'payment',

@@ -4,6 +4,8 @@ import { DataSource } from 'typeorm';
 import {
   InvalidCursorError,
   InvalidListOptionsError,
+  InvalidWaitOptionsError,
+  SagaService,
   TaskAlreadyFinishedError,
   TaskNotFoundError,
   TaskStatus,
@@ -14,6 +16,8 @@ import {
   workflow,
   WorkflowService,
 } from '@duraflow/nestjs';
+import { TASK_FINISHED_CHANNEL } from '../libs/duraflow/src/duraflow.constants';
+import { TaskNotifications } from '../libs/duraflow/src/notifications/task-notifications';
 import { StepBarrier } from './fixtures/worker/barrier';
 import { TestBed } from './fixtures/worker/test-bed';
 import { waitUntil } from './fixtures/worker/wait';
@@ -47,6 +51,11 @@ describe('WorkflowService', () => {
 
   beforeEach(() => bed.setUp());
   afterEach(() => bed.tearDown());
+
+  /** waitFor calls listening for finished tasks right now. */
+  function finishedListeners(app: TestingModule): number {
+    return app.get(TaskNotifications)['listeners'].get(TASK_FINISHED_CHANNEL)!.size;
+  }
 
   async function countTasks(where = 'TRUE', values: unknown[] = []): Promise<number> {
     const { rows } = await bed.db.client.query(`SELECT count(*)::int AS n FROM agent_tasks WHERE ${where}`, values);
@@ -381,6 +390,23 @@ describe('WorkflowService', () => {
       expect((await workflows.list({ cursor: nextCursor! })).items).toHaveLength(1);
     });
 
+    it('range-checks the cursor: a tampered one whose time overflows gets InvalidCursorError, not a database error', async () => {
+      const app = await bed.start({ duraflow: { ...SUBMIT_ONLY, workflows: [recordingWorkflow('alpha', [])] } });
+      const workflows = app.get(WorkflowService);
+      const saga = app.get(SagaService);
+      const tampered = (micros: string) => Buffer.from(`${micros}:${randomUUID()}`).toString('base64url');
+
+      for (const micros of ['9999999999999999999', '-9999999999999999999', '9223372036854775807', '9007199254740992', '-9007199254740992']) {
+        await expect(workflows.list({ cursor: tampered(micros) })).rejects.toMatchObject({ name: 'InvalidCursorError', code: 'INVALID_CURSOR' });
+        await expect(saga.listDeadLetters({ cursor: tampered(micros) })).rejects.toBeInstanceOf(InvalidCursorError);
+      }
+      // The edges of the range are a position like any other: everything is older than the newest one.
+      const task = await workflows.submit('alpha', {});
+      expect((await workflows.list({ cursor: tampered('9007199254740991') })).items.map((t) => t.id)).toEqual([task.id]);
+      expect((await workflows.list({ cursor: tampered('-9007199254740991') })).items).toEqual([]);
+      expect((await saga.listDeadLetters({ cursor: tampered('9007199254740991') })).items).toEqual([]);
+    });
+
     it('rejects a limit outside 1..1000 or an unknown status with InvalidListOptionsError', async () => {
       const app = await bed.start({ duraflow: { ...SUBMIT_ONLY, workflows: [recordingWorkflow('alpha', [])] } });
       const workflows = app.get(WorkflowService);
@@ -548,6 +574,69 @@ describe('WorkflowService', () => {
       const app = await bed.start({ duraflow: { ...SUBMIT_ONLY, workflows: [outcomes] } });
 
       await expect(app.get(WorkflowService).waitFor(randomUUID(), { timeoutMs: 1_000 })).rejects.toBeInstanceOf(TaskNotFoundError);
+    });
+
+    it.each([
+      ['timeoutMs', Number.NaN],
+      ['timeoutMs', Number.POSITIVE_INFINITY],
+      ['timeoutMs', -1],
+      ['timeoutMs', 2.5],
+      ['timeoutMs', 2 ** 31],
+      ['timeoutMs', '1000'],
+      ['pollIntervalMs', Number.NaN],
+      ['pollIntervalMs', Number.POSITIVE_INFINITY],
+      ['pollIntervalMs', 0],
+      ['pollIntervalMs', 9],
+      ['pollIntervalMs', 1e12],
+    ])('rejects %s = %p with InvalidWaitOptionsError before reading anything', async (option, value) => {
+      const app = await bed.start({ duraflow: { ...SUBMIT_ONLY, workflows: [outcomes] } });
+      const workflows = app.get(WorkflowService);
+      const task = await workflows.submit('outcome', { fail: false }, { scheduledAt: new Date(Date.now() + 3_600_000) });
+      const reads = jest.spyOn(workflows, 'get');
+      const listeners = finishedListeners(app);
+
+      const error = await workflows.waitFor(task.id, { [option]: value }).catch((e: unknown) => e);
+
+      expect(error).toBeInstanceOf(InvalidWaitOptionsError);
+      expect(error).toMatchObject({ code: 'INVALID_WAIT_OPTIONS', option, message: expect.stringContaining(`"${option}"`) });
+      expect(reads).not.toHaveBeenCalled();
+      expect(finishedListeners(app)).toBe(listeners);
+    });
+
+    it('accepts the edges of the ranges: timeoutMs 0 looks once, pollIntervalMs 10 and 2^31-1 wait as asked', async () => {
+      const app = await bed.start({ duraflow: { ...SUBMIT_ONLY, workflows: [outcomes] } });
+      const workflows = app.get(WorkflowService);
+      const task = await workflows.submit('outcome', { fail: false }, { scheduledAt: new Date(Date.now() + 3_600_000) });
+      const reads = jest.spyOn(workflows, 'get');
+
+      await expect(workflows.waitFor(task.id, { timeoutMs: 0 })).rejects.toMatchObject({ code: 'WAIT_TIMEOUT', timeoutMs: 0 });
+      expect(reads).toHaveBeenCalledTimes(1);
+      for (const pollIntervalMs of [10, 2 ** 31 - 1]) {
+        await expect(workflows.waitFor(task.id, { timeoutMs: 50, pollIntervalMs })).rejects.toBeInstanceOf(WaitForTimeoutError);
+      }
+    });
+
+    it('removes its listener however it ends: finished, timed out, not found, or failed to read', async () => {
+      const app = await bed.start({ duraflow: { workflows: [outcomes] } });
+      const workflows = app.get(WorkflowService);
+      const done = await workflows.submit('outcome', { fail: false });
+      const waiting = await workflows.submit('outcome', { fail: false }, { scheduledAt: new Date(Date.now() + 3_600_000) });
+      const listeners = finishedListeners(app); // the worker's own
+
+      await expect(workflows.waitFor(done.id, { timeoutMs: 10_000 })).resolves.toMatchObject({ status: TaskStatus.COMPLETED });
+      await expect(workflows.waitFor(waiting.id, { timeoutMs: 100 })).rejects.toBeInstanceOf(WaitForTimeoutError);
+      await expect(workflows.waitFor(randomUUID(), { timeoutMs: 100 })).rejects.toBeInstanceOf(TaskNotFoundError);
+      expect(finishedListeners(app)).toBe(listeners);
+      const pending = workflows.waitFor(waiting.id, { timeoutMs: 10_000, pollIntervalMs: 20 });
+      expect(finishedListeners(app)).toBe(listeners + 1);
+      await bed.db.client.query(`ALTER TABLE agent_tasks RENAME TO agent_tasks_away`); // its next read fails
+      try {
+        await expect(pending).rejects.toThrow(/agent_tasks/);
+      } finally {
+        await bed.db.client.query(`ALTER TABLE agent_tasks_away RENAME TO agent_tasks`);
+      }
+
+      expect(finishedListeners(app)).toBe(listeners);
     });
   });
 });

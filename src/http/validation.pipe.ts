@@ -1,28 +1,52 @@
-import { BadRequestException, HttpStatus, ValidationError, ValidationPipe } from '@nestjs/common';
+import { ArgumentMetadata, BadRequestException, HttpStatus, ValidationError, ValidationPipe } from '@nestjs/common';
+import { DEFAULT_MAX_JSON_DEPTH, jsonPathDeeperThan } from '@duraflow/nestjs';
+
+type Violation = { property: string; constraints: Record<string, string> };
+
+/**
+ * How deep a request value may nest before class-transformer walks it: a submit's `input`
+ * (one level down in the body) as deep as the library accepts it. Thousands of levels would
+ * overflow the stack in class-transformer, a 500 instead of a 400.
+ */
+const MAX_REQUEST_DEPTH = DEFAULT_MAX_JSON_DEPTH + 1;
 
 /**
  * The global pipe: DTOs transformed and checked, unknown properties refused, and a 400
  * shaped like the Duraflow errors (`message` says what is wrong, `violations` lists it).
+ * A value nested too deep is refused before anything recurses into it.
  */
+class DuraflowValidationPipe extends ValidationPipe {
+  override async transform(value: unknown, metadata: ArgumentMetadata): Promise<unknown> {
+    const tooDeep = jsonPathDeeperThan(value, MAX_REQUEST_DEPTH);
+    if (tooDeep !== undefined) {
+      const property = /^\$\.([^.[]+)/.exec(tooDeep)?.[1] ?? '$';
+      const levels = property === '$' ? MAX_REQUEST_DEPTH : MAX_REQUEST_DEPTH - 1;
+      throw invalidRequest([{ property, constraints: { maxDepth: `${property} must not nest objects and arrays deeper than ${levels} levels` } }]);
+    }
+    return super.transform(value, metadata);
+  }
+}
+
 export function createValidationPipe(): ValidationPipe {
-  return new ValidationPipe({
+  return new DuraflowValidationPipe({
     transform: true,
     whitelist: true,
     forbidNonWhitelisted: true,
     stopAtFirstError: true,
-    exceptionFactory: (errors) => {
-      const violations = flatten(errors);
-      return new BadRequestException({
-        statusCode: HttpStatus.BAD_REQUEST,
-        error: 'INVALID_REQUEST',
-        message: `Invalid request: ${violations.flatMap((v) => Object.values(v.constraints)).join('; ')}.`,
-        violations,
-      });
-    },
+    exceptionFactory: (errors) => invalidRequest(flatten(errors)),
   });
 }
 
-function flatten(errors: ValidationError[], prefix = ''): Array<{ property: string; constraints: Record<string, string> }> {
+function invalidRequest(violations: Violation[]): BadRequestException {
+  return new BadRequestException({
+    statusCode: HttpStatus.BAD_REQUEST,
+    error: 'INVALID_REQUEST',
+    message: `Invalid request: ${violations.flatMap((v) => Object.values(v.constraints)).join('; ')}.`,
+    violations,
+  });
+}
+
+function flatten(errors: ValidationError[], prefix = ''): Violation[] {
   return errors.flatMap((error) => {
     const property = prefix ? `${prefix}.${error.property}` : error.property;
     const own = error.constraints ? [{ property, constraints: error.constraints }] : [];

@@ -12,3 +12,8 @@ export const TASK_FINISHED_CHANNEL = 'duraflow_task_finished';
 
 /** Workflow names, as DESIGN.md semantic 9 defines them. */
 export const WORKFLOW_NAME_PATTERN = /^[A-Za-z0-9_-]{1,255}$/;
+
+/** The default of the `maxJsonDepth` option. */
+export const DEFAULT_MAX_JSON_DEPTH = 100;
+/** The most `maxJsonDepth` may be: a few thousand levels down, class-transformer and JSON.stringify overflow the stack. */
+export const MAX_JSON_DEPTH = 1000;

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
+import { DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH } from './duraflow.constants';
 import { InvalidDuraflowOptionsError } from './errors';
 import { REAPER_LEADER_KEY } from './leader/leader-election';
 import { FunctionalWorkflowDefinition } from './interfaces/workflow-definition';
@@ -87,6 +88,22 @@ export interface DuraflowModuleOptions {
   compensation?: StepOptions;
   /** Largest accepted input, as JSON bytes. Default 1 MiB. */
   maxInputBytes?: number;
+  /**
+   * Largest output a step or a workflow may return, as JSON bytes. A larger one is never
+   * stored: the step (or the run) fails with OutputTooLargeError. Default 1 MiB.
+   */
+  maxOutputBytes?: number;
+  /**
+   * Deepest nesting of objects and arrays accepted in an input (InputValidationError) or an
+   * output (the step fails with NotSerializableError), checked before anything recurses into
+   * the value. 1 to 1000; default 100.
+   */
+  maxJsonDepth?: number;
+  /**
+   * Size of a `list` / `listDeadLetters` page, in bytes of its rows as text: a page ends early
+   * (with a `nextCursor`) rather than go over it, and holds at least one item. Default 2 MiB.
+   */
+  maxListPageBytes?: number;
 }
 
 export interface ResolvedBackoff {
@@ -114,6 +131,9 @@ export interface ResolvedDuraflowOptions {
   step: ResolvedStepOptions;
   compensation: ResolvedStepOptions;
   maxInputBytes: number;
+  maxOutputBytes: number;
+  maxJsonDepth: number;
+  maxListPageBytes: number;
 }
 
 export const DEFAULT_BACKOFF: ResolvedBackoff = { initialDelayMs: 100, factor: 2, maxDelayMs: 30_000 };
@@ -152,6 +172,9 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
     step: resolveStepOptions(options.step, { retries: 0, timeout: undefined, backoff: DEFAULT_BACKOFF }, 'step'),
     compensation: resolveStepOptions(options.compensation, DEFAULT_COMPENSATION_OPTIONS, 'compensation'),
     maxInputBytes: options.maxInputBytes ?? 1024 * 1024,
+    maxOutputBytes: options.maxOutputBytes ?? 1024 * 1024,
+    maxJsonDepth: options.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH,
+    maxListPageBytes: options.maxListPageBytes ?? 2 * 1024 * 1024,
   };
   checkText('workerId', resolved.workerId, 255);
   if (resolved.redis !== undefined && (typeof resolved.redis !== 'object' || resolved.redis === null || !(resolved.redis.url || resolved.redis.host))) {
@@ -172,6 +195,12 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
   checkText('reaper.leaderKey', resolved.reaper.leaderKey, 255);
   checkInteger('maxRetries', resolved.maxRetries, 0);
   checkInteger('maxInputBytes', resolved.maxInputBytes, 1);
+  checkInteger('maxOutputBytes', resolved.maxOutputBytes, 1);
+  checkInteger('maxJsonDepth', resolved.maxJsonDepth, 1);
+  if (resolved.maxJsonDepth > MAX_JSON_DEPTH) {
+    throw new InvalidDuraflowOptionsError('maxJsonDepth', `must be at most ${MAX_JSON_DEPTH}, got ${resolved.maxJsonDepth}.`);
+  }
+  checkInteger('maxListPageBytes', resolved.maxListPageBytes, 1);
   if (!Array.isArray(resolved.workflows)) {
     throw new InvalidDuraflowOptionsError('workflows', 'must be an array of workflow(name, fn) definitions.');
   }

@@ -29,15 +29,11 @@ export interface RegisteredWorkflow {
 @Injectable()
 export class WorkflowRegistry {
   private readonly workflows = new Map<string, RegisteredWorkflow>();
-  private readonly compensationsByName = new Map<string, RegisteredCompensation>();
 
   register(workflow: RegisteredWorkflow): void {
     const existing = this.workflows.get(workflow.name);
     if (existing) throw new DuplicateWorkflowError(workflow.name, existing.source, workflow.source);
     this.workflows.set(workflow.name, workflow);
-    for (const compensation of workflow.compensations.values()) {
-      this.compensationsByName.set(compensation.name, compensation);
-    }
   }
 
   /** @throws UnknownWorkflowError */
@@ -51,8 +47,14 @@ export class WorkflowRegistry {
     return [...this.workflows.keys()];
   }
 
-  /** The compensation a `step_runs.compensation_fn` value names, in this process. */
-  resolveCompensation(name: string): RegisteredCompensation | undefined {
-    return this.compensationsByName.get(name);
+  /**
+   * The compensation a step's `step_runs.compensation_fn` names, in this process: only the one
+   * the task's own workflow registers for that very step, and only under the name stored. A
+   * name that points anywhere else (another workflow's undo, another step's) resolves to
+   * nothing, so a row edited in the table cannot make a rollback run an unrelated undo.
+   */
+  resolveCompensation(workflowName: string, stepKey: string, compensationFn: string): RegisteredCompensation | undefined {
+    const compensation = this.workflows.get(workflowName)?.compensations.get(stepKey);
+    return compensation?.name === compensationFn ? compensation : undefined;
   }
 }

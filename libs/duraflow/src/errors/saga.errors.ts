@@ -11,13 +11,16 @@ export class CompensationTimeoutError extends DuraflowError {
   }
 }
 
-/** `step_runs.compensation_fn` names a compensation that no workflow registered in this process defines. */
+/**
+ * `step_runs.compensation_fn` names no compensation that the task's own workflow, registered in
+ * this process, defines for that step (a name of another workflow or another step never resolves).
+ */
 export class CompensationNotRegisteredError extends DuraflowError {
   readonly code = 'COMPENSATION_NOT_REGISTERED';
-  constructor(readonly compensationFn: string, readonly stepKey: string) {
+  constructor(readonly compensationFn: string, readonly stepKey: string, readonly workflowName?: string) {
     super(
-      `The compensation "${compensationFn}" of step "${stepKey}" is not registered in this process. ` +
-        `Deploy the workflow that defines it (same workflow name, same @Compensate method or compensations key) and retry.`,
+      `The compensation "${compensationFn}" of step "${stepKey}"${workflowName ? ` of workflow "${workflowName}"` : ''} is not registered in this process. ` +
+        `Deploy the workflow that defines it (same workflow name, same @Compensate method or compensations key for this step) and retry.`,
     );
   }
 }

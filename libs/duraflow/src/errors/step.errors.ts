@@ -56,3 +56,24 @@ export class InvalidStepKeyError extends DuraflowError {
     super(`Invalid step key ${JSON.stringify(stepKey) ?? String(stepKey)}: use a non-empty string of at most 255 characters.`);
   }
 }
+
+/**
+ * A step's or a workflow's output is over `maxOutputBytes` as JSON: nothing was stored, and the
+ * step (or the run) failed as for an output JSON cannot hold.
+ */
+export class OutputTooLargeError extends DuraflowError {
+  readonly code = 'OUTPUT_TOO_LARGE';
+  constructor(
+    readonly workflowName: string,
+    /** The step whose output it was; undefined for the workflow's own output. */
+    readonly stepKey: string | undefined,
+    readonly bytes: number,
+    readonly limit: number,
+  ) {
+    super(
+      `The output of ${stepKey === undefined ? `workflow "${workflowName}"` : `step "${stepKey}" of workflow "${workflowName}"`} ` +
+        `is ${bytes} bytes as JSON, over the limit of ${limit} bytes, so it was not stored. ` +
+        `Return a reference to data kept elsewhere (an id or a URL), or raise DuraflowModule's maxOutputBytes.`,
+    );
+  }
+}

@@ -26,3 +26,11 @@ export class WaitForTimeoutError extends DuraflowError {
     );
   }
 }
+
+/** A `waitFor` option is not a whole number in its range (NaN, Infinity or a huge value would never time out, or poll in a loop). */
+export class InvalidWaitOptionsError extends DuraflowError {
+  readonly code = 'INVALID_WAIT_OPTIONS';
+  constructor(readonly option: string, reason: string) {
+    super(`Invalid waitFor option "${option}": ${reason}`);
+  }
+}

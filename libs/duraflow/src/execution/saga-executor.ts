@@ -83,10 +83,10 @@ export class SagaExecutor {
 
   /** Runs one compensation and records its outcome. False when this claim lost the task. */
   private async undo(task: AgentTask, lease: TaskLease, step: CompensableStep): Promise<boolean> {
-    const compensation = this.registry.resolveCompensation(step.compensationFn);
+    const compensation = this.registry.resolveCompensation(task.workflowName, step.stepKey, step.compensationFn);
     let failure: { error: unknown; attempts: number } | undefined;
     if (!compensation) {
-      failure = { error: new CompensationNotRegisteredError(step.compensationFn, step.stepKey), attempts: 0 };
+      failure = { error: new CompensationNotRegisteredError(step.compensationFn, step.stepKey, task.workflowName), attempts: 0 };
     } else {
       const result = await runCompensation({
         compensation,

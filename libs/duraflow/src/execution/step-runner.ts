@@ -15,7 +15,7 @@ import { TaskStore } from '../persistence/task.store';
 import { runAttempt } from './attempt';
 import { persist } from './persist';
 import { retryDelayMs, sleep } from './backoff';
-import { describeError, toJson } from './json';
+import { describeError, OutputLimits, outputToJson } from './json';
 import { RunScope, runScopeStorage } from './run-scope';
 import { TaskLease } from './task-lease';
 
@@ -52,6 +52,7 @@ export class MemoizedStepRunner implements StepRunner {
     private readonly tasks: TaskStore,
     /** How long a checkpoint is retried while the database is unreachable. */
     private readonly persistForMs: number,
+    private readonly outputLimits: OutputLimits,
   ) {
     this.hasCompensableSteps = [...memos.values()].some((memo) => memo.compensable);
     this.nextCompletionSeq = Math.max(0, ...[...memos.values()].map((memo) => memo.completionSeq ?? 0)) + 1;
@@ -110,7 +111,7 @@ export class MemoizedStepRunner implements StepRunner {
       }
       let outputJson: string | undefined;
       try {
-        outputJson = toJson(value, `The output of step "${key}"`);
+        outputJson = outputToJson(value, this.outputLimits, this.workflow.name, key);
       } catch (error) {
         this.lastFailure = { error, stepKey: key, attempts: retry + 1 };
         throw error;

@@ -3,14 +3,14 @@ import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
 import { AgentTask, TaskError } from '../entities/agent-task.entity';
-import { DuraflowError } from '../errors';
+import { DuraflowError, OutputTooLargeError } from '../errors';
 import { TaskStatus } from '../interfaces/task-status';
 import { WorkflowContext } from '../interfaces/workflow-context';
 import { StepMemo, StepStore } from '../persistence/step.store';
 import { ClaimedTask, TaskStore } from '../persistence/task.store';
 import { CheckpointBatcher } from './checkpoint-batcher';
 import { CompletionBatcher } from './completion-batcher';
-import { describeError, toJson } from './json';
+import { describeError, outputToJson } from './json';
 import { persist } from './persist';
 import { runScopeStorage } from './run-scope';
 import { SagaExecutor } from './saga-executor';
@@ -46,7 +46,8 @@ export class TaskExecutor {
     if (task.rollbackReason) return this.saga.rollback(task, lease, task.rollbackReason);
     const workflow = this.registry.get(task.workflowName);
     const memos = fresh ? new Map<string, StepMemo>() : await this.durably(lease, () => this.steps.loadStepMemos(task.id));
-    const runner = new MemoizedStepRunner(workflow, lease, memos, this.steps, this.checkpoints, this.tasks, this.options.reaper.staleAfterMs);
+    const outputLimits = { maxBytes: this.options.maxOutputBytes, maxDepth: this.options.maxJsonDepth };
+    const runner = new MemoizedStepRunner(workflow, lease, memos, this.steps, this.checkpoints, this.tasks, this.options.reaper.staleAfterMs, outputLimits);
     const ctx: WorkflowContext = {
       runId: task.id,
       workflowName: task.workflowName,
@@ -69,9 +70,11 @@ export class TaskExecutor {
 
     let outputJson: string | undefined;
     try {
-      outputJson = toJson(output, `The output of workflow "${task.workflowName}"`);
+      outputJson = outputToJson(output, outputLimits, task.workflowName);
     } catch (error) {
-      return this.fail(task, lease, runner, { ...this.taskError(error, runner), code: 'OUTPUT_NOT_SERIALIZABLE' });
+      // OUTPUT_TOO_LARGE keeps its code; anything else JSON cannot hold is OUTPUT_NOT_SERIALIZABLE.
+      const code = error instanceof OutputTooLargeError ? error.code : 'OUTPUT_NOT_SERIALIZABLE';
+      return this.fail(task, lease, runner, { ...this.taskError(error, runner), code });
     }
     try {
       lease.markRecording(); // the worker may claim the next task while this completion commits

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DeadLetter } from '../entities/dead-letter.entity';
-import { CREATED_AT_MICROS, KeysetPosition, olderThan } from './cursor';
+import { KeysetPosition, keysetPageSql, olderThan, StoredPage } from './cursor';
 import { DuraflowDatabase, SqlExecutor } from './duraflow-database';
 import { ownedTaskRow } from './fencing';
 
@@ -39,8 +39,8 @@ function toDeadLetter(row: Record<string, any>): DeadLetter {
 export class DeadLetterStore {
   constructor(private readonly db: DuraflowDatabase) {}
 
-  /** Newest first, as the seed's "Find failed compensations" query orders them; keyset pages. */
-  async listDeadLetters(filter: { taskId?: string; limit: number; after?: KeysetPosition }): Promise<DeadLetterRow[]> {
+  /** Newest first, as the seed's "Find failed compensations" query orders them; keyset pages cut to `maxBytes`. */
+  async listDeadLetters(filter: { taskId?: string; limit: number; maxBytes: number; after?: KeysetPosition }): Promise<StoredPage<DeadLetterRow>> {
     const values: unknown[] = [];
     const where: string[] = [];
     if (filter.taskId) {
@@ -51,14 +51,15 @@ export class DeadLetterStore {
       values.push(filter.after.createdAtMicros, filter.after.id);
       where.push(olderThan(values.length - 1));
     }
-    values.push(filter.limit);
+    values.push(filter.limit, filter.maxBytes);
     const { rows } = await this.db.query(
-      `SELECT ${DEAD_LETTER_COLUMNS}, ${CREATED_AT_MICROS} AS created_at_micros FROM dead_letter_queue
-       ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-       ORDER BY created_at DESC, id DESC LIMIT $${values.length}`,
+      keysetPageSql('dead_letter_queue', DEAD_LETTER_COLUMNS, where, `$${values.length - 1}`, `$${values.length}`),
       values,
     );
-    return rows.map((row) => ({ deadLetter: toDeadLetter(row), createdAtMicros: row.created_at_micros }));
+    return {
+      rows: rows.map((row) => ({ deadLetter: toDeadLetter(row), createdAtMicros: row.created_at_micros })),
+      more: rows.length > 0 && rows[0].more,
+    };
   }
 
   /**

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { TASK_FINISHED_CHANNEL, TASK_SUBMITTED_CHANNEL } from '../duraflow.constants';
 import { AgentTask, RollbackReason } from '../entities/agent-task.entity';
 import { TaskStatus } from '../interfaces/task-status';
-import { CREATED_AT_MICROS, KeysetPosition, olderThan } from './cursor';
+import { KeysetPosition, keysetPageSql, olderThan, StoredPage } from './cursor';
 import { DuraflowDatabase, SqlExecutor } from './duraflow-database';
 import { leftToUndo, ownedBy, ownedTaskRows } from './fencing';
 import { TASK_COLUMNS, toAgentTask } from './row-mappers';
@@ -32,6 +32,8 @@ export interface TaskListFilter {
   status?: string;
   workflowName?: string;
   limit: number;
+  /** Bytes a page may hold (its first row always). */
+  maxBytes: number;
   /** Keyset position: strictly older than this. */
   after?: KeysetPosition;
 }
@@ -119,8 +121,11 @@ export class TaskStore {
     return rows.length ? toAgentTask(rows[0]) : null;
   }
 
-  /** Newest first on the keyset (created_at, id): one index range scan per page, no OFFSET. */
-  async listTasks(filter: TaskListFilter): Promise<TaskListRow[]> {
+  /**
+   * Newest first on the keyset (created_at, id): one index range scan per page, no OFFSET; cut
+   * to `maxBytes` in the database, so tasks with large inputs or outputs never make a page huge.
+   */
+  async listTasks(filter: TaskListFilter): Promise<StoredPage<TaskListRow>> {
     const where: string[] = ['deleted_at IS NULL'];
     const values: unknown[] = [];
     if (filter.status) {
@@ -135,15 +140,15 @@ export class TaskStore {
       values.push(filter.after.createdAtMicros, filter.after.id);
       where.push(olderThan(values.length - 1));
     }
-    values.push(filter.limit);
+    values.push(filter.limit, filter.maxBytes);
     const { rows } = await this.db.query(
-      `SELECT ${TASK_COLUMNS},
-              ${CREATED_AT_MICROS} AS created_at_micros
-       FROM agent_tasks WHERE ${where.join(' AND ')}
-       ORDER BY created_at DESC, id DESC LIMIT $${values.length}`,
+      keysetPageSql('agent_tasks', TASK_COLUMNS, where, `$${values.length - 1}`, `$${values.length}`),
       values,
     );
-    return rows.map((row) => ({ task: toAgentTask(row), createdAtMicros: row.created_at_micros }));
+    return {
+      rows: rows.map((row) => ({ task: toAgentTask(row), createdAtMicros: row.created_at_micros })),
+      more: rows.length > 0 && rows[0].more,
+    };
   }
 
   /**

@@ -1,5 +1,7 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
+import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
+import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { AgentTask } from '../entities/agent-task.entity';
 import { DeadLetter } from '../entities/dead-letter.entity';
 import {
@@ -48,24 +50,29 @@ export interface DeadLetterRetryResult {
 @Injectable()
 export class SagaService {
   constructor(
+    @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
     private readonly registry: WorkflowRegistry,
     private readonly db: DuraflowDatabase,
     private readonly deadLetters: DeadLetterStore,
     private readonly tasks: TaskStore,
   ) {}
 
-  /** Dead letters, newest first (the seed's "Find failed compensations" order), paged with a keyset cursor. */
+  /**
+   * Dead letters, newest first (the seed's "Find failed compensations" order), paged with a
+   * keyset cursor; a page holds at most `limit` entries and `maxListPageBytes` (at least one entry).
+   */
   async listDeadLetters(options: ListDeadLettersOptions = {}): Promise<DeadLetterPage> {
     const limit = listLimit(options.limit);
     if (options.taskId !== undefined && (typeof options.taskId !== 'string' || !UUID_PATTERN.test(options.taskId))) {
       throw new InvalidListOptionsError('taskId', `must be a task id (a UUID), got ${String(options.taskId)}.`);
     }
-    const rows = await this.deadLetters.listDeadLetters({
+    const page = await this.deadLetters.listDeadLetters({
       taskId: options.taskId,
-      limit: limit + 1,
+      limit,
+      maxBytes: this.options.maxListPageBytes,
       after: options.cursor ? decodeCursor(options.cursor) : undefined,
     });
-    return keysetPage(rows, limit, (row) => row.deadLetter);
+    return keysetPage(page, (row) => row.deadLetter);
   }
 
   /**
@@ -80,8 +87,11 @@ export class SagaService {
   async retryDeadLetter(id: string): Promise<DeadLetterRetryResult> {
     const result = await this.withLockedEntry(id, async (tx, entry) => {
       if (entry.stepKey === null) throw new DeadLetterOrphanedError(id);
-      const compensation = entry.compensationFn ? this.registry.resolveCompensation(entry.compensationFn) : undefined;
-      if (!compensation) throw new CompensationNotRegisteredError(String(entry.compensationFn), entry.stepKey);
+      const compensation =
+        entry.compensationFn && entry.workflowName
+          ? this.registry.resolveCompensation(entry.workflowName, entry.stepKey, entry.compensationFn)
+          : undefined;
+      if (!compensation) throw new CompensationNotRegisteredError(String(entry.compensationFn), entry.stepKey, entry.workflowName ?? undefined);
       const outcome = await runCompensation({
         compensation,
         output: entry.outputUndefined ? undefined : entry.output,

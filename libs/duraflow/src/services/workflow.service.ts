@@ -13,12 +13,13 @@ import {
   InputViolation,
   InvalidListOptionsError,
   InvalidSubmitOptionsError,
+  InvalidWaitOptionsError,
   InvalidWorkflowNameError,
   TaskAlreadyFinishedError,
   TaskNotFoundError,
   WaitForTimeoutError,
 } from '../errors';
-import { toJson } from '../execution/json';
+import { jsonPathDeeperThan, toJson } from '../execution/json';
 import { LeaseHeartbeat } from '../execution/lease-heartbeat';
 import { SagaExecutor } from '../execution/saga-executor';
 import { TaskLease } from '../execution/task-lease';
@@ -67,14 +68,27 @@ export interface CancelOptions {
 }
 
 export interface WaitForOptions {
-  /** Default 30 s. */
+  /** 0 to 2,147,483,647 ms (about 24.8 days). Default 30 s. */
   timeoutMs?: number;
-  /** Fallback poll while no notification arrives. Default 200 ms. */
+  /** Fallback poll while no notification arrives: 10 to 2,147,483,647 ms. Default 200 ms. */
   pollIntervalMs?: number;
 }
 
 const INT32_MAX = 2_147_483_647;
 const MAX_SUBMIT_MANY = 10_000;
+/** waitFor polls no more often than this: a tighter loop would only load the database. */
+const MIN_WAIT_POLL_MS = 10;
+/** The longest delay a Node timer takes (about 24.8 days); a longer one fires at once. */
+const MAX_TIMER_MS = INT32_MAX;
+
+/** A waitFor option: unset takes its default; else a whole number of ms from `min` to MAX_TIMER_MS. */
+function waitOption(option: string, value: unknown, defaultMs: number, min: number): number {
+  if (value === undefined) return defaultMs;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > MAX_TIMER_MS) {
+    throw new InvalidWaitOptionsError(option, `must be a whole number of milliseconds from ${min} to ${MAX_TIMER_MS}, got ${String(value)}.`);
+  }
+  return value;
+}
 
 /** Submit, inspect, list, cancel and await workflow runs. */
 @Injectable()
@@ -161,19 +175,24 @@ export class WorkflowService {
     return this.steps.listSteps(id);
   }
 
-  /** Newest first, optionally by status and workflow, paged with a keyset cursor. */
+  /**
+   * Newest first, optionally by status and workflow, paged with a keyset cursor. A page holds at
+   * most `limit` tasks and at most `maxListPageBytes` of them (always at least one): follow
+   * `nextCursor`, not the count of items, to know whether more are left.
+   */
   async list(options: ListTasksOptions = {}): Promise<TaskPage> {
     const limit = listLimit(options.limit);
     if (options.status !== undefined && !Object.values(TaskStatus).includes(options.status as TaskStatus)) {
       throw new InvalidListOptionsError('status', `must be one of ${Object.values(TaskStatus).join(', ')}.`);
     }
-    const rows = await this.tasks.listTasks({
+    const page = await this.tasks.listTasks({
       status: options.status,
       workflowName: options.workflowName,
-      limit: limit + 1,
+      limit,
+      maxBytes: this.options.maxListPageBytes,
       after: options.cursor ? decodeCursor(options.cursor) : undefined,
     });
-    return keysetPage(rows, limit, (row) => row.task);
+    return keysetPage(page, (row) => row.task);
   }
 
   /**
@@ -213,20 +232,32 @@ export class WorkflowService {
     return (await this.tasks.findTask(id)) ?? task;
   }
 
-  /** Resolves with the task once it reaches a terminal status. */
+  /**
+   * Resolves with the task once it reaches a terminal status.
+   *
+   * @throws InvalidWaitOptionsError (before anything is read), TaskNotFoundError, WaitForTimeoutError
+   */
   async waitFor(id: string, options: WaitForOptions = {}): Promise<AgentTask> {
-    const timeoutMs = options.timeoutMs ?? 30_000;
-    const pollIntervalMs = options.pollIntervalMs ?? 200;
+    const timeoutMs = waitOption('timeoutMs', options?.timeoutMs, 30_000, 0);
+    const pollIntervalMs = waitOption('pollIntervalMs', options?.pollIntervalMs, 200, MIN_WAIT_POLL_MS);
     const deadline = Date.now() + timeoutMs;
+    let notified = false;
     let wake: () => void = () => undefined;
-    const unsubscribe = this.notifications.onFinished((taskId) => taskId === id && wake());
+    const unsubscribe = this.notifications.onFinished((taskId) => {
+      if (taskId !== id) return;
+      notified = true;
+      wake();
+    });
     try {
       for (;;) {
+        notified = false;
         const task = await this.get(id);
         if (!task) throw new TaskNotFoundError(id);
         if (isTerminalStatus(task.status)) return task;
         const remaining = deadline - Date.now();
         if (remaining <= 0) throw new WaitForTimeoutError(id, timeoutMs, task.status);
+        // A notification that came while the task was read is not waited for again.
+        if (notified) continue;
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, Math.min(pollIntervalMs, remaining));
           wake = () => {
@@ -234,6 +265,7 @@ export class WorkflowService {
             resolve();
           };
         });
+        wake = () => undefined;
       }
     } finally {
       unsubscribe();
@@ -270,11 +302,20 @@ export class WorkflowService {
   private async checkInput(workflow: RegisteredWorkflow, input: unknown, index?: number): Promise<string> {
     const { name } = workflow;
     const where = index === undefined ? `The input of workflow "${name}"` : `The input at index ${index} of workflow "${name}"`;
-    const inputJson = toJson(input === undefined ? {} : input, where)!;
+    const value = input === undefined ? {} : input;
+    const prefix = index === undefined ? '' : `[${index}]`;
+    // Before anything recurses into the input: past a few thousand levels that overflows the stack.
+    const tooDeep = jsonPathDeeperThan(value, this.options.maxJsonDepth);
+    if (tooDeep !== undefined) {
+      const property = `${prefix}${tooDeep.slice(1)}`.replace(/^\./, '') || '$';
+      const message = `input must not nest objects and arrays deeper than ${this.options.maxJsonDepth} levels (DuraflowModule's maxJsonDepth)`;
+      throw new InputValidationError(name, [{ property, constraints: { maxDepth: message } }]);
+    }
+    const inputJson = toJson(value, where, this.options.maxJsonDepth)!;
     const bytes = Buffer.byteLength(inputJson, 'utf8');
     if (bytes > this.options.maxInputBytes) throw new InputTooLargeError(name, bytes, this.options.maxInputBytes);
     if (workflow.inputType) {
-      await this.validateInput(name, workflow.inputType, JSON.parse(inputJson), index === undefined ? '' : `[${index}]`);
+      await this.validateInput(name, workflow.inputType, JSON.parse(inputJson), prefix);
     }
     return inputJson;
   }
