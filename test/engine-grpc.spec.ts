@@ -1,8 +1,9 @@
+import { randomUUID } from 'node:crypto';
 import { Metadata, status } from '@grpc/grpc-js';
 import { createTestDatabase, TestDatabase } from './support/database';
 import { createDuraflowClient, DuraflowClient, grpcError } from './fixtures/engine/grpc-client';
 import { eventually, startTestEngine } from './fixtures/engine/engine-app';
-import { seedBookedFlight, seedDeadLetter } from './fixtures/engine/seeded-tasks';
+import { seedBookedFlight, seedDeadLetter, seedLargeTasks } from './fixtures/engine/seeded-tasks';
 import { RunningEngine } from '../src/engine';
 
 const MISSING_ID = '00000000-0000-4000-8000-000000000000';
@@ -124,6 +125,42 @@ describe('the engine gRPC API (duraflow.v1.Duraflow), with a client generated fr
     expect((await client.ListDeadLetters({ task_id: seeded.taskId })).dead_letters).toEqual([]);
   });
 
+  it('fails a booking whose output would be over 1 MiB with OUTPUT_TOO_LARGE, rolls it back, and stores nothing over the limit', async () => {
+    const customer = 'c'.repeat(400_000); // three legs of it: a 1.2 MB output
+    const submitted = await client.SubmitTask({ workflow_name: 'booking', input: JSON.stringify({ customer, from: 'AMS', to: 'LIS' }) });
+
+    const done = await finished(submitted.id);
+
+    expect(done.status).toBe('TASK_STATUS_ROLLED_BACK');
+    expect(JSON.parse(done.error)).toMatchObject({ code: 'OUTPUT_TOO_LARGE', message: expect.stringMatching(/over the limit of 1048576 bytes/) });
+    expect(done.output).toBe('');
+    const { steps } = await client.GetSteps({ task_id: submitted.id });
+    expect(steps.map((step: any) => [step.step_key, step.compensated_at !== ''])).toEqual([
+      ['book-flight', true],
+      ['book-hotel', true],
+      ['book-car', true],
+    ]);
+    const { rows } = await db.client.query(
+      `SELECT max(octet_length(output::text)) AS largest FROM (
+         SELECT output FROM step_runs UNION ALL SELECT output FROM agent_tasks) outputs`,
+    );
+    expect(Number(rows[0].largest)).toBeLessThanOrEqual(1024 * 1024);
+  });
+
+  it('pages ListTasks over tasks of a megabyte each within what a default client receives (4 MiB)', async () => {
+    const ids = await seedLargeTasks(db.client, 'grpc-bulk', 6, 500_000);
+
+    const listed: string[] = [];
+    let cursor = '';
+    do {
+      const page = await client.ListTasks({ workflow_name: 'grpc-bulk', limit: 1000, cursor });
+      expect(page.tasks.length).toBeLessThan(ids.length);
+      listed.push(...page.tasks.map((task: any) => task.id));
+      cursor = page.next_cursor;
+    } while (cursor && listed.length <= ids.length);
+    expect(listed).toEqual(ids);
+  });
+
   describe('maps errors to gRPC status codes', () => {
     it('unknown workflow: NOT_FOUND, naming the registered ones', async () => {
       await expect(client.SubmitTask({ workflow_name: 'no-such-flow', input: '{}' })).rejects.toEqual(
@@ -167,6 +204,26 @@ describe('the engine gRPC API (duraflow.v1.Duraflow), with a client generated fr
       await expect(client.ListTasks({ limit: 5000 })).rejects.toEqual(grpcError(status.INVALID_ARGUMENT, /limit/));
       await expect(client.ListTasks({ cursor: 'garbage' })).rejects.toEqual(grpcError(status.INVALID_ARGUMENT, /cursor/));
       await expect(client.ListDeadLetters({ task_id: 'nope' })).rejects.toEqual(grpcError(status.INVALID_ARGUMENT, /task_id/));
+    });
+
+    it('a tampered cursor whose time overflows: INVALID_ARGUMENT with error-code INVALID_CURSOR, from ListTasks and ListDeadLetters', async () => {
+      const cursor = Buffer.from(`9999999999999999999:${randomUUID()}`).toString('base64url');
+      for (const call of [() => client.ListTasks({ cursor }), () => client.ListDeadLetters({ cursor })]) {
+        const error = await call().catch((e) => e);
+        expect(error).toEqual(grpcError(status.INVALID_ARGUMENT, /Invalid list cursor/));
+        expect(error.metadata.get('error-code')).toEqual(['INVALID_CURSOR']);
+      }
+    });
+
+    it('input nested 3,000 and 5,000 levels deep: INVALID_ARGUMENT with error-code INVALID_INPUT, nothing written', async () => {
+      const before = (await db.client.query(`SELECT count(*)::int AS n FROM agent_tasks`)).rows[0].n;
+      for (const depth of [3_000, 5_000]) {
+        const input = `{"customer":"ada","from":"AMS","to":"LIS","notes":${'['.repeat(depth)}${']'.repeat(depth)}}`;
+        const error = await client.SubmitTask({ workflow_name: 'booking', input }).catch((e) => e);
+        expect(error).toEqual(grpcError(status.INVALID_ARGUMENT, /notes.*must not nest objects and arrays deeper than 100 levels/));
+        expect(error.metadata.get('error-code')).toEqual(['INVALID_INPUT']);
+      }
+      expect((await db.client.query(`SELECT count(*)::int AS n FROM agent_tasks`)).rows[0].n).toBe(before);
     });
 
     it('unknown dead letter: NOT_FOUND; one whose compensation is not registered: FAILED_PRECONDITION', async () => {

@@ -4,7 +4,7 @@ import { DURAFLOW_MODULE_OPTIONS, DuraflowModuleOptions, REAPER_INTERVAL_NAME, W
 import { createTestDatabase, TestDatabase } from './support/database';
 import { RedisServer, SHARED_REDIS_URL } from './support/redis-server';
 import { eventually, http, startTestEngine } from './fixtures/engine/engine-app';
-import { seedBookedFlight, seedDeadLetter } from './fixtures/engine/seeded-tasks';
+import { seedBookedFlight, seedDeadLetter, seedLargeTasks } from './fixtures/engine/seeded-tasks';
 import { RunningEngine } from '../src/engine';
 import { OrderGateway } from '../src/workflows/order-processing.workflow';
 
@@ -291,16 +291,7 @@ describe('the engine HTTP API', () => {
     });
 
     it('keeps GET /tasks?limit=1000 within 2 MiB over tasks of a megabyte each, and pages through all of them', async () => {
-      const half = 'x'.repeat(500_000);
-      const ids: string[] = [];
-      for (let i = 0; i < 6; i++) {
-        const { rows } = await db.client.query(
-          `INSERT INTO agent_tasks (workflow_name, status, input, output, completed_at)
-           VALUES ('bulk-export', 'completed', $1, $2, now()) RETURNING id`,
-          [{ blob: half }, { blob: half }],
-        );
-        ids.unshift(rows[0].id);
-      }
+      const ids = await seedLargeTasks(db.client, 'bulk-export', 6, 500_000);
 
       const listed: string[] = [];
       let cursor = '';

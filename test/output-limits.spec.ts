@@ -138,6 +138,35 @@ describe('output and list page limits', () => {
     });
   });
 
+  describe('errors', () => {
+    it('keeps the first 8,192 characters of a huge error message and stack, in the step, the task and the dead letter', async () => {
+      const huge = `card declined: ${'x'.repeat(1_000_000)}`;
+      const noisy = workflow(
+        'noisy',
+        async (ctx) => {
+          await ctx.step.run('hold', () => ({ held: true }));
+          await ctx.step.run('charge', () => {
+            throw new Error(huge);
+          });
+        },
+        { compensations: { hold: async () => Promise.reject(new Error(huge)) }, compensation: { retries: 0 } },
+      );
+      const app = await bed.start({ duraflow: { workflows: [noisy] } });
+      const workflows = app.get(WorkflowService);
+
+      const done = await workflows.waitFor((await workflows.submit('noisy', {})).id, WAIT);
+
+      expect(done.status).toBe(TaskStatus.PARTIAL_ROLLBACK);
+      const stepError = (await workflows.getSteps(done.id))[1].error as { message: string; stack: string };
+      const [deadLetter] = (await app.get(SagaService).listDeadLetters()).items;
+      for (const error of [done.error!, stepError, deadLetter.error as { message: string; stack?: string }]) {
+        expect(error.message).toBe(`${huge.slice(0, 8_192)}… (${huge.length - 8_192} more characters cut)`);
+        expect(error.stack!.length).toBeLessThan(8_300);
+        expect(error.stack).toMatch(/^Error: card declined: x+… \(\d+ more characters cut\)$/);
+      }
+    });
+  });
+
   describe('maxJsonDepth on outputs', () => {
     it('fails a step whose output nests 5,000 arrays deep with NotSerializableError, not a stack overflow', async () => {
       const app = await bed.start({ duraflow: { workflows: [deep] } });
@@ -182,6 +211,21 @@ describe('output and list page limits', () => {
       return pages;
     }
 
+    /**
+     * The newest item (over the budget) alone on the first page, every later page within the
+     * budget (counting each item's `payload`) and holding several items, and every item listed
+     * once, newest first.
+     */
+    function expectBoundedPages<T extends { id: string }>(pages: T[][], ids: string[], payload: (item: T) => unknown): void {
+      expect(pages[0].map((item) => item.id)).toEqual([ids[0]]);
+      for (const page of pages.slice(1)) {
+        expect(page.reduce((bytes, item) => bytes + JSON.stringify(payload(item)).length, 0)).toBeLessThanOrEqual(PAGE_BYTES);
+      }
+      expect(pages[1].length).toBeGreaterThan(1);
+      expect(pages.length).toBeGreaterThan(4);
+      expect(pages.flat().map((item) => item.id)).toEqual(ids);
+    }
+
     it('cuts task pages to maxListPageBytes in the database, gives an oversized task a page of its own, and loses none', async () => {
       const app = await bed.start({ duraflow: { worker: { enabled: false }, maxListPageBytes: PAGE_BYTES, workflows: [exporter] } });
       const workflows = app.get(WorkflowService);
@@ -191,13 +235,7 @@ describe('output and list page limits', () => {
 
       const pages = await allPages((cursor) => workflows.list({ limit: 1000, cursor }));
 
-      expect(pages[0].map((task) => task.id)).toEqual([ids[0]]);
-      for (const page of pages.slice(1)) {
-        expect(page.reduce((bytes, task) => bytes + JSON.stringify(task.input).length, 0)).toBeLessThanOrEqual(PAGE_BYTES);
-      }
-      expect(pages[1].length).toBeGreaterThan(1);
-      expect(pages.length).toBeGreaterThan(4);
-      expect(pages.flat().map((task) => task.id)).toEqual(ids);
+      expectBoundedPages(pages, ids, (task) => task.input);
     });
 
     it('cuts dead-letter pages the same way', async () => {
@@ -214,13 +252,7 @@ describe('output and list page limits', () => {
 
       const pages = await allPages((cursor) => saga.listDeadLetters({ limit: 1000, cursor }));
 
-      expect(pages[0].map((entry) => entry.id)).toEqual([ids[0]]);
-      for (const page of pages.slice(1)) {
-        expect(page.reduce((bytes, entry) => bytes + JSON.stringify(entry.error).length, 0)).toBeLessThanOrEqual(PAGE_BYTES);
-      }
-      expect(pages[1].length).toBeGreaterThan(1);
-      expect(pages.length).toBeGreaterThan(4);
-      expect(pages.flat().map((entry) => entry.id)).toEqual(ids);
+      expectBoundedPages(pages, ids, (entry) => entry.error);
     });
 
     it('still fills a page up to limit with small tasks', async () => {
