@@ -1,8 +1,11 @@
-import { BadRequestException, HttpStatus, ValidationError, ValidationPipe } from '@nestjs/common';
+import { ValidationError, ValidationPipe } from '@nestjs/common';
+import { InputViolation } from '@duraflow/nestjs';
+import { InvalidRequestError } from '../api/request.errors';
 
 /**
- * The global pipe: DTOs transformed and checked, unknown properties refused, and a 400
- * shaped like the Duraflow errors (`message` says what is wrong, `violations` lists it).
+ * The global pipe: DTOs transformed and checked, unknown properties refused, and an
+ * InvalidRequestError (400 `INVALID_REQUEST`) whose message says what is wrong and whose
+ * `violations` list it, in the shape of the library's input violations.
  */
 export function createValidationPipe(): ValidationPipe {
   return new ValidationPipe({
@@ -12,17 +15,12 @@ export function createValidationPipe(): ValidationPipe {
     stopAtFirstError: true,
     exceptionFactory: (errors) => {
       const violations = flatten(errors);
-      return new BadRequestException({
-        statusCode: HttpStatus.BAD_REQUEST,
-        error: 'INVALID_REQUEST',
-        message: `Invalid request: ${violations.flatMap((v) => Object.values(v.constraints)).join('; ')}.`,
-        violations,
-      });
+      return new InvalidRequestError(`Invalid request: ${violations.flatMap((v) => Object.values(v.constraints)).join('; ')}.`, violations);
     },
   });
 }
 
-function flatten(errors: ValidationError[], prefix = ''): Array<{ property: string; constraints: Record<string, string> }> {
+function flatten(errors: ValidationError[], prefix = ''): InputViolation[] {
   return errors.flatMap((error) => {
     const property = prefix ? `${prefix}.${error.property}` : error.property;
     const own = error.constraints ? [{ property, constraints: error.constraints }] : [];
