@@ -1,9 +1,10 @@
 import { execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { Client } from 'pg';
 import { EngineProcess } from './fixtures/engine/engine-process';
+import { stopLeftoverServers } from './fixtures/engine/embedded-cluster';
 import { freePort } from './fixtures/engine/free-port';
 
 /**
@@ -48,14 +49,7 @@ describe('the embedded PostgreSQL against the other users of the machine', () =>
   afterAll(async () => {
     for (const engine of engines) engine.kill('SIGKILL');
     await Promise.all(engines.map((engine) => engine.exited));
-    const pidFile = join(dataDir, 'postgres', 'postmaster.pid');
-    if (existsSync(pidFile)) {
-      try {
-        process.kill(Number(readFileSync(pidFile, 'utf8').split('\n')[0]), 'SIGINT');
-      } catch {
-        // already gone
-      }
-    }
+    stopLeftoverServers([dataDir]);
     rmSync(root, { recursive: true, force: true });
   });
 

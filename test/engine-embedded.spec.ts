@@ -3,6 +3,7 @@ import { createServer, Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { EngineProcess, EngineProcessOptions } from './fixtures/engine/engine-process';
+import { isAlive, postmasterPid, stopLeftoverServers } from './fixtures/engine/embedded-cluster';
 import { freePort } from './fixtures/engine/free-port';
 
 /**
@@ -23,11 +24,6 @@ function tempDir(label: string): string {
   return dir;
 }
 
-function postmasterPid(dataDir: string): number | undefined {
-  const file = join(dataDir, 'postgres', 'postmaster.pid');
-  return existsSync(file) ? Number(readFileSync(file, 'utf8').split('\n')[0]) : undefined;
-}
-
 /** The executable of the server running on the data directory's cluster. */
 async function serverBinary(dir: string): Promise<string> {
   return readlinkSync(`/proc/${postmasterPid(dir)}/exe`);
@@ -35,15 +31,6 @@ async function serverBinary(dir: string): Promise<string> {
 
 function rmdirSyncIfEmpty(dir: string): void {
   if (existsSync(dir) && readdirSync(dir).length === 0) rmdirSync(dir);
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 async function json(url: string, init?: RequestInit): Promise<any> {
@@ -90,11 +77,7 @@ describe('the engine with DATABASE_URL unset (embedded PostgreSQL)', () => {
   afterAll(async () => {
     for (const engine of engines) engine.kill('SIGKILL');
     await Promise.all(engines.map((engine) => engine.exited));
-    // A server left by a killed engine would outlive the test: stop it.
-    for (const dir of [dataDir, ...dirs]) {
-      const pid = postmasterPid(dir);
-      if (pid && isAlive(pid)) process.kill(pid, 'SIGINT');
-    }
+    stopLeftoverServers([dataDir, ...dirs]);
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
     // Made by the root test for the clusters the postgres user could not reach elsewhere: removed when nothing else is in it.
     if (asRoot) rmdirSyncIfEmpty('/var/lib/duraflow');

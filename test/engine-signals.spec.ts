@@ -3,6 +3,8 @@ import { createServer, Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EngineProcess } from './fixtures/engine/engine-process';
+import { isAlive, postmasterPid } from './fixtures/engine/embedded-cluster';
+import { eventually, http } from './fixtures/engine/engine-app';
 import { freePort } from './fixtures/engine/free-port';
 
 /**
@@ -13,26 +15,12 @@ jest.setTimeout(180_000);
 
 const SLOW_BOOKING = { customer: 'ada', from: 'AMS', to: 'LIS', legMs: 600_000 };
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function until(condition: () => boolean | Promise<boolean>, what: string, giveUpMs = 20_000): Promise<void> {
-  for (const deadline = Date.now() + giveUpMs; !(await condition()); ) {
-    if (Date.now() > deadline) throw new Error(`Still not the case after ${giveUpMs} ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-async function json(url: string, init?: RequestInit): Promise<any> {
-  const response = await fetch(url, { ...init, headers: { 'content-type': 'application/json' } });
-  return response.json();
-}
+/** Both processes exited (or the last word on them after the bound). */
+const exited = (...pids: number[]) =>
+  eventually(
+    async () => pids.filter(isAlive),
+    (alive) => alive.length === 0,
+  );
 
 describe('the engine under npm start', () => {
   let root: string;
@@ -43,7 +31,7 @@ describe('the engine under npm start', () => {
   /** The engine's own pid (npm's child) and its PostgreSQL's, from the files they hold in the data directory. */
   function enginePids(): { node: number; postgres: number } {
     const node = JSON.parse(readFileSync(join(dataDir, 'engine.lock'), 'utf8')).pid as number;
-    const postgres = Number(readFileSync(join(dataDir, 'postgres', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    const postgres = postmasterPid(dataDir)!;
     pids.add(node).add(postgres);
     return { node, postgres };
   }
@@ -71,10 +59,13 @@ describe('the engine under npm start', () => {
 
   it('stops gracefully on Ctrl-C: the running task is handed back through a database the terminal did not stop', async () => {
     const engine = await npmStart();
-    const httpUrl = await engine.ready;
+    const api = { httpUrl: await engine.ready };
     const { node, postgres } = enginePids();
-    const task = await json(`${httpUrl}/tasks`, { method: 'POST', body: JSON.stringify({ workflowName: 'booking', input: SLOW_BOOKING }) });
-    await until(async () => (await json(`${httpUrl}/tasks/${task.id}`)).status === 'running', 'the task runs');
+    const task = (await http(api, 'POST', '/tasks', { body: { workflowName: 'booking', input: SLOW_BOOKING } })).body;
+    await eventually(
+      async () => (await http(api, 'GET', `/tasks/${task.id}`)).body.status,
+      (status) => status === 'running',
+    );
 
     engine.interrupt(); // npm and the engine get SIGINT from the "terminal", and npm forwards its own
     expect(await engine.exited).toEqual({ code: 0, signal: null });
@@ -82,13 +73,13 @@ describe('the engine under npm start', () => {
     expect(engine.log).toMatch(/Handed 1 unfinished task\(s\) back to pending/);
     expect(engine.log).toMatch(/Embedded PostgreSQL stopped/);
     expect(engine.log).not.toMatch(/exiting now|ECONNREFUSED|Could not hand tasks back|had already stopped/);
-    await until(() => !isAlive(node) && !isAlive(postgres), 'the engine and its PostgreSQL have exited');
+    await exited(node, postgres);
     expect(existsSync(join(dataDir, 'engine.lock'))).toBe(false);
 
     // After a restart the task is pending (not a stale `running` left to the reaper), with no retry counted.
     const observer = await npmStart({ DURAFLOW_WORKER: 'false' });
-    const observerUrl = await observer.ready;
-    expect(await json(`${observerUrl}/tasks/${task.id}`)).toMatchObject({ status: 'pending', workerId: null, retryCount: 0 });
+    const observed = await http({ httpUrl: await observer.ready }, 'GET', `/tasks/${task.id}`);
+    expect(observed.body).toMatchObject({ status: 'pending', workerId: null, retryCount: 0 });
     observer.interrupt();
     expect((await observer.exited).code).toBe(0);
   });
@@ -101,7 +92,7 @@ describe('the engine under npm start', () => {
 
     engine.kill('SIGTERM'); // to npm only, as a supervisor or `kill <pid>` does
     await engine.exited;
-    await until(() => !isAlive(node) && !isAlive(postgres), 'the engine and its PostgreSQL have exited');
+    await exited(node, postgres);
     expect(engine.log).toMatch(/SIGTERM: shutting down/);
     expect(engine.log).toMatch(/Embedded PostgreSQL stopped/);
   });
