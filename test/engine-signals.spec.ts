@@ -126,4 +126,12 @@ describe('a port that is taken', () => {
     expect(engine.log).not.toMatch(/PostgreSQL|\n\s+at /);
     expect(existsSync(join(root, variable))).toBe(false);
   });
+
+  it('stops the start before the database starts when HOST is not an address of this machine', async () => {
+    // 192.0.2.0/24 is reserved for documentation: no machine has it.
+    const engine = new EngineProcess({ DURAFLOW_DATA_DIR: join(root, 'host'), HOST: '192.0.2.1', PORT: '0', GRPC_PORT: String(await freePort()) });
+    expect((await engine.exited).code).toBe(1);
+    expect(engine.log).toContain('HOST=192.0.2.1 is not an address of this machine. Set HOST to one of its addresses, 127.0.0.1 (this machine only) or 0.0.0.0 (every interface).');
+    expect(engine.log).not.toMatch(/PostgreSQL|\n\s+at /);
+  });
 });
