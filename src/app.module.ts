@@ -37,7 +37,9 @@ export class AppModule {
             concurrency: config.concurrency,
             prefetch: config.prefetch,
             pollIntervalMs: config.pollIntervalMs,
+            shutdownTimeoutMs: config.shutdownTimeoutMs,
           },
+          maxInputBytes: config.maxInputBytes,
           heartbeatIntervalMs: config.heartbeatIntervalMs,
           reaper: { intervalMs: config.reaperIntervalMs, staleAfterMs: config.staleAfterMs },
           workflows: [bookingWorkflow],
@@ -49,7 +51,7 @@ export class AppModule {
         { provide: ENGINE_CONFIG, useValue: config },
         OrderGateway,
         OrderProcessingWorkflow,
-        ...(config.http ? [RedisHealthIndicator, { provide: APP_GUARD, useClass: ApiKeyGuard }] : []),
+        ...(config.http ? [RedisHealthIndicator, ApiKeyGuard, { provide: APP_GUARD, useExisting: ApiKeyGuard }] : []),
       ],
     };
   }

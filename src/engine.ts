@@ -1,27 +1,30 @@
 import { INestApplicationContext, Logger, LoggerService, LogLevel } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
+import { HttpAdapterHost, NestFactory } from '@nestjs/core';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { AddressInfo } from 'node:net';
+import { DuraflowExceptionFilter } from '@duraflow/nestjs';
 import { AppModule } from './app.module';
 import { EngineConfig, redactPassword } from './config/engine.config';
 import { EmbeddedDatabase } from './db/embedded-database';
 import { runMigrations } from './db/migrate';
 import { DURAFLOW_GRPC_PACKAGE, duraflowGrpcOptions } from './grpc/grpc.options';
+import { ApiExceptionFilter } from './http/api-exception.filter';
+import { requestBodyLimit, useJsonBody } from './http/json-body';
 import { createValidationPipe } from './http/validation.pipe';
+import { connectableHost, hostPort, isLoopback } from './net/listen-address';
+import { checkPortsFree, explainListenFailure } from './net/port-check';
 
 export interface EngineStartOptions {
   /** Nest's logger setting; the engine's own lines go through Nest's Logger too. */
   logger?: LoggerService | LogLevel[] | false;
-  /** Interface the HTTP and gRPC servers bind to. Default 0.0.0.0. */
-  host?: string;
 }
 
 export interface RunningEngine {
   /** The Nest application (an application context on a worker-only node). */
   app: INestApplicationContext;
-  /** e.g. http://127.0.0.1:3000; undefined on a worker-only node. */
+  /** A URL that reaches the HTTP API from this machine, e.g. http://127.0.0.1:3000; undefined on a worker-only node. */
   httpUrl: string | undefined;
-  /** e.g. 127.0.0.1:50051; undefined on a worker-only node. */
+  /** e.g. 127.0.0.1:50051, reachable from this machine; undefined on a worker-only node. */
   grpcAddress: string | undefined;
   databaseUrl: string;
   /** Set when DATABASE_URL was unset. */
@@ -31,12 +34,17 @@ export interface RunningEngine {
 }
 
 /**
- * Starts the engine: the database (DATABASE_URL, or the embedded one), its migrations,
- * then the application with its HTTP and gRPC servers.
+ * Starts the engine: checks that its ports are free, starts the database (DATABASE_URL, or
+ * the embedded one) and its migrations, then the application with its HTTP and gRPC servers.
  */
 export async function startEngine(config: EngineConfig, options: EngineStartOptions = {}): Promise<RunningEngine> {
   const logger = new Logger('Engine');
-  const host = options.host ?? '0.0.0.0';
+  const ports = [
+    { variable: 'PORT', port: config.port },
+    { variable: 'GRPC_PORT', port: config.grpcPort },
+  ];
+  // A busy port is found in milliseconds; the embedded database takes seconds to start and stop.
+  if (config.http) await checkPortsFree(config.host, ports);
   const embeddedDatabase = config.databaseUrl
     ? undefined
     : await EmbeddedDatabase.start({ dataDir: config.dataDir, port: config.embeddedDatabasePort, logger });
@@ -51,23 +59,42 @@ export async function startEngine(config: EngineConfig, options: EngineStartOpti
     const nestOptions = { logger: options.logger, abortOnError: false };
     let httpUrl: string | undefined;
     let grpcAddress: string | undefined;
+    let listening = 'Duraflow engine running worker-only (DURAFLOW_HTTP=false)';
     if (config.http) {
-      const http = await NestFactory.create<NestExpressApplication>(module, nestOptions);
+      const http = await NestFactory.create<NestExpressApplication>(module, { ...nestOptions, bodyParser: false });
       app = http;
+      const bodyLimit = requestBodyLimit(config.maxInputBytes);
+      useJsonBody(http, bodyLimit);
       http.useGlobalPipes(createValidationPipe());
-      http.connectMicroservice(duraflowGrpcOptions(config.grpcPort, host), { inheritAppConfig: true });
-      await http.startAllMicroservices();
-      await http.listen(config.port, host);
-      const { port } = http.getHttpServer().address() as AddressInfo;
-      httpUrl = `http://${displayHost(host)}:${port}`;
-      grpcAddress = `${displayHost(host)}:${config.grpcPort}`;
+      const adapterHost = http.get(HttpAdapterHost);
+      // The last one registered is asked first: Duraflow's typed errors, then everything else.
+      http.useGlobalFilters(new ApiExceptionFilter(adapterHost), new DuraflowExceptionFilter(adapterHost));
+      http.connectMicroservice(duraflowGrpcOptions(config.grpcPort, config.host, bodyLimit), { inheritAppConfig: true });
+      await http.startAllMicroservices().catch((error: unknown) => {
+        throw explainGrpcBindFailure(error, config.host, ports[1]);
+      });
+      await http.listen(config.port, config.host).catch((error: unknown) => {
+        throw explainListenFailure(error, config.host, ports[0]);
+      });
+      const bound = http.getHttpServer().address() as AddressInfo;
+      httpUrl = `http://${hostPort(connectableHost(bound.address), bound.port)}`;
+      grpcAddress = hostPort(connectableHost(bound.address), config.grpcPort);
+      listening =
+        `Duraflow engine listening: HTTP http://${hostPort(bound.address, bound.port)}, ` +
+        `gRPC ${hostPort(bound.address, config.grpcPort)} (${DURAFLOW_GRPC_PACKAGE}.Duraflow)`;
+      if (!isLoopback(bound.address) && !config.apiKey) {
+        logger.warn(
+          `HOST=${config.host}: the API is reachable from other machines and DURAFLOW_API_KEY is not set, so anyone who ` +
+            `reaches it can submit, cancel and retry. Set DURAFLOW_API_KEY, or HOST=127.0.0.1 to serve this machine only.`,
+        );
+      }
     } else {
       app = await NestFactory.createApplicationContext(module, nestOptions);
       await app.init();
     }
-    const where = embeddedDatabase ? `embedded PostgreSQL ${embeddedDatabase.url}` : redactPassword(databaseUrl);
+    const where = embeddedDatabase ? `embedded PostgreSQL ${embeddedDatabase.describe()}` : redactPassword(databaseUrl);
     logger.log(
-      (httpUrl ? `Duraflow engine listening: HTTP ${httpUrl}, gRPC ${grpcAddress} (${DURAFLOW_GRPC_PACKAGE}.Duraflow)` : 'Duraflow engine running worker-only (DURAFLOW_HTTP=false)') +
+      listening +
         `; database ${where}; worker ${config.worker ? `on (concurrency ${config.concurrency})` : 'off'}` +
         `; leader election ${config.redisUrl ? `through Redis ${redactPassword(config.redisUrl)}` : 'without Redis'}` +
         `; API key ${config.apiKey ? 'required' : 'not required'}`,
@@ -96,7 +123,9 @@ export async function startEngine(config: EngineConfig, options: EngineStartOpti
   }
 }
 
-function displayHost(host: string): string {
-  return host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+/** grpc-js reports a failed bind as "No address added out of total 1 resolved", the reason inside. */
+function explainGrpcBindFailure(error: unknown, host: string, port: { variable: string; port: number }): unknown {
+  const message = error instanceof Error ? error.message : String(error);
+  const code = /EADDRINUSE|EACCES|EADDRNOTAVAIL|ENOTFOUND|EAI_AGAIN/.exec(message)?.[0];
+  return code ? explainListenFailure(Object.assign(new Error(message), { code }), host, port) : error;
 }
-

@@ -74,7 +74,7 @@ describe('Crash safety in one process (heartbeat, fencing, cancellation)', () =>
     // Stale: the reaper re-queues it and a second worker takes it over.
     await bed.db.client.query(`UPDATE agent_tasks SET heartbeat_at = now() - interval '1 hour' WHERE id = $1`, [task.id]);
     expect(await frozen.get(TaskStore).reapStaleTasks(1_000)).toEqual([
-      { id: task.id, status: TaskStatus.PENDING, retryCount: 1, action: 'requeue' },
+      { id: task.id, status: TaskStatus.PENDING, retryCount: 1, workflowName: 'fenced', errorCode: null, action: 'requeue' },
     ]);
     const rescuer = await bed.start({ duraflow: { workflows: [fenced] } });
     await waitUntil(async () => (await bed.row(task.id)).status === 'running', 'the rescuer claimed the task');

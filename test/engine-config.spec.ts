@@ -12,6 +12,7 @@ describe('the engine configuration (environment variables)', () => {
     expect(loadEngineConfig({})).toEqual({
       port: 3000,
       grpcPort: 50051,
+      host: '127.0.0.1',
       databaseUrl: undefined,
       dataDir: resolve('.duraflow'),
       embeddedDatabasePort: 0,
@@ -21,6 +22,8 @@ describe('the engine configuration (environment variables)', () => {
       worker: true,
       migrate: true,
       concurrency: 10,
+      maxInputBytes: 1_048_576,
+      shutdownTimeoutMs: 10_000,
       prefetch: 'auto',
       pollIntervalMs: 500,
       heartbeatIntervalMs: 5_000,
@@ -33,6 +36,7 @@ describe('the engine configuration (environment variables)', () => {
     const config = loadEngineConfig({
       PORT: '8080',
       GRPC_PORT: '9090',
+      HOST: '10.0.0.5',
       DATABASE_URL: 'postgresql://app:secret@db.internal:5432/duraflow',
       DURAFLOW_DATA_DIR: '/var/lib/duraflow',
       DURAFLOW_EMBEDDED_DB_PORT: '5433',
@@ -42,6 +46,8 @@ describe('the engine configuration (environment variables)', () => {
       DURAFLOW_WORKER: 'yes',
       DURAFLOW_MIGRATE: '0',
       DURAFLOW_CONCURRENCY: '25',
+      DURAFLOW_MAX_INPUT_BYTES: '2048',
+      DURAFLOW_SHUTDOWN_TIMEOUT_MS: '0',
       DURAFLOW_PREFETCH: '5',
       DURAFLOW_POLL_INTERVAL_MS: '250',
       DURAFLOW_HEARTBEAT_INTERVAL_MS: '1000',
@@ -51,6 +57,7 @@ describe('the engine configuration (environment variables)', () => {
     expect(config).toEqual({
       port: 8080,
       grpcPort: 9090,
+      host: '10.0.0.5',
       databaseUrl: 'postgresql://app:secret@db.internal:5432/duraflow',
       dataDir: '/var/lib/duraflow',
       embeddedDatabasePort: 5433,
@@ -60,12 +67,22 @@ describe('the engine configuration (environment variables)', () => {
       worker: true,
       migrate: false,
       concurrency: 25,
+      maxInputBytes: 2048,
+      shutdownTimeoutMs: 0,
       prefetch: 5,
       pollIntervalMs: 250,
       heartbeatIntervalMs: 1000,
       reaperIntervalMs: 2000,
       staleAfterMs: 6000,
     });
+  });
+
+  it('binds to loopback without an API key and to every interface with one, unless HOST says otherwise', () => {
+    expect(loadEngineConfig({}).host).toBe('127.0.0.1');
+    expect(loadEngineConfig({ DURAFLOW_API_KEY: 'k' }).host).toBe('0.0.0.0');
+    expect(loadEngineConfig({ DURAFLOW_API_KEY: 'k', HOST: '127.0.0.1' }).host).toBe('127.0.0.1');
+    expect(loadEngineConfig({ HOST: '[::]' }).host).toBe('::');
+    expect(loadEngineConfig({ HOST: 'localhost' }).host).toBe('localhost');
   });
 
   it('treats an empty variable as unset', () => {
@@ -81,6 +98,10 @@ describe('the engine configuration (environment variables)', () => {
     ['PORT', '70000', /an integer from 0 to 65535/],
     ['GRPC_PORT', '0', /an integer from 1 to 65535/],
     ['GRPC_PORT', '50051.5', /an integer/],
+    ['HOST', 'http://0.0.0.0', /an IP address \(127\.0\.0\.1, 0\.0\.0\.0, ::\) or a host name/],
+    ['HOST', '0.0.0.0:3000', /an IP address/],
+    ['DURAFLOW_MAX_INPUT_BYTES', '0', /an integer from 1 to 268435456/],
+    ['DURAFLOW_SHUTDOWN_TIMEOUT_MS', '-1', /an integer from 0/],
     ['DATABASE_URL', 'mysql://localhost/db', /a URL starting with postgres:\/\/ or postgresql:\/\//],
     ['DATABASE_URL', 'not a url', /a URL starting with postgres:/],
     ['DURAFLOW_EMBEDDED_DB_PORT', '-1', /an integer from 0 to 65535/],

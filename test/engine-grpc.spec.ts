@@ -179,7 +179,7 @@ describe('the engine gRPC API (duraflow.v1.Duraflow), with a client generated fr
 
     it('input that is not JSON, a bad workflow name, a bad scheduled_at: INVALID_ARGUMENT', async () => {
       await expect(client.SubmitTask({ workflow_name: 'booking', input: '{not json' })).rejects.toEqual(
-        grpcError(status.INVALID_ARGUMENT, /input must be a JSON string/),
+        grpcError(status.INVALID_ARGUMENT, /The field "input" is not valid JSON/),
       );
       await expect(client.SubmitTask({ workflow_name: 'bad name!', input: '{}' })).rejects.toEqual(
         grpcError(status.INVALID_ARGUMENT, /Invalid workflow name/),
@@ -192,7 +192,6 @@ describe('the engine gRPC API (duraflow.v1.Duraflow), with a client generated fr
     it('unknown task: NOT_FOUND from GetTask, GetSteps and CancelTask', async () => {
       for (const call of [
         () => client.GetTask({ id: MISSING_ID }),
-        () => client.GetTask({ id: 'not-a-uuid' }),
         () => client.GetSteps({ task_id: MISSING_ID }),
         () => client.CancelTask({ id: MISSING_ID }),
       ]) {

@@ -5,6 +5,9 @@ import { createTestDatabase, TestDatabase } from './support/database';
 import { RedisServer, SHARED_REDIS_URL } from './support/redis-server';
 import { eventually, http, startTestEngine } from './fixtures/engine/engine-app';
 import { seedBookedFlight, seedDeadLetter, seedLargeTasks } from './fixtures/engine/seeded-tasks';
+import { INestApplication } from '@nestjs/common';
+import { AddressInfo } from 'node:net';
+import { CapturedLogs } from './fixtures/engine/captured-logs';
 import { RunningEngine } from '../src/engine';
 import { OrderGateway } from '../src/workflows/order-processing.workflow';
 
@@ -75,16 +78,22 @@ describe('the engine HTTP API', () => {
     it('answers 404 for an unknown workflow', async () => {
       const response = await http(engine, 'POST', '/tasks', { body: { workflowName: 'no-such-flow', input: {} } });
       expect(response.status).toBe(404);
-      expect(response.body).toMatchObject({ error: 'UNKNOWN_WORKFLOW', message: expect.stringMatching(/No workflow named "no-such-flow"/) });
+      expect(response.body).toEqual({
+        statusCode: 404,
+        code: 'UNKNOWN_WORKFLOW',
+        message: expect.stringMatching(/No workflow named "no-such-flow"/),
+        details: { workflowName: 'no-such-flow' },
+      });
     });
 
     it('answers 400 with the violations for input failing the workflow DTO', async () => {
       const response = await http(engine, 'POST', '/tasks', { body: { workflowName: 'booking', input: { ...BOOKING, failAt: 'boat' } } });
       expect(response.status).toBe(400);
       expect(response.body).toMatchObject({
-        error: 'INVALID_INPUT',
+        statusCode: 400,
+        code: 'INVALID_INPUT',
         message: expect.stringMatching(/failAt must be one of the following values: flight, hotel, car/),
-        violations: [{ property: 'failAt', constraints: { isIn: expect.any(String) } }],
+        details: { violations: [{ property: 'failAt', constraints: { isIn: expect.any(String) } }] },
       });
     });
 
@@ -100,7 +109,7 @@ describe('the engine HTTP API', () => {
       for (const [body, message] of cases) {
         const response = await http(engine, 'POST', '/tasks', { body });
         expect(response.status).toBe(400);
-        expect(response.body).toMatchObject({ error: 'INVALID_REQUEST', message: expect.stringMatching(message) });
+        expect(response.body).toMatchObject({ statusCode: 400, code: 'INVALID_REQUEST', message: expect.stringMatching(message), details: { violations: expect.any(Array) } });
       }
     });
   });
@@ -155,7 +164,7 @@ describe('the engine HTTP API', () => {
       expect(cancelled).toMatchObject({ status: 200, body: { id: task.id, status: 'cancelled' } });
       const again = await http(engine, 'POST', `/tasks/${task.id}/cancel`);
       expect(again.status).toBe(409);
-      expect(again.body).toMatchObject({ error: 'TASK_ALREADY_FINISHED', message: expect.stringMatching(/already finished with status "cancelled"/) });
+      expect(again.body).toMatchObject({ code: 'TASK_ALREADY_FINISHED', message: expect.stringMatching(/already finished with status "cancelled"/) });
       expect((await http(engine, 'POST', `/tasks/${MISSING_ID}/cancel`)).status).toBe(404);
     });
 
@@ -193,7 +202,7 @@ describe('the engine HTTP API', () => {
     it('answers 404 for an unknown dead letter, 409 when its compensation is not registered, 400 for a bad taskId', async () => {
       const unknown = await http(engine, 'POST', `/dead-letters/${MISSING_ID}/retry`);
       expect(unknown.status).toBe(404);
-      expect(unknown.body.error).toBe('DEAD_LETTER_NOT_FOUND');
+      expect(unknown.body.code).toBe('DEAD_LETTER_NOT_FOUND');
       const orphan = await seedDeadLetter(db.client, 'booking.compensations.gone');
       const conflict = await http(engine, 'POST', `/dead-letters/${orphan.deadLetterId}/retry`);
       expect(conflict.status).toBe(409);
@@ -229,7 +238,7 @@ describe('the engine HTTP API', () => {
       for (const path of [`/tasks?cursor=${cursor}`, `/dead-letters?cursor=${cursor}`]) {
         const response = await http(engine, 'GET', path);
         expect([path, response.status]).toEqual([path, 400]);
-        expect(response.body).toMatchObject({ error: 'INVALID_CURSOR', message: expect.stringMatching(/Invalid list cursor/) });
+        expect(response.body).toMatchObject({ code: 'INVALID_CURSOR', message: expect.stringMatching(/Invalid list cursor/) });
       }
     });
 
@@ -256,9 +265,9 @@ describe('the engine HTTP API', () => {
           status: 400,
           body: {
             statusCode: 400,
-            error: 'INVALID_REQUEST',
+            code: 'INVALID_REQUEST',
             message: 'Invalid request: input must not nest objects and arrays deeper than 100 levels.',
-            violations: [{ property: 'input', constraints: { maxDepth: 'input must not nest objects and arrays deeper than 100 levels' } }],
+            details: { violations: [{ property: 'input', constraints: { maxDepth: 'input must not nest objects and arrays deeper than 100 levels' } }] },
           },
         });
       }
@@ -283,7 +292,7 @@ describe('the engine HTTP API', () => {
 
       expect(response.status).toBe(409);
       expect(response.body).toMatchObject({
-        error: 'COMPENSATION_NOT_REGISTERED',
+        code: 'COMPENSATION_NOT_REGISTERED',
         message: expect.stringMatching(/"order-processing\.refundCard" of step "book-flight" of workflow "booking" is not registered/),
       });
       expect(refunds).not.toHaveBeenCalled();
@@ -377,15 +386,25 @@ describe('the engine HTTP API with DURAFLOW_API_KEY and REDIS_URL set', () => {
 });
 
 describe('GET /health while Redis is down', () => {
-  it('answers 503 with Redis down and the database up', async () => {
+  it('answers 503 with Redis down and the database up; only a caller with the API key sees why', async () => {
     const redis = await RedisServer.start();
-    const engine = await startTestEngine(db.url, { REDIS_URL: redis.url });
+    const engine = await startTestEngine(db.url, { REDIS_URL: redis.url, DURAFLOW_API_KEY: 'health-secret' });
     try {
       expect((await http(engine, 'GET', '/health')).status).toBe(200);
       await redis.stop();
       const response = await http(engine, 'GET', '/health');
-      expect(response.status).toBe(503);
-      expect(response.body.details).toMatchObject({ database: { status: 'up' }, redis: { status: 'down' } });
+      expect(response.body).toEqual({
+        statusCode: 503,
+        code: 'UNHEALTHY',
+        message: 'Unhealthy: redis is down.',
+        details: { database: { status: 'up' }, redis: { status: 'down' } },
+      });
+      for (const headers of [{ 'x-api-key': 'guess' }, { authorization: 'Bearer guess' }] as Array<Record<string, string>>) {
+        expect((await http(engine, 'GET', '/health', { headers })).body.details.redis).toEqual({ status: 'down' });
+      }
+      const keyed = await http(engine, 'GET', '/health', { headers: { 'x-api-key': 'health-secret' } });
+      expect(keyed.status).toBe(503);
+      expect(keyed.body.details.redis).toEqual({ status: 'down', message: expect.any(String) });
     } finally {
       await engine.close();
       await redis.teardown();
@@ -411,5 +430,40 @@ describe('a worker-only node (DURAFLOW_HTTP=false) and a submit-only node (DURAF
       await submitter.close();
       await worker.close();
     }
+  });
+});
+
+describe('where the API listens (HOST)', () => {
+  async function listening(env: Record<string, string>) {
+    const logs = new CapturedLogs();
+    const engine = await startTestEngine(db.url, { DURAFLOW_WORKER: 'false', ...env }, { logger: logs });
+    try {
+      const { address, port } = (engine.app as INestApplication).getHttpServer().address() as AddressInfo;
+      const line = logs.lines.find((l) => l.includes('Duraflow engine listening'));
+      const warned = logs.lines.some((l) => /^WARN \[Engine\] HOST=.* reachable from other machines and DURAFLOW_API_KEY is not set/.test(l));
+      return { address, line, warned, port, grpcPort: engine.config.grpcPort };
+    } finally {
+      await engine.close();
+    }
+  }
+
+  it('binds to 127.0.0.1 by default without an API key, and says so', async () => {
+    const { address, port, grpcPort, line, warned } = await listening({ HOST: '' });
+    expect(address).toBe('127.0.0.1');
+    expect(line).toContain(`Duraflow engine listening: HTTP http://127.0.0.1:${port}, gRPC 127.0.0.1:${grpcPort}`);
+    expect(warned).toBe(false);
+  });
+
+  it('binds to every interface by default with an API key, and prints the address really bound', async () => {
+    const { address, port, line, warned } = await listening({ HOST: '', DURAFLOW_API_KEY: 'k' });
+    expect(address).toBe('0.0.0.0');
+    expect(line).toContain(`HTTP http://0.0.0.0:${port}`);
+    expect(warned).toBe(false);
+  });
+
+  it('binds where HOST says, and warns when that is beyond this machine without an API key', async () => {
+    const { address, port, line, warned } = await listening({ HOST: '0.0.0.0' });
+    expect([address, warned]).toEqual(['0.0.0.0', true]);
+    expect(line).toContain(`HTTP http://0.0.0.0:${port}`);
   });
 });

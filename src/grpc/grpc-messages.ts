@@ -1,6 +1,7 @@
-import { status as GrpcStatus } from '@grpc/grpc-js';
-import { RpcException } from '@nestjs/microservices';
 import { AgentTask, DeadLetter, StepRun, TaskStatus } from '@duraflow/nestjs';
+import { InvalidJsonError, InvalidRequestError } from '../api/request.errors';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** TaskStatus as the proto spells it: `rolled_back` <-> `TASK_STATUS_ROLLED_BACK`. */
 export function toProtoStatus(status: string): string {
@@ -12,7 +13,7 @@ export function fromProtoStatus(status: string | undefined): TaskStatus | undefi
   if (!status || status === 'TASK_STATUS_UNSPECIFIED') return undefined;
   const value = status.replace(/^TASK_STATUS_/, '').toLowerCase();
   if (!(Object.values(TaskStatus) as string[]).includes(value)) {
-    throw new RpcException({ code: GrpcStatus.INVALID_ARGUMENT, message: `Unknown status "${status}".` });
+    throw new InvalidRequestError(`Unknown status "${status}": use one of the TaskStatus enum's names.`);
   }
   return value as TaskStatus;
 }
@@ -23,11 +24,14 @@ export function parseJsonField(field: string, value: string | undefined): unknow
   try {
     return JSON.parse(value);
   } catch (error) {
-    throw new RpcException({
-      code: GrpcStatus.INVALID_ARGUMENT,
-      message: `${field} must be a JSON string: ${error instanceof Error ? error.message : String(error)}.`,
-    });
+    throw new InvalidJsonError(`The field "${field}"`, error instanceof Error ? error.message : String(error));
   }
+}
+
+/** An id field: a UUID, else INVALID_ARGUMENT naming the field (never a lookup that cannot match). */
+export function requireUuid(field: string, value: string): string {
+  if (!UUID.test(value)) throw new InvalidRequestError(`${field} must be a UUID.`);
+  return value;
 }
 
 function json(value: unknown): string {

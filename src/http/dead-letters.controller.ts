@@ -1,11 +1,9 @@
-import { Controller, Get, HttpCode, HttpStatus, Param, Post, Query, UseFilters } from '@nestjs/common';
-import { SagaService } from '@duraflow/nestjs';
-import { DuraflowExceptionFilter } from './duraflow-exception.filter';
+import { Controller, Get, HttpCode, HttpStatus, Param, Post, Query } from '@nestjs/common';
+import { AgentTask, DeadLetterRetryResult, SagaService } from '@duraflow/nestjs';
 import { ListDeadLettersQuery } from './task-queries.dto';
 import { uuidParam } from './uuid-param.pipe';
 
 @Controller('dead-letters')
-@UseFilters(DuraflowExceptionFilter)
 export class DeadLettersController {
   constructor(private readonly saga: SagaService) {}
 
@@ -18,7 +16,14 @@ export class DeadLettersController {
   /** Runs the compensation again: `{ outcome: 'compensated' | 'failed', task, deadLetter }`. */
   @Post(':id/retry')
   @HttpCode(HttpStatus.OK)
-  retry(@Param('id', uuidParam('id')) id: string) {
+  retry(@Param('id', uuidParam('id')) id: string): Promise<DeadLetterRetryResult> {
     return this.saga.retryDeadLetter(id);
+  }
+
+  /** Removes the entry without running its compensation (its effect was undone by hand): `{ task }`. */
+  @Post(':id/discard')
+  @HttpCode(HttpStatus.OK)
+  async discard(@Param('id', uuidParam('id')) id: string): Promise<{ task: AgentTask | null }> {
+    return { task: await this.saga.discardDeadLetter(id) };
   }
 }

@@ -1,12 +1,10 @@
-import { Body, Controller, Get, HttpCode, HttpStatus, Param, Post, Query, UseFilters } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, HttpStatus, Param, Post, Query } from '@nestjs/common';
 import { AgentTask, StepRun, TaskNotFoundError, TaskPage, WorkflowService } from '@duraflow/nestjs';
-import { DuraflowExceptionFilter } from './duraflow-exception.filter';
 import { SubmitTaskDto } from './submit-task.dto';
 import { CancelTaskDto, ListTasksQuery } from './task-queries.dto';
 import { uuidParam } from './uuid-param.pipe';
 
 @Controller('tasks')
-@UseFilters(DuraflowExceptionFilter)
 export class TasksController {
   constructor(private readonly workflows: WorkflowService) {}
 
@@ -49,7 +47,7 @@ export class TasksController {
 
   private async findTask(id: string): Promise<AgentTask> {
     const task = await this.workflows.get(id);
-    if (!task) throw new TaskNotFoundError(id); // the filter answers 404, as for every library error
+    if (!task) throw new TaskNotFoundError(id); // DuraflowExceptionFilter answers 404, as for every library error
     return task;
   }
 }

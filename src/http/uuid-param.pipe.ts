@@ -1,9 +1,7 @@
-import { BadRequestException, ParseUUIDPipe } from '@nestjs/common';
+import { ParseUUIDPipe } from '@nestjs/common';
+import { InvalidRequestError } from '../api/request.errors';
 
-/** `:id` must be a UUID, else a 400 that names it. */
+/** `:id` must be a UUID, else a 400 `INVALID_REQUEST` that names it. */
 export function uuidParam(name: string): ParseUUIDPipe {
-  return new ParseUUIDPipe({
-    exceptionFactory: () =>
-      new BadRequestException({ statusCode: 400, error: 'INVALID_REQUEST', message: `${name} must be a UUID.` }),
-  });
+  return new ParseUUIDPipe({ exceptionFactory: () => new InvalidRequestError(`${name} must be a UUID.`) });
 }

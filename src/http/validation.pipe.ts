@@ -1,7 +1,6 @@
-import { ArgumentMetadata, BadRequestException, HttpStatus, ValidationError, ValidationPipe } from '@nestjs/common';
-import { DEFAULT_MAX_JSON_DEPTH, jsonPathDeeperThan } from '@duraflow/nestjs';
-
-type Violation = { property: string; constraints: Record<string, string> };
+import { ArgumentMetadata, ValidationError, ValidationPipe } from '@nestjs/common';
+import { DEFAULT_MAX_JSON_DEPTH, InputViolation, jsonPathDeeperThan } from '@duraflow/nestjs';
+import { InvalidRequestError } from '../api/request.errors';
 
 /**
  * How deep a request value may nest before class-transformer walks it: a submit's `input`
@@ -10,11 +9,7 @@ type Violation = { property: string; constraints: Record<string, string> };
  */
 const MAX_REQUEST_DEPTH = DEFAULT_MAX_JSON_DEPTH + 1;
 
-/**
- * The global pipe: DTOs transformed and checked, unknown properties refused, and a 400
- * shaped like the Duraflow errors (`message` says what is wrong, `violations` lists it).
- * A value nested too deep is refused before anything recurses into it.
- */
+/** Refuses a value nested too deep before anything recurses into it. */
 class DuraflowValidationPipe extends ValidationPipe {
   override async transform(value: unknown, metadata: ArgumentMetadata): Promise<unknown> {
     const tooDeep = jsonPathDeeperThan(value, MAX_REQUEST_DEPTH);
@@ -27,6 +22,11 @@ class DuraflowValidationPipe extends ValidationPipe {
   }
 }
 
+/**
+ * The global pipe: DTOs transformed and checked, unknown properties refused, and an
+ * InvalidRequestError (400 `INVALID_REQUEST`) whose message says what is wrong and whose
+ * `violations` list it, in the shape of the library's input violations.
+ */
 export function createValidationPipe(): ValidationPipe {
   return new DuraflowValidationPipe({
     transform: true,
@@ -37,16 +37,11 @@ export function createValidationPipe(): ValidationPipe {
   });
 }
 
-function invalidRequest(violations: Violation[]): BadRequestException {
-  return new BadRequestException({
-    statusCode: HttpStatus.BAD_REQUEST,
-    error: 'INVALID_REQUEST',
-    message: `Invalid request: ${violations.flatMap((v) => Object.values(v.constraints)).join('; ')}.`,
-    violations,
-  });
+function invalidRequest(violations: InputViolation[]): InvalidRequestError {
+  return new InvalidRequestError(`Invalid request: ${violations.flatMap((v) => Object.values(v.constraints)).join('; ')}.`, violations);
 }
 
-function flatten(errors: ValidationError[], prefix = ''): Violation[] {
+function flatten(errors: ValidationError[], prefix = ''): InputViolation[] {
   return errors.flatMap((error) => {
     const property = prefix ? `${prefix}.${error.property}` : error.property;
     const own = error.constraints ? [{ property, constraints: error.constraints }] : [];

@@ -6,6 +6,7 @@ export { jsonPathDeeperThan } from './execution/json';
 export { Workflow, Step, Compensate, WorkflowMetadata, StepMetadata } from './decorators';
 export { workflow } from './workflow';
 export { currentStepContext } from './execution/run-scope';
+export { isTransientDatabaseError } from './execution/persist';
 export { WorkflowService, SubmitOptions, ListTasksOptions, TaskPage, WaitForOptions, CancelOptions } from './services/workflow.service';
 export { WorkerService, WorkerStats, WorkerState } from './services/worker.service';
 export { ReaperService, ReapResult, REAPER_INTERVAL_NAME } from './services/reaper.service';
@@ -14,6 +15,7 @@ export { SagaService, ListDeadLettersOptions, DeadLetterPage, DeadLetterRetryRes
 export { WorkflowRegistry, RegisteredWorkflow, RegisteredCompensation } from './discovery/workflow.registry';
 export * from './entities';
 export * from './errors';
+export * from './http';
 export { TaskStatus, TERMINAL_STATUSES, isTerminalStatus } from './interfaces/task-status';
 export * from './interfaces/workflow-context';
 export * from './interfaces/workflow-definition';

@@ -67,8 +67,10 @@ export class SagaExecutor {
       if (lease.stoppedBecause) return 'stopped';
       const status = await this.write(lease, () => this.tasks.finishRollback(task.id, lease.claimToken, reason, steps.length > 0));
       if (!status) return 'stopped';
-      if (status === TaskStatus.PARTIAL_ROLLBACK) {
-        this.logger.warn(`Task ${task.id} (${task.workflowName}) ended partial_rollback: see its dead letters`);
+      if (status !== TaskStatus.CANCELLED) {
+        const code = (start ? start.error : task.error)?.code ?? 'UNKNOWN';
+        const deadLetters = status === TaskStatus.PARTIAL_ROLLBACK ? ': see its dead letters' : '';
+        this.logger.warn(`Task ${task.id} (${task.workflowName}) ended ${status}: ${code}${deadLetters}`);
       }
       return status as RollbackOutcome;
     } catch (error) {

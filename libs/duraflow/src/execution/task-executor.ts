@@ -90,17 +90,19 @@ export class TaskExecutor {
   /** The run failed for good: undo its completed steps if it has any to undo, else end `failed`. */
   private fail(task: AgentTask, lease: TaskLease, runner: MemoizedStepRunner, error: TaskError): Promise<RunOutcome> {
     if (runner.hasCompensableSteps) return this.saga.rollback(task, lease, 'failed', { error });
-    return this.recordFailure(task.id, lease, error);
+    return this.recordFailure(task, lease, error);
   }
 
-  private async recordFailure(taskId: string, lease: TaskLease, error: TaskError): Promise<RunOutcome> {
+  private async recordFailure(task: AgentTask, lease: TaskLease, error: TaskError): Promise<RunOutcome> {
     lease.markRecording(); // as for a completion: the slot is free while the failure commits
     try {
-      const owned = await this.durably(lease, () => this.tasks.finishTaskWithError(taskId, lease.claimToken, TaskStatus.FAILED, JSON.stringify(error)));
-      return owned ? 'failed' : 'stopped';
+      const owned = await this.durably(lease, () => this.tasks.finishTaskWithError(task.id, lease.claimToken, TaskStatus.FAILED, JSON.stringify(error)));
+      if (!owned) return 'stopped';
+      this.logger.warn(`Task ${task.id} (${task.workflowName}) ended failed: ${error.code}`);
+      return 'failed';
     } catch (dbError) {
       if (lease.stoppedBecause) return 'stopped';
-      this.logger.warn(`Task ${taskId} failed but the failure could not be recorded (${describeError(dbError).message}); it will be recovered.`);
+      this.logger.warn(`Task ${task.id} failed but the failure could not be recorded (${describeError(dbError).message}); it will be recovered.`);
       return 'unrecorded';
     }
   }

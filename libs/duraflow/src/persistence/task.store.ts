@@ -49,6 +49,9 @@ export interface ReapedTask {
   /** The status it was left in. */
   status: TaskStatus;
   retryCount: number;
+  workflowName: string;
+  /** The `code` of the task's error (null while it has none). */
+  errorCode: string | null;
   /** requeue: to run again; rollback: retries used up, to undo its steps; abandon/end: finished by the reaper. */
   action: 'requeue' | 'rollback' | 'abandon' | 'end';
 }
@@ -427,15 +430,15 @@ export class TaskStore {
              worker_id = NULL, claim_token = NULL, heartbeat_at = NULL, updated_at = now()
          FROM decided d
          WHERE t.id = d.id
-         RETURNING t.id, t.status, t.retry_count, t.workflow_name, d.action
+         RETURNING t.id, t.status, t.retry_count, t.workflow_name, t.error ->> 'code' AS error_code, d.action
        )
-       SELECT id, status, retry_count, action,
+       SELECT id, status, retry_count, workflow_name, error_code, action,
               pg_notify(CASE WHEN status = 'pending' THEN '${TASK_SUBMITTED_CHANNEL}' ELSE '${TASK_FINISHED_CHANNEL}' END,
                         CASE WHEN status = 'pending' THEN workflow_name ELSE id::text END)
        FROM reaped`,
       [staleAfterMs],
       'duraflow_reap',
     );
-    return rows.map((row) => ({ id: row.id, status: row.status, retryCount: row.retry_count, action: row.action }));
+    return rows.map((row) => ({ id: row.id, status: row.status, retryCount: row.retry_count, workflowName: row.workflow_name, errorCode: row.error_code, action: row.action }));
   }
 }

@@ -124,6 +124,11 @@ export class ReaperService implements OnApplicationBootstrap, OnApplicationShutd
       failed: reaped.filter((task) => task.status === TaskStatus.FAILED).map((task) => task.id),
       ended: reaped.filter((task) => task.action === 'end' || task.action === 'abandon').map(({ id, status }) => ({ id, status })),
     };
+    for (const task of reaped) {
+      if ((task.action === 'end' || task.action === 'abandon') && task.status !== TaskStatus.CANCELLED) {
+        this.logger.warn(`Task ${task.id} (${task.workflowName}) ended ${task.status}: ${task.errorCode ?? 'UNKNOWN'}`);
+      }
+    }
     if (reaped.length) {
       this.logger.log(
         `Reaped ${reaped.length} stale task(s): ${result.requeued.length} re-queued, ` +

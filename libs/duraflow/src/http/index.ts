@@ -1,0 +1,2 @@
+export * from './duraflow-error-status';
+export * from './duraflow-exception.filter';
