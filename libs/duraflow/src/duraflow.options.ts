@@ -4,6 +4,7 @@ import { InvalidDuraflowOptionsError } from './errors';
 import { REAPER_LEADER_KEY } from './leader/leader-election';
 import { FunctionalWorkflowDefinition } from './interfaces/workflow-definition';
 import { BackoffOptions, StepOptions } from './interfaces/workflow-context';
+import { UNKNOWN_INPUT_PROPERTIES, UnknownInputProperties } from './validation/dto-input';
 
 export interface DuraflowRedisOptions {
   /** e.g. `redis://127.0.0.1:6379`. */
@@ -87,6 +88,11 @@ export interface DuraflowModuleOptions {
   compensation?: StepOptions;
   /** Largest accepted input, as JSON bytes. Default 1 MiB. */
   maxInputBytes?: number;
+  /**
+   * Input properties a workflow's `input` DTO does not declare, for workflows that do not say:
+   * `'strip'` (the default) removes them before the input is stored, `'reject'` refuses the submit.
+   */
+  unknownInputProperties?: UnknownInputProperties;
 }
 
 export interface ResolvedBackoff {
@@ -114,6 +120,7 @@ export interface ResolvedDuraflowOptions {
   step: ResolvedStepOptions;
   compensation: ResolvedStepOptions;
   maxInputBytes: number;
+  unknownInputProperties: UnknownInputProperties;
 }
 
 export const DEFAULT_BACKOFF: ResolvedBackoff = { initialDelayMs: 100, factor: 2, maxDelayMs: 30_000 };
@@ -152,6 +159,7 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
     step: resolveStepOptions(options.step, { retries: 0, timeout: undefined, backoff: DEFAULT_BACKOFF }, 'step'),
     compensation: resolveStepOptions(options.compensation, DEFAULT_COMPENSATION_OPTIONS, 'compensation'),
     maxInputBytes: options.maxInputBytes ?? 1024 * 1024,
+    unknownInputProperties: options.unknownInputProperties ?? 'strip',
   };
   checkText('workerId', resolved.workerId, 255);
   if (resolved.redis !== undefined && (typeof resolved.redis !== 'object' || resolved.redis === null || !(resolved.redis.url || resolved.redis.host))) {
@@ -172,6 +180,9 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
   checkText('reaper.leaderKey', resolved.reaper.leaderKey, 255);
   checkInteger('maxRetries', resolved.maxRetries, 0);
   checkInteger('maxInputBytes', resolved.maxInputBytes, 1);
+  if (!UNKNOWN_INPUT_PROPERTIES.includes(resolved.unknownInputProperties)) {
+    throw new InvalidDuraflowOptionsError('unknownInputProperties', `must be 'strip' or 'reject', got ${String(resolved.unknownInputProperties)}.`);
+  }
   if (!Array.isArray(resolved.workflows)) {
     throw new InvalidDuraflowOptionsError('workflows', 'must be an array of workflow(name, fn) definitions.');
   }
