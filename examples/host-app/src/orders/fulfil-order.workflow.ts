@@ -3,7 +3,7 @@ import { IsInt, IsString, Length, Min } from 'class-validator';
 import { Repository } from 'typeorm';
 import { Compensate, Step, Workflow, WorkflowContext } from '@duraflow/nestjs';
 import { Order } from './order.entity.js';
-import { Reservation, WarehouseService } from './warehouse.service.js';
+import { type Reservation, WarehouseService } from './warehouse.service.js';
 
 export class FulfilOrderInput {
   @IsInt()
