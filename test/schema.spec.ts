@@ -4,8 +4,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Client } from 'pg';
 import { DataSource, IsNull } from 'typeorm';
-import { AgentTask, DeadLetter, DURAFLOW_ENTITIES, StepRun } from '@duraflow/nestjs';
-import { runMigrations } from '../src/db/migrate';
+import { AgentTask, DeadLetter, DURAFLOW_ENTITIES, runDuraflowMigrations, StepRun } from '@duraflow/nestjs';
 import { createTestDatabase, TestDatabase } from './support/database';
 
 const execFileAsync = promisify(execFile);
@@ -545,7 +544,7 @@ describe('schema (seed 000 "Database Schema")', () => {
     });
 
     it('applies nothing when run a second time', async () => {
-      expect(await runMigrations(db.url)).toEqual([]);
+      expect(await runDuraflowMigrations(db.url)).toEqual([]);
       const { rows } = await db.client.query('SELECT name FROM migrations ORDER BY timestamp');
       expect(rows.map((r) => r.name)).toEqual(MIGRATIONS);
     });

@@ -2,21 +2,27 @@ import { randomUUID } from 'node:crypto';
 import { TestingModule } from '@nestjs/testing';
 import {
   DuraflowError,
+  DuraflowModule,
   InputTooLargeError,
   InputValidationError,
+  InvalidDuraflowOptionsError,
   InvalidSubmitOptionsError,
+  InvalidWorkflowDefinitionError,
   InvalidWorkflowNameError,
   NotSerializableError,
+  resolveDuraflowOptions,
   SubmitOptions,
   TaskAlreadyFinishedError,
   TaskNotFoundError,
   TaskStatus,
   UnknownWorkflowError,
+  Workflow,
   workflow,
   WorkflowContext,
   WorkflowService,
 } from '@duraflow/nestjs';
-import { BookingWorkflow } from './fixtures/definitions/booking.workflow';
+import { BookingInput, BookingWorkflow } from './fixtures/definitions/booking.workflow';
+import { bootFailure } from './fixtures/definitions/boot';
 import { FlightsApi } from './fixtures/definitions/flights-api';
 import { startTestApp } from './support/app';
 import { createTestDatabase, TestDatabase } from './support/database';
@@ -30,6 +36,31 @@ const longestNameWorkflow = workflow(LONGEST_NAME, async () => 'ok');
 const punctuatedNameWorkflow = workflow('Echo_v2-beta', async () => 'ok');
 
 const validBooking = { passenger: 'Ada Lovelace', seats: 2, route: { from: 'LHR', to: 'JFK' } };
+const bookingWithUnknowns = { ...validBooking, isAdmin: true, route: { ...validBooking.route, via: 'DUB' } };
+
+/** The booking DTO, refusing properties it does not declare. */
+@Workflow('booking-strict', { input: BookingInput, unknownInputProperties: 'reject' })
+class StrictBookingWorkflow {
+  async run(ctx: WorkflowContext<BookingInput>) {
+    return ctx.input;
+  }
+}
+
+/** The booking DTO, stripping what it does not declare even where the module default is 'reject'. */
+@Workflow('booking-lenient', { input: BookingInput, unknownInputProperties: 'strip' })
+class LenientBookingWorkflow {
+  async run(ctx: WorkflowContext<BookingInput>) {
+    return ctx.input;
+  }
+}
+
+/** The booking DTO with the module's default. */
+@Workflow('booking-default', { input: BookingInput })
+class DefaultBookingWorkflow {
+  async run(ctx: WorkflowContext<BookingInput>) {
+    return ctx.input;
+  }
+}
 
 /** `{"blob":"…"}`, exactly `bytes` bytes of JSON: `fill` repeated, topped up with "x". */
 function inputOfBytes(bytes: number, fill = 'x'): { blob: string } {
@@ -49,7 +80,7 @@ describe('submit validation (bad input gets a typed error and writes nothing)', 
     db = await createTestDatabase();
     app = await startTestApp({
       db,
-      providers: [FlightsApi, BookingWorkflow],
+      providers: [FlightsApi, BookingWorkflow, StrictBookingWorkflow],
       duraflow: {
         maxInputBytes: MAX_INPUT_BYTES,
         workflows: [echoWorkflow, longestNameWorkflow, punctuatedNameWorkflow],
@@ -228,6 +259,95 @@ describe('submit validation (bad input gets a typed error and writes nothing)', 
       expect(await storedInput(task.id)).toEqual(validBooking);
       const done = await workflows.waitFor(task.id, WAIT);
       expect(done.status).toBe(TaskStatus.COMPLETED);
+    });
+  });
+
+  describe('input properties the DTO does not declare', () => {
+    it('strips them by default, at every level the DTO validates, and stores and runs the input as validated', async () => {
+      const task = await workflows.submit('booking', bookingWithUnknowns);
+
+      expect(task.input).toEqual(validBooking);
+      expect(await storedInput(task.id)).toEqual(validBooking);
+      const done = await workflows.waitFor(task.id, WAIT);
+      expect(done.status).toBe(TaskStatus.COMPLETED);
+      expect(done.output).toEqual(expect.objectContaining({ passenger: validBooking.passenger, seats: 2 }));
+    });
+
+    it('compares the stripped input for an idempotency key: a retry with an extra property gets the first task', async () => {
+      const first = await workflows.submitWithResult('booking', validBooking, { idempotencyKey: 'strip-retry' });
+      const again = await workflows.submitWithResult('booking', { ...validBooking, trackingId: 'x-1' }, { idempotencyKey: 'strip-retry' });
+      expect(again).toEqual({ task: expect.objectContaining({ id: first.task.id }), created: false });
+    });
+
+    it("refuses them with InputValidationError naming each one when the workflow says 'reject', and writes nothing", async () => {
+      const error = await expectRejectedWithoutWrite(
+        () => workflows.submit('booking-strict', bookingWithUnknowns),
+        InputValidationError,
+        'INVALID_INPUT',
+      );
+      expect(error.violations).toEqual([
+        { property: 'isAdmin', constraints: { whitelistValidation: expect.stringContaining('isAdmin') } },
+        { property: 'route.via', constraints: { whitelistValidation: expect.stringContaining('via') } },
+      ]);
+      expect(error.message).toContain('route.via');
+    });
+
+    it("names the index of the refused input in submitMany, and writes none of them", async () => {
+      const error = await expectRejectedWithoutWrite(
+        () => workflows.submitMany('booking-strict', [validBooking, { ...validBooking, note: 'hi' }]),
+        InputValidationError,
+        'INVALID_INPUT',
+      );
+      expect(error.violations.map((v) => v.property)).toEqual(['[1].note']);
+    });
+
+    it("accepts input without unknown properties under 'reject'", async () => {
+      const task = await workflows.submit('booking-strict', validBooking);
+      expect(await storedInput(task.id)).toEqual(validBooking);
+    });
+  });
+
+  describe("the module's unknownInputProperties default", () => {
+    let strictApp: TestingModule;
+    let strict: WorkflowService;
+
+    beforeAll(async () => {
+      strictApp = await startTestApp({
+        db,
+        providers: [DefaultBookingWorkflow, LenientBookingWorkflow],
+        duraflow: { worker: { enabled: false }, reaper: { enabled: false }, unknownInputProperties: 'reject' },
+      });
+      strict = strictApp.get(WorkflowService);
+    });
+
+    afterAll(async () => {
+      await strictApp?.close();
+    });
+
+    it("refuses unknown properties for the workflows that do not say, with the module default 'reject'", async () => {
+      const error = await expectRejectedWithoutWrite(
+        () => strict.submit('booking-default', bookingWithUnknowns),
+        InputValidationError,
+        'INVALID_INPUT',
+      );
+      expect(error.violations.map((v) => v.property)).toEqual(['isAdmin', 'route.via']);
+    });
+
+    it("lets a workflow's own 'strip' win over the module default", async () => {
+      const task = await strict.submit('booking-lenient', bookingWithUnknowns);
+      expect(await storedInput(task.id)).toEqual(validBooking);
+    });
+
+    it('refuses a value other than strip or reject, in the module options or (at boot) in a workflow', async () => {
+      expect(() => resolveDuraflowOptions({ unknownInputProperties: 'ignore' as never })).toThrow(InvalidDuraflowOptionsError);
+      const error = await bootFailure({
+        db,
+        duraflowModule: DuraflowModule.forRoot({
+          workflows: [workflow('odd', async () => 1, { input: BookingInput, unknownInputProperties: 'keep' as never })],
+        }),
+      });
+      expect(error).toBeInstanceOf(InvalidWorkflowDefinitionError);
+      expect((error as Error).message).toContain('unknownInputProperties');
     });
   });
 

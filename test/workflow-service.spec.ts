@@ -2,6 +2,7 @@ import { TestingModule } from '@nestjs/testing';
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import {
+  IdempotencyKeyConflictError,
   InvalidCursorError,
   InvalidListOptionsError,
   InvalidWaitOptionsError,
@@ -150,12 +151,12 @@ describe('WorkflowService', () => {
   });
 
   describe('idempotency', () => {
-    it('returns the first task for a repeated idempotency key and creates nothing new', async () => {
+    it('returns the first task for a repeated idempotency key with the same input and creates nothing new', async () => {
       const app = await bed.start({ duraflow: { ...SUBMIT_ONLY, workflows: [recordingWorkflow('plain', [])] } });
       const workflows = app.get(WorkflowService);
 
       const first = await workflows.submit('plain', { attempt: 1 }, { idempotencyKey: 'order-1' });
-      const again = await workflows.submit('plain', { attempt: 2 }, { idempotencyKey: 'order-1' });
+      const again = await workflows.submit('plain', { attempt: 1 }, { idempotencyKey: 'order-1' });
       const other = await workflows.submit('plain', { attempt: 3 }, { idempotencyKey: 'order-2' });
 
       expect(again.id).toBe(first.id);
@@ -165,17 +166,87 @@ describe('WorkflowService', () => {
       expect(await countTasks()).toBe(2);
     });
 
-    it('creates exactly one task when 20 submits with the same key race', async () => {
+    it('compares inputs as JSON values: another key order or number spelling is the same input', async () => {
       const app = await bed.start({ duraflow: { ...SUBMIT_ONLY, workflows: [recordingWorkflow('plain', [])] } });
       const workflows = app.get(WorkflowService);
 
-      const tasks = await Promise.all(
+      const first = await workflows.submit('plain', { a: 1, b: { c: [1, 2], d: 'x' } }, { idempotencyKey: 'k' });
+      const again = await workflows.submit('plain', { b: { d: 'x', c: [1, 2.0] }, a: 1.0 }, { idempotencyKey: 'k' });
+
+      expect(again.id).toBe(first.id);
+      expect(await countTasks()).toBe(1);
+    });
+
+    it('refuses a repeated idempotency key with another input (IdempotencyKeyConflictError) and writes nothing', async () => {
+      const app = await bed.start({ duraflow: { ...SUBMIT_ONLY, workflows: [recordingWorkflow('plain', [])] } });
+      const workflows = app.get(WorkflowService);
+      const first = await workflows.submit('plain', { amount: 10 }, { idempotencyKey: 'charge-9' });
+      const before = await bed.db.client.query('SELECT * FROM agent_tasks');
+
+      for (const input of [{ amount: 11 }, { amount: 10, extra: true }, {}, undefined]) {
+        const error = await workflows.submit('plain', input, { idempotencyKey: 'charge-9' }).catch((reason: unknown) => reason);
+        expect(error).toBeInstanceOf(IdempotencyKeyConflictError);
+        expect(error).toMatchObject({
+          code: 'IDEMPOTENCY_KEY_CONFLICT',
+          workflowName: 'plain',
+          idempotencyKey: 'charge-9',
+          taskId: first.id,
+        });
+        expect((error as Error).message).toContain(first.id);
+      }
+      await expect(workflows.submitWithResult('plain', { amount: 12 }, { idempotencyKey: 'charge-9' })).rejects.toBeInstanceOf(
+        IdempotencyKeyConflictError,
+      );
+      expect((await bed.db.client.query('SELECT * FROM agent_tasks')).rows).toEqual(before.rows);
+    });
+
+    it('tells a created task from an existing one with submitWithResult', async () => {
+      const app = await bed.start({ duraflow: { ...SUBMIT_ONLY, workflows: [recordingWorkflow('plain', [])] } });
+      const workflows = app.get(WorkflowService);
+
+      const first = await workflows.submitWithResult('plain', { n: 1 }, { idempotencyKey: 'k1' });
+      const again = await workflows.submitWithResult('plain', { n: 1 }, { idempotencyKey: 'k1' });
+      const withoutKey = await workflows.submitWithResult('plain', { n: 1 });
+      const withoutKeyAgain = await workflows.submitWithResult('plain', { n: 1 });
+
+      expect(first).toEqual({ task: expect.objectContaining({ id: expect.stringMatching(UUID), status: TaskStatus.PENDING }), created: true });
+      expect(again.created).toBe(false);
+      expect(again.task.id).toBe(first.task.id);
+      expect(withoutKey.created).toBe(true);
+      expect(withoutKeyAgain.created).toBe(true);
+      expect(withoutKeyAgain.task.id).not.toBe(withoutKey.task.id);
+      expect(await countTasks()).toBe(3);
+    });
+
+    it('creates exactly one task when 20 submits with the same key and input race', async () => {
+      const app = await bed.start({ duraflow: { ...SUBMIT_ONLY, workflows: [recordingWorkflow('plain', [])] } });
+      const workflows = app.get(WorkflowService);
+
+      const results = await Promise.all(
+        Array.from({ length: 20 }, () => workflows.submitWithResult('plain', { order: 7 }, { idempotencyKey: 'race' })),
+      );
+
+      expect(new Set(results.map(({ task }) => task.id)).size).toBe(1);
+      expect(results.filter(({ created }) => created)).toHaveLength(1);
+      expect(await countTasks()).toBe(1);
+      expect(await countTasks(`idempotency_key = 'race'`)).toBe(1);
+    });
+
+    it('lets one of 20 racing submits with the same key and different inputs win, and refuses the 19 others', async () => {
+      const app = await bed.start({ duraflow: { ...SUBMIT_ONLY, workflows: [recordingWorkflow('plain', [])] } });
+      const workflows = app.get(WorkflowService);
+
+      const outcomes = await Promise.allSettled(
         Array.from({ length: 20 }, (_, i) => workflows.submit('plain', { racer: i }, { idempotencyKey: 'race' })),
       );
 
-      expect(new Set(tasks.map((task) => task.id)).size).toBe(1);
+      const won = outcomes.filter((outcome) => outcome.status === 'fulfilled');
+      const refused = outcomes.filter((outcome) => outcome.status === 'rejected');
+      expect(won).toHaveLength(1);
+      expect(refused.map((outcome) => (outcome as PromiseRejectedResult).reason.code)).toEqual(
+        Array(19).fill('IDEMPOTENCY_KEY_CONFLICT'),
+      );
       expect(await countTasks()).toBe(1);
-      expect(await countTasks(`idempotency_key = 'race'`)).toBe(1);
     });
 
     it('lets different workflows use the same key independently', async () => {

@@ -1,21 +1,13 @@
 /**
- * Applies the migrations in migrations/ to DATABASE_URL:
- *   npx tsx src/db/migrate.ts     (or: npm run migration:run)
+ * Applies the library's migrations (DURAFLOW_MIGRATIONS) to DATABASE_URL:
+ *   npx tsx src/db/migrate.ts     (or: npm run migration:run, or: npx duraflow migrate)
  */
 import 'reflect-metadata';
-import { DataSource } from 'typeorm';
-import { DURAFLOW_MIGRATIONS } from '../../migrations';
+import { runDuraflowMigrations } from '@duraflow/nestjs';
 import { databaseUrl } from './database-url';
 
-export async function runMigrations(url = databaseUrl()): Promise<string[]> {
-  const dataSource = new DataSource({ type: 'postgres', url, migrations: [...DURAFLOW_MIGRATIONS] });
-  await dataSource.initialize();
-  try {
-    const applied = await dataSource.runMigrations({ transaction: 'each' });
-    return applied.map((migration) => migration.name);
-  } finally {
-    await dataSource.destroy();
-  }
+export function runMigrations(url = databaseUrl()): Promise<string[]> {
+  return runDuraflowMigrations(url);
 }
 
 if (require.main === module) {

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
-import { runMigrations } from '../../src/db/migrate';
+import { runDuraflowMigrations } from '@duraflow/nestjs';
 
 /** The server tests create their databases on; override with DATABASE_URL. */
 export const SERVER_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -50,7 +50,7 @@ export async function createTestDatabase(options: TestDatabaseOptions = {}): Pro
     await onServer((admin) => admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
   };
   try {
-    if (options.migrate ?? true) await runMigrations(url);
+    if (options.migrate ?? true) await runDuraflowMigrations(url);
     client = new Client({ connectionString: url });
     await client.connect();
   } catch (error) {

@@ -9,6 +9,7 @@ import { DuraflowModuleOptions, resolveDuraflowOptions } from './duraflow.option
 import { CheckpointBatcher } from './execution/checkpoint-batcher';
 import { CompletionBatcher } from './execution/completion-batcher';
 import { LeaseHeartbeat } from './execution/lease-heartbeat';
+import { ShutdownHooksCheck } from './lifecycle/shutdown-hooks.check';
 import { SagaExecutor } from './execution/saga-executor';
 import { TaskExecutor } from './execution/task-executor';
 import { TaskNotifications } from './notifications/task-notifications';
@@ -51,6 +52,7 @@ import { WorkflowService } from './services/workflow.service';
     WorkerService,
     ReaperService,
     SagaService,
+    ShutdownHooksCheck,
   ],
   exports: [WorkflowService, WorkerService, ReaperService, SagaService, WorkflowRegistry],
 })

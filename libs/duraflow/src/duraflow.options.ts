@@ -5,6 +5,7 @@ import { InvalidDuraflowOptionsError } from './errors';
 import { REAPER_LEADER_KEY } from './leader/leader-election';
 import { FunctionalWorkflowDefinition } from './interfaces/workflow-definition';
 import { BackoffOptions, StepOptions } from './interfaces/workflow-context';
+import { UNKNOWN_INPUT_PROPERTIES, UnknownInputProperties } from './validation/dto-input';
 
 export interface DuraflowRedisOptions {
   /** e.g. `redis://127.0.0.1:6379`. */
@@ -104,6 +105,11 @@ export interface DuraflowModuleOptions {
    * (with a `nextCursor`) rather than go over it, and holds at least one item. Default 2 MiB.
    */
   maxListPageBytes?: number;
+  /**
+   * Input properties a workflow's `input` DTO does not declare, for workflows that do not say:
+   * `'strip'` (the default) removes them before the input is stored, `'reject'` refuses the submit.
+   */
+  unknownInputProperties?: UnknownInputProperties;
 }
 
 export interface ResolvedBackoff {
@@ -134,6 +140,7 @@ export interface ResolvedDuraflowOptions {
   maxOutputBytes: number;
   maxJsonDepth: number;
   maxListPageBytes: number;
+  unknownInputProperties: UnknownInputProperties;
 }
 
 export const DEFAULT_BACKOFF: ResolvedBackoff = { initialDelayMs: 100, factor: 2, maxDelayMs: 30_000 };
@@ -175,6 +182,7 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
     maxOutputBytes: options.maxOutputBytes ?? 1024 * 1024,
     maxJsonDepth: options.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH,
     maxListPageBytes: options.maxListPageBytes ?? 2 * 1024 * 1024,
+    unknownInputProperties: options.unknownInputProperties ?? 'strip',
   };
   checkText('workerId', resolved.workerId, 255);
   if (resolved.redis !== undefined && (typeof resolved.redis !== 'object' || resolved.redis === null || !(resolved.redis.url || resolved.redis.host))) {
@@ -201,6 +209,9 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
     throw new InvalidDuraflowOptionsError('maxJsonDepth', `must be at most ${MAX_JSON_DEPTH}, got ${resolved.maxJsonDepth}.`);
   }
   checkInteger('maxListPageBytes', resolved.maxListPageBytes, 1);
+  if (!UNKNOWN_INPUT_PROPERTIES.includes(resolved.unknownInputProperties)) {
+    throw new InvalidDuraflowOptionsError('unknownInputProperties', `must be 'strip' or 'reject', got ${String(resolved.unknownInputProperties)}.`);
+  }
   if (!Array.isArray(resolved.workflows)) {
     throw new InvalidDuraflowOptionsError('workflows', 'must be an array of workflow(name, fn) definitions.');
   }

@@ -7,7 +7,7 @@ export { Workflow, Step, Compensate, WorkflowMetadata, StepMetadata } from './de
 export { workflow } from './workflow';
 export { currentStepContext } from './execution/run-scope';
 export { isTransientDatabaseError } from './execution/persist';
-export { WorkflowService, SubmitOptions, ListTasksOptions, TaskPage, WaitForOptions, CancelOptions } from './services/workflow.service';
+export { WorkflowService, SubmitOptions, SubmitResult, ListTasksOptions, TaskPage, WaitForOptions, CancelOptions } from './services/workflow.service';
 export { WorkerService, WorkerStats, WorkerState } from './services/worker.service';
 export { ReaperService, ReapResult, REAPER_INTERVAL_NAME } from './services/reaper.service';
 export * from './leader';
@@ -19,4 +19,6 @@ export * from './http';
 export { TaskStatus, TERMINAL_STATUSES, isTerminalStatus } from './interfaces/task-status';
 export * from './interfaces/workflow-context';
 export * from './interfaces/workflow-definition';
-export { DURAFLOW_MIGRATIONS } from '../../../migrations';
+export { UnknownInputProperties } from './validation/dto-input';
+export { DURAFLOW_MIGRATIONS } from './migrations';
+export { runDuraflowMigrations } from './migrations/run-migrations';

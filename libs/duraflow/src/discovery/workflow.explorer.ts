@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger, OnModuleInit, Type } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
+import { loadDtoValidation } from '../dependencies/optional-dependencies';
 import { RESOLVED_DURAFLOW_OPTIONS, WORKFLOW_NAME_PATTERN } from '../duraflow.constants';
 import { ResolvedDuraflowOptions, ResolvedStepOptions, resolveStepOptions } from '../duraflow.options';
 import {
@@ -13,6 +14,7 @@ import {
 } from '../errors';
 import { FunctionalWorkflowDefinition, WorkflowOptions } from '../interfaces/workflow-definition';
 import { StepOptions, WorkflowContext } from '../interfaces/workflow-context';
+import { UNKNOWN_INPUT_PROPERTIES } from '../validation/dto-input';
 import { WorkflowMetadataAccessor } from './workflow-metadata.accessor';
 import { RegisteredCompensation, RegisteredWorkflow, WorkflowRegistry } from './workflow.registry';
 
@@ -58,7 +60,7 @@ export class WorkflowExplorer implements OnModuleInit {
     if (typeof instance?.run !== 'function') {
       throw new InvalidWorkflowDefinitionError(name, `${source} has no run(ctx) method: add one; it is the workflow's entry point.`);
     }
-    const { step, compensation } = this.resolveWorkflowOptions(name, source, options);
+    const { step, compensation, input } = this.resolveWorkflowOptions(name, source, options);
 
     const prototype = Object.getPrototypeOf(instance);
     const steps = new Map<string, string>();
@@ -98,7 +100,7 @@ export class WorkflowExplorer implements OnModuleInit {
       name,
       source,
       run: async (ctx) => run.call(instance, ctx),
-      inputType: options.input as Type<object> | undefined,
+      ...input,
       maxRetries: options.maxRetries,
       step,
       compensations,
@@ -115,7 +117,7 @@ export class WorkflowExplorer implements OnModuleInit {
     if (typeof definition.run !== 'function') {
       throw new InvalidWorkflowDefinitionError(name, `the second argument of workflow("${name}", fn) must be a function.`);
     }
-    const { step, compensation } = this.resolveWorkflowOptions(name, source, options);
+    const { step, compensation, input } = this.resolveWorkflowOptions(name, source, options);
     const compensations = new Map<string, RegisteredCompensation>();
     for (const [stepKey, fn] of Object.entries(options.compensations ?? {})) {
       this.checkStepKey(name, stepKey, `${source} compensations`);
@@ -128,7 +130,7 @@ export class WorkflowExplorer implements OnModuleInit {
       name,
       source,
       run: async (ctx) => definition.run(ctx),
-      inputType: options.input as Type<object> | undefined,
+      ...input,
       maxRetries: options.maxRetries,
       step,
       compensations,
@@ -142,9 +144,16 @@ export class WorkflowExplorer implements OnModuleInit {
     if (options.maxRetries !== undefined && (!Number.isSafeInteger(options.maxRetries) || options.maxRetries < 0)) {
       throw new InvalidWorkflowDefinitionError(name, `${source}: "maxRetries" must be an integer >= 0.`);
     }
+    const unknownInputProperties = options.unknownInputProperties ?? this.options.unknownInputProperties;
+    if (!UNKNOWN_INPUT_PROPERTIES.includes(unknownInputProperties)) {
+      throw new InvalidWorkflowDefinitionError(name, `${source}: "unknownInputProperties" must be 'strip' or 'reject'.`);
+    }
+    // A DTO without class-validator installed stops the boot, not the first submit.
+    if (options.input) loadDtoValidation(name);
     return {
       step: this.resolveStepOptionsOf(name, options.step, this.options.step, `${source} step`),
       compensation: this.resolveStepOptionsOf(name, options.compensation, this.options.compensation, `${source} compensation`),
+      input: { inputType: options.input as Type<object> | undefined, unknownInputProperties },
     };
   }
 

@@ -3,6 +3,7 @@ import { ResolvedStepOptions } from '../duraflow.options';
 import { DuplicateWorkflowError, UnknownWorkflowError } from '../errors';
 import { CompensationFn } from '../interfaces/workflow-definition';
 import { WorkflowContext } from '../interfaces/workflow-context';
+import { UnknownInputProperties } from '../validation/dto-input';
 
 export interface RegisteredCompensation {
   /** What `step_runs.compensation_fn` stores; resolves back through `resolveCompensation`. */
@@ -19,6 +20,8 @@ export interface RegisteredWorkflow {
   source: string;
   run: (ctx: WorkflowContext) => Promise<unknown>;
   inputType?: Type<object>;
+  /** What submit does with input properties `inputType` does not declare. */
+  unknownInputProperties: UnknownInputProperties;
   maxRetries?: number;
   step: ResolvedStepOptions;
   /** By step key. */

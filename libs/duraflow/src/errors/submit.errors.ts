@@ -87,3 +87,18 @@ export class InvalidListOptionsError extends DuraflowError {
     super(`Invalid list option "${option}": ${reason}`);
   }
 }
+
+/**
+ * `submit` with an idempotency key that a task of this workflow already holds, but with another
+ * input: a different request reusing the key, not a retry of the first. Nothing is written.
+ */
+export class IdempotencyKeyConflictError extends DuraflowError {
+  readonly code = 'IDEMPOTENCY_KEY_CONFLICT';
+  constructor(readonly workflowName: string, readonly idempotencyKey: string, readonly taskId: string) {
+    super(
+      `Idempotency key "${idempotencyKey}" of workflow "${workflowName}" already belongs to task "${taskId}", ` +
+        `which was submitted with a different input. Retry with the same input to get that task back, ` +
+        `or use a new key for a new task.`,
+    );
+  }
+}

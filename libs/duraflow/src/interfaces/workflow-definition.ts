@@ -1,3 +1,4 @@
+import type { UnknownInputProperties } from '../validation/dto-input';
 import { StepOptions, WorkflowContext } from './workflow-context';
 
 /** A compensation: receives the saved output of the step it undoes. */
@@ -16,8 +17,17 @@ export interface CompensationContext {
 }
 
 export interface WorkflowOptions {
-  /** class-validator DTO the input must satisfy at submit. */
+  /**
+   * class-validator DTO the input must satisfy at submit (needs the class-validator and
+   * class-transformer packages). The input is stored as validated: see `unknownInputProperties`.
+   */
   input?: new (...args: any[]) => object;
+  /**
+   * Input properties the `input` DTO does not declare: `'strip'` removes them before the input
+   * is stored, `'reject'` refuses the submit (InputValidationError). Default: the module's
+   * `unknownInputProperties` (`'strip'`).
+   */
+  unknownInputProperties?: UnknownInputProperties;
   /** Default `maxRetries` of tasks of this workflow (recoveries after a worker died). */
   maxRetries?: number;
   /** Default options of every step of this workflow. */

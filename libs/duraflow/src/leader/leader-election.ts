@@ -22,3 +22,18 @@ export interface LeaderElection {
 
 /** What the elections log through: Nest's `Logger`, or anything shaped like it. */
 export type LeaderElectionLogger = Pick<LoggerService, 'log' | 'warn'>;
+
+const LEADER_APPLICATION_NAME_PREFIX = 'duraflow-leader ';
+
+/**
+ * The `application_name` of the session that holds (or tries for) the PostgreSQL advisory lock:
+ * `duraflow-leader <worker id>`, cut to the 63 characters PostgreSQL keeps.
+ */
+export function reaperLeaderApplicationName(workerId: string): string {
+  return `${LEADER_APPLICATION_NAME_PREFIX}${workerId}`.slice(0, 63);
+}
+
+/** The worker id in such an `application_name` (possibly cut short), or undefined for another session. */
+export function workerIdOfLeaderSession(applicationName: string | null | undefined): string | undefined {
+  return applicationName?.startsWith(LEADER_APPLICATION_NAME_PREFIX) ? applicationName.slice(LEADER_APPLICATION_NAME_PREFIX.length) : undefined;
+}

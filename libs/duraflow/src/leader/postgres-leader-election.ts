@@ -4,6 +4,11 @@ import { Client } from 'pg';
 import { describeError } from '../execution/json';
 import { LeaderElection, LeaderElectionLogger, REAPER_LEADER_KEY } from './leader-election';
 
+/** `pg_try_advisory_lock` takes a bigint: the first 8 bytes of the key's SHA-256, as text. */
+export function advisoryLockId(key: string): string {
+  return createHash('sha256').update(key).digest().readBigInt64BE(0).toString();
+}
+
 /** How long connecting or checking the session may take before the connection counts as lost. */
 const SESSION_TIMEOUT_MS = 5_000;
 
@@ -28,7 +33,7 @@ export interface PostgresLeaderElectionOptions {
 export class PostgresLeaderElection implements LeaderElection {
   readonly kind = 'postgres';
   readonly key: string;
-  /** `pg_try_advisory_lock` takes a bigint: the first 8 bytes of the key's SHA-256, as text. */
+  /** The advisory lock's bigint id (`advisoryLockId(key)`), as text. */
   readonly lockId: string;
   private readonly createClient: () => Client | Promise<Client>;
   private readonly logger: LeaderElectionLogger;
@@ -43,7 +48,7 @@ export class PostgresLeaderElection implements LeaderElection {
 
   constructor(options: PostgresLeaderElectionOptions) {
     this.key = options.key ?? REAPER_LEADER_KEY;
-    this.lockId = createHash('sha256').update(this.key).digest().readBigInt64BE(0).toString();
+    this.lockId = advisoryLockId(this.key);
     this.createClient = options.createClient;
     this.logger = options.logger ?? new Logger('Duraflow');
   }

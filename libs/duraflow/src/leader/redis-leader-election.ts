@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
-import Redis, { RedisOptions } from 'ioredis';
+import type { Redis, RedisOptions } from 'ioredis';
+import { loadIoredis } from '../dependencies/optional-dependencies';
 import { DuraflowRedisOptions } from '../duraflow.options';
 import { describeError } from '../execution/json';
 import { LeaderElection, LeaderElectionLogger, REAPER_LEADER_KEY } from './leader-election';
@@ -165,5 +166,7 @@ function createClient(redis: DuraflowRedisOptions, ttlMs: number): Redis {
     connectTimeout: timeoutMs,
     retryStrategy: (attempt) => Math.min(MAX_RECONNECT_DELAY_MS, 50 * 2 ** Math.min(attempt, 6)),
   };
-  return redis.url ? new Redis(redis.url, options) : new Redis(options);
+  // Loaded here, not at import: applications without the `redis` option need not install ioredis.
+  const { Redis: RedisClient } = loadIoredis();
+  return redis.url ? new RedisClient(redis.url, options) : new RedisClient(options);
 }

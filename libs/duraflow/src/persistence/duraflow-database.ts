@@ -101,8 +101,11 @@ export class DuraflowDatabase implements SqlExecutor, OnModuleInit {
     }
   }
 
-  /** A connection of its own, outside the pool, for LISTEN: same server and credentials. */
-  createDedicatedClient(): Client {
-    return new Client({ ...(this.pool.options as PoolConfig) });
+  /**
+   * A connection of its own, outside the pool (LISTEN, the leader's advisory lock): same server
+   * and credentials; `applicationName` names it in pg_stat_activity.
+   */
+  createDedicatedClient(applicationName?: string): Client {
+    return new Client({ ...(this.pool.options as PoolConfig), ...(applicationName && { application_name: applicationName }) });
   }
 }

@@ -68,8 +68,9 @@ export class TaskStore {
    * Inserts a task, or finds the one that already holds its idempotency key: the unique
    * partial index arbitrates concurrent submits (a second one waits for the first to commit).
    * The NOTIFY is sent by PostgreSQL on commit, so a worker never wakes for a rolled-back task.
+   * `sameInput` compares the inputs as jsonb (key order and number spelling do not matter).
    */
-  async insertTask(executor: SqlExecutor, task: NewTask): Promise<{ task: AgentTask; created: boolean }> {
+  async insertTask(executor: SqlExecutor, task: NewTask): Promise<{ task: AgentTask; created: boolean; sameInput: boolean }> {
     const values = [task.workflowName, task.inputJson, task.priority, task.scheduledAt, task.maxRetries, task.idempotencyKey];
     for (let attempt = 0; attempt < 3; attempt++) {
       const inserted = await executor.query(
@@ -86,12 +87,15 @@ export class TaskStore {
         values,
         'duraflow_insert_task',
       );
-      if (inserted.rows.length) return { task: toAgentTask(inserted.rows[0]), created: true };
+      if (inserted.rows.length) return { task: toAgentTask(inserted.rows[0]), created: true, sameInput: true };
       const existing = await executor.query(
-        `SELECT ${TASK_COLUMNS} FROM agent_tasks WHERE workflow_name = $1 AND idempotency_key = $2`,
-        [task.workflowName, task.idempotencyKey],
+        `SELECT ${TASK_COLUMNS}, input = $3::jsonb AS same_input
+         FROM agent_tasks WHERE workflow_name = $1 AND idempotency_key = $2`,
+        [task.workflowName, task.idempotencyKey, task.inputJson],
       );
-      if (existing.rows.length) return { task: toAgentTask(existing.rows[0]), created: false };
+      if (existing.rows.length) {
+        return { task: toAgentTask(existing.rows[0]), created: false, sameInput: existing.rows[0].same_input === true };
+      }
     }
     throw new Error(`Could not insert or find the task with idempotency key "${task.idempotencyKey}"; try again.`);
   }

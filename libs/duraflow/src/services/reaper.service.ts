@@ -11,7 +11,7 @@ import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { describeError } from '../execution/json';
 import { TaskStatus } from '../interfaces/task-status';
-import { createLeaderElection, LeaderElection } from '../leader';
+import { createLeaderElection, LeaderElection, reaperLeaderApplicationName } from '../leader';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { TaskStore } from '../persistence/task.store';
 
@@ -79,7 +79,8 @@ export class ReaperService implements OnApplicationBootstrap, OnApplicationShutd
     const { intervalMs, leaderTtlMs, leaderKey } = this.options.reaper;
     this.election = createLeaderElection({
       redis: this.options.redis,
-      createClient: () => this.db.createDedicatedClient(),
+      // Named after this worker, so `duraflow status` can tell which node holds the lock.
+      createClient: () => this.db.createDedicatedClient(reaperLeaderApplicationName(this.options.workerId)),
       key: leaderKey,
       workerId: this.options.workerId,
       ttlMs: leaderTtlMs,

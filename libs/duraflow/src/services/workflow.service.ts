@@ -1,6 +1,4 @@
-import { Inject, Injectable, Type } from '@nestjs/common';
-import { plainToInstance } from 'class-transformer';
-import { validate, ValidationError } from 'class-validator';
+import { Inject, Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { RegisteredWorkflow, WorkflowRegistry } from '../discovery/workflow.registry';
 import { RESOLVED_DURAFLOW_OPTIONS, WORKFLOW_NAME_PATTERN } from '../duraflow.constants';
@@ -8,9 +6,9 @@ import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { AgentTask } from '../entities/agent-task.entity';
 import { StepRun } from '../entities/step-run.entity';
 import {
+  IdempotencyKeyConflictError,
   InputTooLargeError,
   InputValidationError,
-  InputViolation,
   InvalidListOptionsError,
   InvalidSubmitOptionsError,
   InvalidWaitOptionsError,
@@ -29,6 +27,7 @@ import { decodeCursor, keysetPage, listLimit, UUID_PATTERN } from '../persistenc
 import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { StepStore } from '../persistence/step.store';
 import { TaskStore } from '../persistence/task.store';
+import { validateDtoInput } from '../validation/dto-input';
 
 export interface SubmitOptions {
   /** Higher runs first. Default 0. */
@@ -37,10 +36,20 @@ export interface SubmitOptions {
   scheduledAt?: Date | string;
   /** Recoveries after a worker died before the task fails. Default: the workflow's, else the module's (3). */
   maxRetries?: number;
-  /** Submitting again with the same key (for the same workflow) returns the first task and creates nothing. */
+  /**
+   * Submitting again with the same key (for the same workflow) and the same input returns the
+   * first task and creates nothing; with another input it throws IdempotencyKeyConflictError.
+   */
   idempotencyKey?: string;
   /** Create the task in the caller's transaction: it exists (and is claimable) only if that commits. */
   manager?: EntityManager;
+}
+
+/** What `submitWithResult` resolves with. */
+export interface SubmitResult {
+  task: AgentTask;
+  /** False when an earlier submit with the same idempotency key (and input) created the task. */
+  created: boolean;
 }
 
 export interface ListTasksOptions {
@@ -108,6 +117,8 @@ export class WorkflowService {
    * Creates a `pending` task of workflow `name`. Everything is checked before anything is
    * written: a bad name, an unknown workflow, input failing the workflow's DTO, input that
    * is not JSON or too large, or a bad option throws a typed error and writes nothing.
+   * With an `idempotencyKey` already used: the first task when the input is the same,
+   * IdempotencyKeyConflictError when it is not.
    */
   async submit<TInput = unknown>(
     name: string,
@@ -115,12 +126,25 @@ export class WorkflowService {
     options: SubmitOptions = {},
     manager?: EntityManager,
   ): Promise<AgentTask> {
+    return (await this.submitWithResult(name, input, options, manager)).task;
+  }
+
+  /**
+   * `submit`, telling a new task (`created: true`, e.g. HTTP 201) from the one an earlier submit
+   * with the same idempotency key and input created (`created: false`, e.g. 200).
+   */
+  async submitWithResult<TInput = unknown>(
+    name: string,
+    input?: TInput,
+    options: SubmitOptions = {},
+    manager?: EntityManager,
+  ): Promise<SubmitResult> {
     if (typeof name !== 'string' || !WORKFLOW_NAME_PATTERN.test(name)) throw new InvalidWorkflowNameError(name);
     const workflow = this.registry.get(name);
     const opts = this.checkSubmitOptions(options ?? {});
     const inputJson = await this.checkInput(workflow, input);
 
-    const { task } = await this.tasks.insertTask(this.db.forManager(manager ?? options?.manager), {
+    const { task, created, sameInput } = await this.tasks.insertTask(this.db.forManager(manager ?? options?.manager), {
       workflowName: name,
       inputJson,
       priority: opts.priority,
@@ -128,7 +152,8 @@ export class WorkflowService {
       maxRetries: opts.maxRetries ?? workflow.maxRetries ?? this.options.maxRetries,
       idempotencyKey: opts.idempotencyKey,
     });
-    return task;
+    if (!sameInput) throw new IdempotencyKeyConflictError(name, opts.idempotencyKey!, task.id);
+    return { task, created };
   }
 
   /**
@@ -297,7 +322,8 @@ export class WorkflowService {
 
   /**
    * The input as the JSON that will be stored, once it is serializable, within `maxInputBytes`
-   * and valid for the workflow's DTO (`index`: its place in a submitMany call).
+   * and valid for the workflow's DTO, as that DTO validated it (`index`: its place in a
+   * submitMany call).
    */
   private async checkInput(workflow: RegisteredWorkflow, input: unknown, index?: number): Promise<string> {
     const { name } = workflow;
@@ -311,30 +337,16 @@ export class WorkflowService {
       const message = `input must not nest objects and arrays deeper than ${this.options.maxJsonDepth} levels (DuraflowModule's maxJsonDepth)`;
       throw new InputValidationError(name, [{ property, constraints: { maxDepth: message } }]);
     }
-    const inputJson = toJson(value, where, this.options.maxJsonDepth)!;
+    const submittedJson = this.checkSize(name, toJson(value, where, this.options.maxJsonDepth)!);
+    if (!workflow.inputType) return submittedJson;
+    const validated = await validateDtoInput(name, workflow.inputType, JSON.parse(submittedJson), workflow.unknownInputProperties, prefix);
+    // Property defaults of the DTO class may have made it larger than what was submitted.
+    return this.checkSize(name, toJson(validated, where, this.options.maxJsonDepth)!);
+  }
+
+  private checkSize(name: string, inputJson: string): string {
     const bytes = Buffer.byteLength(inputJson, 'utf8');
     if (bytes > this.options.maxInputBytes) throw new InputTooLargeError(name, bytes, this.options.maxInputBytes);
-    if (workflow.inputType) {
-      await this.validateInput(name, workflow.inputType, JSON.parse(inputJson), prefix);
-    }
     return inputJson;
   }
-
-  private async validateInput(name: string, dto: Type<object>, input: unknown, prefix = ''): Promise<void> {
-    if (typeof input !== 'object' || input === null || Array.isArray(input)) {
-      throw new InputValidationError(name, [
-        { property: prefix || '$', constraints: { isObject: `input must be an object matching ${dto.name}` } },
-      ]);
-    }
-    const errors = await validate(plainToInstance(dto, input), { forbidUnknownValues: false });
-    if (errors.length) throw new InputValidationError(name, flattenViolations(errors, prefix));
-  }
-}
-
-function flattenViolations(errors: ValidationError[], prefix = ''): InputViolation[] {
-  return errors.flatMap((error) => {
-    const property = prefix ? `${prefix}.${error.property}` : error.property;
-    const own = error.constraints ? [{ property, constraints: error.constraints }] : [];
-    return [...own, ...flattenViolations(error.children ?? [], property)];
-  });
 }

@@ -1,0 +1,26 @@
+import { DuraflowError } from '../errors/duraflow.error';
+
+/** The command line itself is wrong: unknown command or option, a missing value. Exit code 2. */
+export class CliUsageError extends DuraflowError {
+  readonly code = 'CLI_USAGE';
+}
+
+/** DATABASE_URL / --url is missing or not a PostgreSQL URL. Exit code 2. */
+export class InvalidDatabaseUrlError extends DuraflowError {
+  readonly code = 'INVALID_DATABASE_URL';
+}
+
+/** The server did not answer, refused the login, or has no such database. Exit code 1. */
+export class DatabaseUnreachableError extends DuraflowError {
+  readonly code = 'DATABASE_UNREACHABLE';
+}
+
+/** The database has no Duraflow tables (yet). Exit code 1. */
+export class SchemaMissingError extends DuraflowError {
+  readonly code = 'SCHEMA_MISSING';
+}
+
+/** `--redis` / REDIS_URL is not a Redis URL, or Redis did not answer. Exit code 1. */
+export class RedisUnreachableError extends DuraflowError {
+  readonly code = 'REDIS_UNREACHABLE';
+}

@@ -1,0 +1,116 @@
+import { TaskStatus } from '../interfaces/task-status';
+import { REAPER_LEADER_KEY } from '../leader/leader-election';
+import { QueueStatus, readQueueStatus } from '../persistence/queue-status';
+import { SchemaMissingError } from './cli.errors';
+import { connectDatabase, describeDatabase } from './database-connection';
+import { readRedisLeader, RedisLeader } from './leader-status';
+
+export interface StatusCommandOptions {
+  url: string;
+  /** Read the leader from this Redis instead of the PostgreSQL advisory lock. */
+  redis?: string;
+  leaderKey?: string;
+  json: boolean;
+}
+
+export interface StatusReport extends QueueStatus {
+  database: string;
+  leader:
+    | { via: 'redis'; key: string; workerId: string | null; expiresInMs: number | null }
+    | { via: 'postgres'; key: string; session: QueueStatus['postgresLeader'] };
+}
+
+/** `duraflow status`: the queue at a glance, as text or JSON. */
+export async function statusCommand(options: StatusCommandOptions, print: (line: string) => void): Promise<StatusReport> {
+  const key = options.leaderKey ?? REAPER_LEADER_KEY;
+  const client = await connectDatabase(options.url);
+  let queue: QueueStatus;
+  try {
+    queue = await readQueueStatus(
+      { query: async (text, values) => {
+          const result = await client.query(text, values);
+          return { rows: result.rows, rowCount: result.rowCount ?? 0 };
+        } },
+      key,
+    );
+  } catch (error) {
+    if ((error as { code?: unknown }).code === '42P01') {
+      throw new SchemaMissingError(`${describeDatabase(options.url)} has no Duraflow tables: run \`duraflow migrate\` first.`);
+    }
+    throw error;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+  const redisLeader: RedisLeader | undefined = options.redis ? await readRedisLeader(options.redis, key) : undefined;
+  const report: StatusReport = {
+    database: describeDatabase(options.url),
+    ...queue,
+    leader: redisLeader ? { via: 'redis', key, ...redisLeader } : { via: 'postgres', key, session: queue.postgresLeader },
+  };
+  if (options.json) print(JSON.stringify(report, null, 2));
+  else formatStatus(report).forEach((line) => print(line));
+  return report;
+}
+
+const STATUS_COLUMNS = Object.values(TaskStatus);
+
+export function formatStatus(report: StatusReport): string[] {
+  const lines = [`Duraflow on ${report.database}`, ''];
+  if (report.tasks.length) {
+    const totals: Record<string, number> = {};
+    for (const { counts } of report.tasks) {
+      for (const [status, count] of Object.entries(counts)) totals[status] = (totals[status] ?? 0) + count;
+    }
+    const rows = [
+      ['workflow', ...STATUS_COLUMNS],
+      ...report.tasks.map(({ workflowName, counts }) => [workflowName, ...STATUS_COLUMNS.map((status) => String(counts[status] ?? 0))]),
+      ['(all)', ...STATUS_COLUMNS.map((status) => String(totals[status] ?? 0))],
+    ];
+    const widths = rows[0].map((_, column) => Math.max(...rows.map((row) => row[column].length)));
+    lines.push('Tasks:');
+    for (const row of rows) {
+      lines.push('  ' + row.map((cell, column) => (column === 0 ? cell.padEnd(widths[column]) : cell.padStart(widths[column]))).join('  '));
+    }
+  } else {
+    lines.push('Tasks: none');
+  }
+  lines.push('');
+  const oldest = report.oldestPending;
+  lines.push(
+    oldest
+      ? `Oldest runnable pending task: waiting ${formatDuration(oldest.waitingMs)} (${oldest.id}, ${oldest.workflowName})`
+      : 'Oldest runnable pending task: none',
+  );
+  lines.push(`Pending tasks scheduled for later: ${report.scheduledLater}`);
+  const dead = report.deadLetters;
+  lines.push(
+    dead.total
+      ? `Dead letters: ${dead.total} (${dead.byWorkflow.map((entry) => `${entry.workflowName ?? '(task deleted)'}: ${entry.count}`).join(', ')}), oldest ${dead.oldest!.toISOString()}`
+      : 'Dead letters: none',
+  );
+  lines.push(formatLeader(report.leader));
+  return lines;
+}
+
+function formatLeader(leader: StatusReport['leader']): string {
+  if (leader.via === 'redis') {
+    return leader.workerId
+      ? `Reaper leader: ${leader.workerId} (Redis key ${leader.key}${leader.expiresInMs === null ? '' : `, expires in ${formatDuration(leader.expiresInMs)} unless renewed`})`
+      : `Reaper leader: none (Redis key ${leader.key} is not set)`;
+  }
+  const session = leader.session;
+  if (!session) return `Reaper leader: none (no session holds the PostgreSQL advisory lock "${leader.key}")`;
+  const who = session.workerId ?? `a session named ${JSON.stringify(session.applicationName ?? '')}`;
+  return (
+    `Reaper leader: ${who} (PostgreSQL advisory lock "${leader.key}", backend pid ${session.pid}` +
+    `${session.clientAddress ? ` from ${session.clientAddress}` : ''}, connected since ${session.backendStart.toISOString()})`
+  );
+}
+
+function formatDuration(ms: number): string {
+  if (ms < 1_000) return `${ms} ms`;
+  const seconds = Math.floor(ms / 1_000);
+  if (seconds < 60) return `${(ms / 1_000).toFixed(1)} s`;
+  const parts = [[Math.floor(seconds / 86_400), 'd'], [Math.floor(seconds / 3_600) % 24, 'h'], [Math.floor(seconds / 60) % 60, 'm'], [seconds % 60, 's']] as const;
+  return parts.filter(([value]) => value > 0).map(([value, unit]) => `${value}${unit}`).join(' ');
+}

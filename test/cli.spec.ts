@@ -1,0 +1,222 @@
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { TestingModule } from '@nestjs/testing';
+import { RedisLeaderElection, ReaperService, workflow } from '@duraflow/nestjs';
+import { SWC_REGISTER } from './support/child-process';
+import { waitUntil } from './fixtures/worker/wait';
+import { startTestApp } from './support/app';
+import { createTestDatabase, SERVER_URL, TestDatabase } from './support/database';
+import { SHARED_REDIS_URL } from './support/redis-server';
+
+const execFileAsync = promisify(execFile);
+const CLI = path.join(__dirname, '..', 'libs', 'duraflow', 'src', 'cli', 'main.ts');
+const MIGRATIONS = ['SeedSchema1700000000000', 'EngineColumns1700000000001', 'SagaColumns1700000000002'];
+const CHILD_TIMEOUT_MS = 60_000;
+
+interface CliRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** `npx duraflow …`, from the library's source; DATABASE_URL and REDIS_URL only when given. */
+async function duraflow(args: string[], env: Record<string, string> = {}): Promise<CliRun> {
+  const { DATABASE_URL: _database, REDIS_URL: _redis, ...inherited } = process.env;
+  try {
+    const { stdout, stderr } = await execFileAsync(process.execPath, ['-r', SWC_REGISTER, CLI, ...args], {
+      env: { ...inherited, ...env },
+      timeout: CHILD_TIMEOUT_MS,
+    });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const failed = error as { code?: number; stdout: string; stderr: string };
+    return { code: typeof failed.code === 'number' ? failed.code : -1, stdout: failed.stdout, stderr: failed.stderr };
+  }
+}
+
+function urlOf(database: string): string {
+  const url = new URL(SERVER_URL);
+  url.pathname = `/${database}`;
+  return url.toString();
+}
+
+/** A failure is one line on stderr, nothing on stdout, and no stack trace. */
+function expectOneLineFailure(run: CliRun, code: number, message: RegExp): void {
+  expect(run).toMatchObject({ code, stdout: '' });
+  expect(run.stderr).toMatch(/^duraflow: [^\n]+\n$/);
+  expect(run.stderr).toMatch(message);
+  expect(run.stderr).not.toMatch(/\n\s+at /);
+}
+
+describe('the duraflow command line', () => {
+  const scratch: TestDatabase[] = [];
+  const database = async (migrate: boolean) => {
+    const db = await createTestDatabase({ migrate, prefix: 'duraflow_cli' });
+    scratch.push(db);
+    return db;
+  };
+
+  afterAll(async () => {
+    await Promise.all(scratch.map((db) => db.drop()));
+  });
+
+  describe('migrate', () => {
+    it('applies the migrations to --url, then finds nothing to do through DATABASE_URL', async () => {
+      const db = await database(false);
+
+      const first = await duraflow(['migrate', '--url', db.url]);
+      expect(first).toMatchObject({ code: 0, stderr: '' });
+      expect(first.stdout).toBe(`Applied to ${new URL(db.url).host}/${db.name}: ${MIGRATIONS.join(', ')}\n`);
+      const { rows } = await db.client.query('SELECT name FROM migrations ORDER BY timestamp');
+      expect(rows.map((row) => row.name)).toEqual(MIGRATIONS);
+
+      const second = await duraflow(['migrate'], { DATABASE_URL: db.url });
+      expect(second).toMatchObject({ code: 0, stderr: '' });
+      expect(second.stdout).toMatch(/^Schema is up to date on /);
+    }, CHILD_TIMEOUT_MS);
+  });
+
+  describe('status', () => {
+    let db: TestDatabase;
+
+    beforeAll(async () => {
+      db = await database(true);
+      // Two workflows in every state that matters, one task long overdue, one for later, one dead letter.
+      await db.client.query(`
+        INSERT INTO agent_tasks (id, workflow_name, status, created_at, scheduled_at) VALUES
+          ('00000000-0000-4000-8000-000000000001', 'alpha', 'completed', now() - interval '1 hour', NULL),
+          ('00000000-0000-4000-8000-000000000002', 'alpha', 'completed', now() - interval '1 hour', NULL),
+          ('00000000-0000-4000-8000-000000000003', 'alpha', 'partial_rollback', now() - interval '1 hour', NULL),
+          ('00000000-0000-4000-8000-000000000004', 'alpha', 'pending', now() - interval '95 seconds', NULL),
+          ('00000000-0000-4000-8000-000000000005', 'beta', 'running', now() - interval '10 minutes', NULL),
+          ('00000000-0000-4000-8000-000000000006', 'beta', 'pending', now() - interval '10 minutes', now() - interval '20 seconds'),
+          ('00000000-0000-4000-8000-000000000007', 'beta', 'pending', now(), now() + interval '1 day')`);
+      const { rows } = await db.client.query(
+        `INSERT INTO step_runs (task_id, step_key, status) VALUES ('00000000-0000-4000-8000-000000000003', 'charge', 'completed') RETURNING id`,
+      );
+      await db.client.query(`INSERT INTO dead_letter_queue (task_id, step_id, error) VALUES ('00000000-0000-4000-8000-000000000003', $1, '{}')`, [rows[0].id]);
+    });
+
+    it('reports tasks by workflow and status, the oldest runnable pending task, later ones and dead letters (--json)', async () => {
+      const run = await duraflow(['status', '--json'], { DATABASE_URL: db.url });
+      expect(run).toMatchObject({ code: 0, stderr: '' });
+      const report = JSON.parse(run.stdout);
+
+      expect(report.tasks).toEqual([
+        { workflowName: 'alpha', counts: { completed: 2, partial_rollback: 1, pending: 1 } },
+        { workflowName: 'beta', counts: { pending: 2, running: 1 } },
+      ]);
+      expect(report.oldestPending).toMatchObject({ id: '00000000-0000-4000-8000-000000000004', workflowName: 'alpha' });
+      expect(report.oldestPending.waitingMs).toBeGreaterThanOrEqual(95_000);
+      expect(report.scheduledLater).toBe(1);
+      expect(report.deadLetters).toMatchObject({ total: 1, byWorkflow: [{ workflowName: 'alpha', count: 1 }] });
+      expect(report.leader).toEqual({ via: 'postgres', key: 'duraflow:reaper:leader', session: null });
+    }, CHILD_TIMEOUT_MS);
+
+    it('prints the same as a table for a person', async () => {
+      const run = await duraflow(['status', '--url', db.url]);
+      expect(run).toMatchObject({ code: 0, stderr: '' });
+      expect(run.stdout).toMatch(/workflow\s+pending\s+running\s+completed\s+failed\s+cancelled\s+rolled_back\s+partial_rollback\n/);
+      expect(run.stdout).toMatch(/alpha\s+1\s+0\s+2\s+0\s+0\s+0\s+1\n/);
+      expect(run.stdout).toMatch(/beta\s+2\s+1\s+0\s+0\s+0\s+0\s+0\n/);
+      expect(run.stdout).toMatch(/\(all\)\s+3\s+1\s+2\s+0\s+0\s+0\s+1\n/);
+      expect(run.stdout).toMatch(/Oldest runnable pending task: waiting 1m \d+s \(00000000-0000-4000-8000-000000000004, alpha\)/);
+      expect(run.stdout).toContain('Pending tasks scheduled for later: 1');
+      expect(run.stdout).toMatch(/Dead letters: 1 \(alpha: 1\), oldest \d{4}-/);
+      expect(run.stdout).toContain('Reaper leader: none (no session holds the PostgreSQL advisory lock "duraflow:reaper:leader")');
+    }, CHILD_TIMEOUT_MS);
+
+    describe('with an app running on the database', () => {
+      let app: TestingModule;
+      const workerId = `cli-status-${randomBytes(3).toString('hex')}`;
+
+      beforeAll(async () => {
+        app = await startTestApp({
+          db,
+          duraflow: { workerId, workflows: [workflow('gamma', async () => null)], worker: { enabled: false }, reaper: { intervalMs: 200 } },
+        });
+        await waitUntil(() => app.get(ReaperService).isLeader(), 'the app leads the reaper');
+      });
+
+      afterAll(async () => {
+        await app?.close();
+      });
+
+      it('names the worker that holds the PostgreSQL advisory lock', async () => {
+        const run = await duraflow(['status', '--url', db.url]);
+        expect(run.stdout).toMatch(
+          new RegExp(`Reaper leader: ${workerId} \\(PostgreSQL advisory lock "duraflow:reaper:leader", backend pid \\d+`),
+        );
+        const json = JSON.parse((await duraflow(['status', '--url', db.url, '--json'])).stdout);
+        expect(json.leader.session).toMatchObject({ workerId, applicationName: `duraflow-leader ${workerId}` });
+      }, CHILD_TIMEOUT_MS);
+
+      it('looks for the leader key the app was given (--leader-key)', async () => {
+        const json = JSON.parse((await duraflow(['status', '--url', db.url, '--json', '--leader-key', 'another:key'])).stdout);
+        expect(json.leader).toEqual({ via: 'postgres', key: 'another:key', session: null });
+      }, CHILD_TIMEOUT_MS);
+    });
+
+    it('reads the leader from Redis with --redis or REDIS_URL', async () => {
+      const key = `duraflow:test:cli:${randomBytes(4).toString('hex')}`;
+      const election = new RedisLeaderElection({ redis: { url: SHARED_REDIS_URL }, key, workerId: 'redis-led-worker', ttlMs: 30_000 });
+      try {
+        expect(await election.tick()).toBe(true);
+
+        const viaOption = await duraflow(['status', '--url', db.url, '--redis', SHARED_REDIS_URL, '--leader-key', key]);
+        expect(viaOption.stdout).toMatch(new RegExp(`Reaper leader: redis-led-worker \\(Redis key ${key}, expires in \\d+\\.\\d s unless renewed\\)`));
+        const viaEnv = JSON.parse((await duraflow(['status', '--json', '--leader-key', key], { DATABASE_URL: db.url, REDIS_URL: SHARED_REDIS_URL })).stdout);
+        expect(viaEnv.leader).toMatchObject({ via: 'redis', key, workerId: 'redis-led-worker' });
+        expect(viaEnv.leader.expiresInMs).toBeGreaterThan(0);
+      } finally {
+        await election.close();
+      }
+      const none = await duraflow(['status', '--url', db.url, '--redis', SHARED_REDIS_URL, '--leader-key', key]);
+      expect(none.stdout).toContain(`Reaper leader: none (Redis key ${key} is not set)`);
+    }, CHILD_TIMEOUT_MS);
+
+    it('says to migrate first on a database without the Duraflow tables', async () => {
+      const empty = await database(false);
+      expectOneLineFailure(await duraflow(['status', '--url', empty.url]), 1, /has no Duraflow tables: run `duraflow migrate` first\./);
+    }, CHILD_TIMEOUT_MS);
+  });
+
+  describe('failures: one line, a non-zero exit, no stack trace', () => {
+    const unreachable = 'postgres://postgres@127.0.0.1:1/duraflow_nowhere';
+    /** Stands for the URL of a migrated database in the table below. */
+    const MIGRATED = '<migrated>';
+    let migrated: TestDatabase;
+
+    beforeAll(async () => {
+      migrated = await database(true);
+    });
+
+    it.each<[string, string[], Record<string, string>, number, RegExp]>([
+      ['no database at all', ['status'], {}, 2, /No database given: set DATABASE_URL or pass --url/],
+      ['a URL that is not one', ['migrate', '--url', 'not a url'], {}, 2, /Invalid database URL "not a url": expected postgres:\/\//],
+      ['another scheme, without echoing the password', ['status'], { DATABASE_URL: 'mysql://root:s3cret@db/app' }, 2, /Invalid database URL "mysql:\/\/root:\*\*\*@db\/app": the scheme must be postgres:\/\//],
+      ['an unreachable server (migrate)', ['migrate', '--url', unreachable], {}, 1, /Cannot connect to PostgreSQL at 127\.0\.0\.1:1\/duraflow_nowhere: connect ECONNREFUSED/],
+      ['an unreachable server (status)', ['status'], { DATABASE_URL: unreachable }, 1, /Cannot connect to PostgreSQL at 127\.0\.0\.1:1\/duraflow_nowhere: connect ECONNREFUSED/],
+      ['a database that does not exist', ['migrate', '--url', urlOf('duraflow_cli_missing')], {}, 1, /database "duraflow_cli_missing" does not exist; create it, or fix the URL\./],
+      ['an unreachable Redis', ['status', '--url', MIGRATED, '--redis', 'redis://127.0.0.1:1'], {}, 1, /Cannot read the reaper leader from Redis at 127\.0\.0\.1:1: .*ECONNREFUSED/],
+      ['an unknown command', ['migrat'], {}, 2, /Unknown command "migrat": use migrate or status/],
+      ['an unknown option', ['status', '--verbose'], {}, 2, /Unknown option --verbose/],
+      ['an option without its value', ['status', '--url'], {}, 2, /--url needs a value/],
+    ])('refuses %s', async (_, args, env, code, message) => {
+      const run = await duraflow(args.map((arg) => (arg === MIGRATED ? migrated.url : arg)), env);
+      expectOneLineFailure(run, code, message);
+    }, CHILD_TIMEOUT_MS);
+
+    it('prints its usage with --help and without a command', async () => {
+      for (const args of [['--help'], []]) {
+        const run = await duraflow(args);
+        expect(run).toMatchObject({ code: 0, stderr: '' });
+        expect(run.stdout).toMatch(/^Usage: duraflow <command> \[options\]/);
+        expect(run.stdout).toContain('migrate');
+        expect(run.stdout).toContain('status');
+      }
+    }, CHILD_TIMEOUT_MS);
+  });
+});

@@ -1,0 +1,314 @@
+import { builtinModules } from 'node:module';
+import { cp, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { HOST_APP_SOURCE, HostAppFlavour, HostAppProcess, PreparedHostApp, prepareHostApp, prepareVariant } from './fixtures/consumer/host-app';
+import { hostEnvironment, run, runOrThrow } from './fixtures/consumer/npm';
+import { sleep } from './fixtures/worker/wait';
+import { createTestDatabase, TestDatabase } from './support/database';
+import { SHARED_REDIS_URL } from './support/redis-server';
+
+/**
+ * The library as its users get it: `npm pack`, installed from the tarball into a fresh copy of
+ * examples/host-app for the lowest and the highest NestJS this package supports, type-checked with
+ * `tsc --strict` against the shipped .d.ts, booted on a database of its own, driven over HTTP.
+ */
+
+const REPO_ROOT = path.join(__dirname, '..');
+const LIBRARY_DIR = path.join(REPO_ROOT, 'libs', 'duraflow');
+const STEP_TIMEOUT_MS = 300_000;
+
+/** The lowest release of every peer this package declares (and TypeScript 5.0), without the optional ioredis. */
+const LOWEST: HostAppFlavour = {
+  label: 'NestJS 10.0.0, TypeORM 0.3.20, TypeScript 5.0, CommonJS, no ioredis',
+  packages: [
+    '@nestjs/common@10.0.0',
+    '@nestjs/core@10.0.0',
+    '@nestjs/platform-express@10.0.0',
+    '@nestjs/config@3.0.0',
+    '@nestjs/schedule@4.0.0',
+    '@nestjs/typeorm@10.0.0',
+    'typeorm@0.3.20',
+    'pg@8.11.0',
+    'class-validator@0.14.0',
+    'class-transformer@0.5.1',
+    'reflect-metadata@0.1.13',
+    'rxjs@7.8.1',
+    'typescript@5.0.4',
+    '@types/node@20.19.0',
+  ],
+};
+
+/** What examples/host-app/package.json names: the newest majors (NestJS 12, TypeORM 1, TypeScript 6). */
+async function highestFlavour(esm: boolean): Promise<HostAppFlavour> {
+  const manifest = JSON.parse(await readFile(path.join(HOST_APP_SOURCE, 'package.json'), 'utf8'));
+  const packages = Object.entries<string>({ ...manifest.dependencies, ...manifest.devDependencies })
+    .filter(([name]) => name !== '@duraflow/nestjs')
+    .map(([name, range]) => `${name}@${range}`);
+  return { label: `the newest majors, ${esm ? 'ES modules' : 'CommonJS'}, with ioredis`, packages, esm };
+}
+
+interface Packed {
+  tarball: string;
+  size: number;
+  unpackedSize: number;
+  files: string[];
+  extracted: string;
+}
+
+describe('the npm package @duraflow/nestjs, installed into a host app', () => {
+  let workDir: string;
+  let packed: Packed;
+  let lowest: Promise<PreparedHostApp>;
+  let highest: Promise<PreparedHostApp>;
+  const databases: TestDatabase[] = [];
+  const summary: string[] = [];
+
+  beforeAll(async () => {
+    workDir = await mkdtemp(path.join(os.tmpdir(), 'duraflow-consumer-'));
+    packed = await pack(workDir);
+    // The two installs overlap: they wait mostly on the npm cache and the disk.
+    lowest = prepareHostApp(path.join(workDir, 'nest-lowest'), packed.tarball, LOWEST);
+    highest = highestFlavour(false).then((flavour) => prepareHostApp(path.join(workDir, 'nest-highest'), packed.tarball, flavour));
+    lowest.catch(() => undefined);
+    highest.catch(() => undefined);
+  }, STEP_TIMEOUT_MS);
+
+  afterAll(async () => {
+    await Promise.allSettled([lowest, highest]);
+    await Promise.all(databases.map((db) => db.drop()));
+    if (workDir) await rm(workDir, { recursive: true, force: true });
+    if (summary.length) console.log(summary.join('\n'));
+  }, STEP_TIMEOUT_MS);
+
+  async function database(): Promise<TestDatabase> {
+    const db = await createTestDatabase({ migrate: false, prefix: 'duraflow_host' });
+    databases.push(db);
+    return db;
+  }
+
+  describe('the tarball', () => {
+    it('holds the built JavaScript and declarations only: no tests, bench, engine, sources or source maps', () => {
+      const unexpected = packed.files.filter((file) => !/^(package\.json|README\.md|dist\/.+\.(js|d\.ts))$/.test(file));
+      expect(unexpected).toEqual([]);
+      expect(packed.files.filter((file) => /(^|\/)(test|tests|bench|__tests__|examples)\/|\.spec\.|\.map$/.test(file))).toEqual([]);
+      expect(packed.files).toEqual(
+        expect.arrayContaining(['package.json', 'README.md', 'dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'dist/migrations/index.js']),
+      );
+    });
+
+    it('names no path of the machine it was built on', async () => {
+      const leaks: string[] = [];
+      for (const file of packed.files) {
+        const text = await readFile(path.join(packed.extracted, file), 'utf8');
+        for (const absolute of [REPO_ROOT, os.homedir(), os.tmpdir()]) {
+          if (text.includes(absolute)) leaks.push(`${file}: ${absolute}`);
+        }
+      }
+      expect(leaks).toEqual([]);
+    });
+
+    it('declares every package its JavaScript requires, and points main, types, exports and bin at shipped files', async () => {
+      const manifest = JSON.parse(await readFile(path.join(packed.extracted, 'package.json'), 'utf8'));
+      const declared = new Set([...Object.keys(manifest.dependencies ?? {}), ...Object.keys(manifest.peerDependencies ?? {})]);
+      const undeclared = new Set<string>();
+      for (const file of packed.files.filter((name) => name.endsWith('.js'))) {
+        const code = await readFile(path.join(packed.extracted, file), 'utf8');
+        for (const [, specifier] of code.matchAll(/require\("([^"]+)"\)/g)) {
+          if (specifier.startsWith('.')) {
+            const target = path.posix.join(path.posix.dirname(file), specifier);
+            if (!packed.files.includes(`${target}.js`) && !packed.files.includes(`${target}/index.js`)) undeclared.add(`${file} -> ${specifier}`);
+            continue;
+          }
+          const name = specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : specifier.split('/')[0];
+          if (!builtinModules.includes(name.replace(/^node:/, '')) && !declared.has(name)) undeclared.add(name);
+        }
+      }
+      expect([...undeclared]).toEqual([]);
+      for (const target of [manifest.main, manifest.types, manifest.exports['.'].types, manifest.exports['.'].default, manifest.bin.duraflow]) {
+        expect(packed.files).toContain(target.replace(/^\.\//, ''));
+      }
+      expect(await readFile(path.join(packed.extracted, manifest.bin.duraflow), 'utf8')).toMatch(/^#!\/usr\/bin\/env node\n/);
+      expect(manifest.peerDependenciesMeta).toEqual({
+        'class-transformer': { optional: true },
+        'class-validator': { optional: true },
+        ioredis: { optional: true },
+      });
+    });
+  });
+
+  describe(LOWEST.label, () => {
+    it('type-checks with tsc --strict against the shipped .d.ts', async () => {
+      const app = await lowest;
+      expect(app.typeErrors).toEqual([]);
+    }, STEP_TIMEOUT_MS);
+
+    it('boots on a database of its own (migrationsRun) and runs a workflow to completed over HTTP', async () => {
+      await expectOrderFulfilled(await lowest, await database());
+    }, STEP_TIMEOUT_MS);
+
+    it('refuses to boot with the redis option but without ioredis, naming the package to install', async () => {
+      const app = await lowest;
+      const host = new HostAppProcess(app.dir, { DATABASE_URL: (await database()).url, REDIS_URL: SHARED_REDIS_URL });
+      const exit = await host.exited;
+      expect(exit.code).not.toBe(0);
+      expect(host.log).toContain('needs "ioredis", which is not installed: run `npm install ioredis`');
+    }, STEP_TIMEOUT_MS);
+
+    it('loads and runs workflows without class-validator and class-transformer, and refuses a DTO workflow naming them', async () => {
+      const app = await lowest;
+      await rm(path.join(app.dir, 'node_modules', 'class-validator'), { recursive: true });
+      await rm(path.join(app.dir, 'node_modules', 'class-transformer'), { recursive: true });
+      await cp(path.join(__dirname, 'fixtures', 'consumer', 'without-optional-peers.cjs'), path.join(app.dir, 'without-optional-peers.cjs'));
+
+      const result = await runOrThrow(process.execPath, ['without-optional-peers.cjs'], {
+        cwd: app.dir,
+        env: hostEnvironment({ DATABASE_URL: (await database()).url, NODE_ENV: 'production' }),
+      });
+      expect(JSON.parse(result.stdout.trim().split('\n').pop()!)).toEqual({
+        plain: { status: 'completed', output: { greeting: 'hello ada' } },
+        dto: {
+          name: 'MissingDependencyError',
+          code: 'MISSING_DEPENDENCY',
+          message:
+            'The "input" DTO of workflow "greet-dto" needs "class-validator" and "class-transformer", which are not installed: ' +
+            'run `npm install class-validator class-transformer`.',
+        },
+      });
+    }, STEP_TIMEOUT_MS);
+  });
+
+  describe('the newest majors (examples/host-app/package.json)', () => {
+    it('type-checks with tsc --strict against the shipped .d.ts', async () => {
+      const app = await highest;
+      expect(app.typeErrors).toEqual([]);
+    }, STEP_TIMEOUT_MS);
+
+    it('boots on a database of its own (migrationsRun) and runs a workflow to completed over HTTP', async () => {
+      await expectOrderFulfilled(await highest, await database());
+    }, STEP_TIMEOUT_MS);
+
+    it('elects the reaper leader through Redis with REDIS_URL (ioredis installed)', async () => {
+      const app = await highest;
+      const leaderKey = `duraflow:test:host:${randomBytes(4).toString('hex')}`;
+      const db = await database();
+      const host = new HostAppProcess(app.dir, { DATABASE_URL: db.url, REDIS_URL: SHARED_REDIS_URL, DURAFLOW_LEADER_KEY: leaderKey });
+      try {
+        await host.ready;
+        await waitForLog(host, /Reaper leader election: this node \(.+\) is the leader/);
+        const status = await runOrThrow('npx', ['--no', 'duraflow', 'status', '--json', '--leader-key', leaderKey], {
+          cwd: app.dir,
+          env: hostEnvironment({ DATABASE_URL: db.url, REDIS_URL: SHARED_REDIS_URL }),
+        });
+        expect(JSON.parse(status.stdout).leader).toMatchObject({ via: 'redis', key: leaderKey, workerId: expect.any(String) });
+      } finally {
+        await host.stop();
+      }
+    }, STEP_TIMEOUT_MS);
+
+    it('gives the installed CLI: npx duraflow migrate and npx duraflow status', async () => {
+      const app = await highest;
+      const db = await database();
+      const env = hostEnvironment({ DATABASE_URL: db.url });
+      const migrate = await runOrThrow('npx', ['--no', 'duraflow', 'migrate'], { cwd: app.dir, env });
+      expect(migrate.stdout).toMatch(/^Applied to .+: SeedSchema1700000000000, EngineColumns1700000000001, SagaColumns1700000000002\n$/);
+      const status = await runOrThrow('npx', ['--no', 'duraflow', 'status'], { cwd: app.dir, env });
+      expect(status.stdout).toContain('Tasks: none');
+      const unreachable = await run('npx', ['--no', 'duraflow', 'status', '--url', 'postgres://postgres@127.0.0.1:1/none'], { cwd: app.dir, env });
+      expect(unreachable.code).toBe(1);
+      expect(unreachable.stderr.trim()).toMatch(/^duraflow: Cannot connect to PostgreSQL at 127\.0\.0\.1:1\/none: connect ECONNREFUSED[^\n]*$/);
+    }, STEP_TIMEOUT_MS);
+
+    it('also runs as an ES module app (a `nest new` default), on the same install', async () => {
+      const installed = await highest;
+      const esm = await prepareVariant(installed, 'esm', await highestFlavour(true));
+      expect(esm.typeErrors).toEqual([]);
+      expect(await readFile(path.join(esm.dir, 'dist', 'app.module.js'), 'utf8')).toMatch(/^import \{ Module \} from '@nestjs\/common';$/m);
+      await expectOrderFulfilled(esm, await database());
+    }, STEP_TIMEOUT_MS);
+  });
+
+  /**
+   * Boots the host app, places an order over HTTP (the order and its task commit in one
+   * transaction) and waits for the task to complete and the order to be shipped; then SIGTERM
+   * stops it through Nest's shutdown hooks.
+   */
+  async function expectOrderFulfilled(app: PreparedHostApp, db: TestDatabase): Promise<void> {
+    const host = new HostAppProcess(app.dir, { DATABASE_URL: db.url });
+    let completedAt: number | undefined;
+    try {
+      const url = await host.ready;
+      const placed = await fetch(`${url}/orders`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ sku: 'DF-1', quantity: 2 }),
+      });
+      expect(placed.status).toBe(201);
+      const { orderId, taskId } = (await placed.json()) as { orderId: number; taskId: string };
+
+      let state: { order: { status: string; taskId: string }; task: { status: string; output: unknown } } | undefined;
+      for (let polls = 0; polls < 300 && state?.task.status !== 'completed'; polls++) {
+        if (polls) await sleep(100);
+        state = (await (await fetch(`${url}/orders/${orderId}`)).json()) as typeof state;
+        if (state && ['failed', 'rolled_back', 'partial_rollback', 'cancelled'].includes(state.task.status)) break;
+      }
+      completedAt = Date.now();
+      expect(state).toEqual({
+        order: { id: orderId, sku: 'DF-1', quantity: 2, status: 'shipped', taskId },
+        task: { id: taskId, status: 'completed', output: { reservationId: `reservation-${orderId}` }, error: null },
+      });
+      const { rows } = await db.client.query('SELECT name FROM migrations ORDER BY timestamp');
+      expect(rows.map((row) => row.name)).toEqual([
+        'SeedSchema1700000000000',
+        'EngineColumns1700000000001',
+        'SagaColumns1700000000002',
+        'CreateOrders1710000000000',
+      ]);
+      // The boot check has had its second: the host enabled shutdown hooks, so it stayed quiet.
+      await sleep(2_000);
+      expect(host.log).not.toContain('Shutdown hooks are not enabled');
+    } finally {
+      const exit = await host.stop('SIGTERM');
+      expect(exit.signal === 'SIGTERM' || exit.code === 0).toBe(true);
+    }
+    expect(host.log).toMatch(/Worker \S+ stopped/);
+    const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+    summary.push(
+      app.installMs
+        ? `${app.flavour.label} (${app.installed}): npm install of the tarball to a completed task in ${seconds(completedAt! - app.installStartedAt)} ` +
+            `(install ${seconds(app.installMs)}, tsc ${seconds(app.compileMs)}; ${app.foreignTypeErrors} type errors inside other packages' .d.ts not ours)`
+        : `${app.flavour.label} (${app.installed}), on the same install: tsc to a completed task in ${seconds(completedAt! - app.installStartedAt)}`,
+    );
+  }
+
+  async function pack(into: string): Promise<Packed> {
+    // prepack builds dist/ first.
+    const { stdout } = await runOrThrow('npm', ['pack', '--json', '--pack-destination', into], { cwd: LIBRARY_DIR });
+    const [info] = JSON.parse(stdout.slice(stdout.indexOf('[')));
+    const tarball = path.join(into, info.filename);
+    const extracted = path.join(into, 'tarball');
+    await runOrThrow('mkdir', ['-p', extracted], { cwd: into });
+    await runOrThrow('tar', ['xzf', tarball, '-C', extracted, '--strip-components=1'], { cwd: into });
+    const files: string[] = info.files.map((file: { path: string }) => file.path).sort();
+    expect((await listFiles(extracted)).sort()).toEqual(files);
+    summary.push(`@duraflow/nestjs tarball: ${(info.size / 1024).toFixed(1)} kB packed, ${(info.unpackedSize / 1024).toFixed(1)} kB unpacked, ${files.length} files`);
+    return { tarball, size: info.size, unpackedSize: info.unpackedSize, files, extracted };
+  }
+});
+
+async function listFiles(dir: string, prefix = ''): Promise<string[]> {
+  const entries = await readdir(path.join(dir, prefix), { withFileTypes: true });
+  const nested = await Promise.all(
+    entries.map((entry) => (entry.isDirectory() ? listFiles(dir, path.posix.join(prefix, entry.name)) : [path.posix.join(prefix, entry.name)])),
+  );
+  return nested.flat();
+}
+
+async function waitForLog(host: HostAppProcess, pattern: RegExp, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!pattern.test(host.log)) {
+    if (Date.now() > deadline) throw new Error(`The host app did not log ${pattern} within ${timeoutMs} ms:\n${host.log}`);
+    await sleep(50);
+  }
+}

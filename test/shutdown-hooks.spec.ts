@@ -1,0 +1,98 @@
+import { LoggerService } from '@nestjs/common';
+import { TestingModule } from '@nestjs/testing';
+import { workflow } from '@duraflow/nestjs';
+import { SHUTDOWN_HOOKS_CHECK_DELAY_MS } from '../libs/duraflow/src/lifecycle/shutdown-hooks.check';
+import { sleep, waitUntil } from './fixtures/worker/wait';
+import { startTestApp } from './support/app';
+import { createTestDatabase, TestDatabase } from './support/database';
+
+const noop = workflow('noop', async () => null);
+const WARNING = /Shutdown hooks are not enabled: call app\.enableShutdownHooks\(\)/;
+
+/** Collects what the application logs, as Nest's logger would print it. */
+class CapturingLogger implements LoggerService {
+  readonly warnings: string[] = [];
+  log(): void {}
+  error(): void {}
+  warn(message: unknown): void {
+    this.warnings.push(String(message));
+  }
+}
+
+describe('the warning when the host has not enabled shutdown hooks', () => {
+  let db: TestDatabase;
+  let app: TestingModule | undefined;
+  let nodeEnv: string | undefined;
+  let logger: CapturingLogger;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+
+  beforeEach(() => {
+    nodeEnv = process.env.NODE_ENV;
+    // Jest sets NODE_ENV=test, under which the check stays quiet: these tests play a production app.
+    process.env.NODE_ENV = 'production';
+    logger = new CapturingLogger();
+    expect(process.listenerCount('SIGTERM')).toBe(0);
+  });
+
+  afterEach(async () => {
+    await app?.close();
+    app = undefined;
+    process.env.NODE_ENV = nodeEnv;
+  });
+
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  async function start(worker = true): Promise<TestingModule> {
+    app = await startTestApp({ db, duraflow: { workflows: [noop], worker: { enabled: worker } } });
+    app.useLogger(logger);
+    return app;
+  }
+
+  /** Long enough for the check to have run, with room for a loaded machine. */
+  const afterTheCheck = () => sleep(SHUTDOWN_HOOKS_CHECK_DELAY_MS * 3);
+
+  it('warns once, after bootstrap, when nothing handles SIGTERM', async () => {
+    await start();
+    await waitUntil(() => logger.warnings.some((line) => WARNING.test(line)), 'the warning is logged');
+    await afterTheCheck();
+    expect(logger.warnings.filter((line) => WARNING.test(line))).toHaveLength(1);
+    expect(logger.warnings.find((line) => WARNING.test(line))).toMatch(/SIGTERM .* hands its running tasks back/);
+  });
+
+  it('stays quiet when the host calls app.enableShutdownHooks(), even after the app started', async () => {
+    const started = await start();
+    started.enableShutdownHooks();
+    await afterTheCheck();
+    expect(logger.warnings.filter((line) => WARNING.test(line))).toEqual([]);
+  });
+
+  it('stays quiet when the host handles SIGTERM itself', async () => {
+    const closeOnSigterm = () => undefined;
+    process.on('SIGTERM', closeOnSigterm);
+    try {
+      await start();
+      await afterTheCheck();
+      expect(logger.warnings.filter((line) => WARNING.test(line))).toEqual([]);
+    } finally {
+      process.removeListener('SIGTERM', closeOnSigterm);
+    }
+  });
+
+  it('stays quiet on a submit-only node (no worker to hand tasks back)', async () => {
+    await start(false);
+    await afterTheCheck();
+    expect(logger.warnings.filter((line) => WARNING.test(line))).toEqual([]);
+  });
+
+  it('stays quiet under NODE_ENV=test, where the test closes the app', async () => {
+    process.env.NODE_ENV = 'test';
+    await start();
+    await afterTheCheck();
+    expect(logger.warnings.filter((line) => WARNING.test(line))).toEqual([]);
+  });
+});
