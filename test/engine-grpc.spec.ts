@@ -68,9 +68,25 @@ describe('the engine gRPC API (duraflow.v1.Duraflow), with a client generated fr
       max_retries: 0,
       idempotency_key: 'grpc-once',
     });
-    const again = await client.SubmitTask({ workflow_name: 'booking', input: booking(), idempotency_key: 'grpc-once' });
+    const created: string[] = [];
+    const again = await client.SubmitTask({ workflow_name: 'booking', input: booking(), idempotency_key: 'grpc-once' }, undefined, (metadata) =>
+      created.push(String(metadata.get('created')[0])),
+    );
     expect(again.id).toBe(first.id);
+    expect(created).toEqual(['false']);
     expect(first).toMatchObject({ status: 'TASK_STATUS_PENDING', max_retries: 0, idempotency_key: 'grpc-once', scheduled_at: LATER });
+  });
+
+  it('says in the response metadata that a submit created its task, and refuses a key reused with another input (ALREADY_EXISTS)', async () => {
+    const created: string[] = [];
+    await client.SubmitTask({ workflow_name: 'booking', input: booking(), scheduled_at: LATER, idempotency_key: 'grpc-conflict' }, undefined, (metadata) =>
+      created.push(String(metadata.get('created')[0])),
+    );
+    expect(created).toEqual(['true']);
+    const other = JSON.stringify({ ...JSON.parse(booking()), customer: 'someone-else' });
+    await expect(client.SubmitTask({ workflow_name: 'booking', input: other, idempotency_key: 'grpc-conflict' })).rejects.toEqual(
+      grpcError(status.ALREADY_EXISTS, /idempotency/i),
+    );
   });
 
   it('lists tasks newest first by status and workflow, page by page', async () => {

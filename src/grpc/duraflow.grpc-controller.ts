@@ -1,5 +1,6 @@
 import { Controller, UseFilters } from '@nestjs/common';
 import { GrpcMethod } from '@nestjs/microservices';
+import { Metadata, ServerUnaryCall } from '@grpc/grpc-js';
 import { SagaService, TaskNotFoundError, WorkflowService } from '@duraflow/nestjs';
 import { GrpcExceptionFilter } from './grpc-exception.filter';
 import {
@@ -34,14 +35,18 @@ export class DuraflowGrpcController {
     private readonly saga: SagaService,
   ) {}
 
+  /** The task; the response metadata `created` says whether this call made it (`true`) or found it by its idempotency key (`false`). */
   @GrpcMethod('Duraflow', 'SubmitTask')
-  async submitTask(request: SubmitTaskRequest) {
-    const task = await this.workflows.submit(request.workflow_name, parseJsonField('input', request.input), {
+  async submitTask(request: SubmitTaskRequest, _metadata: Metadata, call: ServerUnaryCall<unknown, unknown>) {
+    const { task, created } = await this.workflows.submitWithResult(request.workflow_name, parseJsonField('input', request.input), {
       priority: request.priority || undefined,
       scheduledAt: request.scheduled_at || undefined,
       maxRetries: request.max_retries ?? undefined,
       idempotencyKey: request.idempotency_key || undefined,
     });
+    const metadata = new Metadata();
+    metadata.set('created', String(created));
+    call.sendMetadata(metadata);
     return toProtoTask(task);
   }
 

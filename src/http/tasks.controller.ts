@@ -1,4 +1,4 @@
-import { Body, Controller, Get, HttpCode, HttpStatus, Param, Post, Query } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, HttpStatus, Param, Post, Query, Res } from '@nestjs/common';
 import { AgentTask, StepRun, TaskNotFoundError, TaskPage, WorkflowService } from '@duraflow/nestjs';
 import { SubmitTaskDto } from './submit-task.dto';
 import { CancelTaskDto, ListTasksQuery } from './task-queries.dto';
@@ -8,14 +8,17 @@ import { uuidParam } from './uuid-param.pipe';
 export class TasksController {
   constructor(private readonly workflows: WorkflowService) {}
 
+  /** 201 with a new task; 200 with the task an earlier submit made under the same idempotency key and input. */
   @Post()
-  submit(@Body() body: SubmitTaskDto): Promise<AgentTask> {
-    return this.workflows.submit(body.workflowName, body.input, {
+  async submit(@Body() body: SubmitTaskDto, @Res({ passthrough: true }) response: { status(code: number): unknown }): Promise<AgentTask> {
+    const { task, created } = await this.workflows.submitWithResult(body.workflowName, body.input, {
       priority: body.priority,
       scheduledAt: body.scheduledAt,
       maxRetries: body.maxRetries,
       idempotencyKey: body.idempotencyKey,
     });
+    response.status(created ? HttpStatus.CREATED : HttpStatus.OK);
+    return task;
   }
 
   @Get()
