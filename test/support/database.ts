@@ -1,9 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { runMigrations } from '../../src/db/migrate';
+import { DEFAULT_DATABASE_URL } from './shared-servers';
 
-/** The server tests create their databases on; override with DATABASE_URL. */
-export const SERVER_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
+/**
+ * The server tests create their databases on: DATABASE_URL, which the run's global setup sets to
+ * its own embedded PostgreSQL when it is unset and nothing answers on the default's port.
+ */
+export const SERVER_URL = process.env.DATABASE_URL || DEFAULT_DATABASE_URL;
 
 export interface TestDatabase {
   name: string;
