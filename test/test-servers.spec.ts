@@ -1,4 +1,5 @@
 import { ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -7,7 +8,7 @@ import { Client } from 'pg';
 import type { ServersReport } from './fixtures/test-servers/servers.case';
 import { freePort } from './fixtures/engine/free-port';
 import { waitUntil } from './fixtures/worker/wait';
-import { SERVER_URL } from './support/database';
+import { createTestDatabase, SERVER_URL, terminateBackends } from './support/database';
 import { SHARED_REDIS_URL } from './support/redis-server';
 import { answers, startTestServers, TestServers, TestServersError } from './support/test-servers';
 
@@ -203,5 +204,37 @@ describe('a Jest run on private servers', () => {
     process.kill(group ? -jestRun!.pid! : jestRun!.pid!, signal);
     await run.exited;
     await waitUntil(() => gone(report), 'the servers are stopped and their files removed', 30_000);
+  });
+});
+
+describe('terminateBackends, which the outage tests cause their outages with', () => {
+  it("ends the sessions it is given, and says what the role lacks when it may not end another role's", async () => {
+    const db = await createTestDatabase({ migrate: false });
+    const role = `duraflow_test_role_${randomBytes(4).toString('hex')}`;
+    const password = randomBytes(12).toString('hex');
+    await db.client.query(`CREATE ROLE ${role} LOGIN PASSWORD '${password}'`);
+    const limitedUrl = new URL(db.url);
+    limitedUrl.username = role;
+    limitedUrl.password = password;
+    const limited = new Client({ connectionString: limitedUrl.toString() });
+    const victim = new Client({ connectionString: db.url });
+    victim.on('error', () => undefined);
+    try {
+      await limited.connect();
+      await victim.connect();
+      const { rows } = await victim.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      const pid = rows[0].pid;
+
+      await expect(terminateBackends(limited, [pid])).rejects.toThrow(
+        /^This test ends PostgreSQL sessions with pg_terminate_backend, which the role of DATABASE_URL may not do here \(.+\): run the tests as a superuser, or GRANT pg_signal_backend TO that role\.$/,
+      );
+      expect(await terminateBackends(db.client, [pid], 5_000)).toEqual([pid]);
+      await expect(victim.query('SELECT 1')).rejects.toThrow();
+    } finally {
+      await limited.end().catch(() => undefined);
+      await victim.end().catch(() => undefined);
+      await db.client.query(`DROP ROLE IF EXISTS ${role}`);
+      await db.drop();
+    }
   });
 });
