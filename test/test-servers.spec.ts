@@ -102,14 +102,15 @@ describe('startTestServers', () => {
       expect(redisOnly).toBeInstanceOf(TestServersError);
       const message = (redisOnly as Error).message;
       expect(message).not.toContain('\n');
-      expect(message).toContain(`redis-server, to start a Redis of its own (nothing answers on ${new URL(nowhere.REDIS_URL).host} and REDIS_URL is unset)`);
-      expect(message).toContain('(Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis)');
-      expect(message).not.toContain('pgbench');
+      expect(message).toBe(
+        `The tests need redis-server, which is not on the PATH: redis-server would start a Redis of their own, as nothing answers on ` +
+          `${new URL(nowhere.REDIS_URL).host} and REDIS_URL is unset (Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis).`,
+      );
 
       const both = await startTestServers({ env, defaults: nowhere, needsPgbench: true }).catch((error: unknown) => error);
       expect((both as Error).message).not.toContain('\n');
       expect((both as Error).message).toMatch(
-        /redis-server, .*; pgbench, for the quick benchmark's reference figures \(Debian\/Ubuntu: apt-get install postgresql-contrib; macOS: brew install postgresql@17\)\.$/,
+        /^The tests need redis-server and pgbench, which are not on the PATH: redis-server would .*\); pgbench measures the quick benchmark's reference figures \(Debian\/Ubuntu: apt-get install postgresql-contrib; macOS: brew install postgresql@17\)\.$/,
       );
     } finally {
       rmSync(emptyDir, { recursive: true, force: true });
@@ -145,11 +146,11 @@ describe('a Jest run on private servers', () => {
   });
 
   /** `jest` over test/fixtures/test-servers in a process group of its own, as a terminal runs it. */
-  function startJest(mode: 'fail' | 'wait'): { exited: Promise<number | null>; report: () => Promise<ServersReport> } {
+  function startJest(mode: 'fail' | 'wait', env: Record<string, string> = {}): { exited: Promise<number | null>; report: () => Promise<ServersReport> } {
     const reportFile = path.join(workDir, 'servers.json');
     jestRun = spawn(process.execPath, [JEST_BIN, '--config', CASE_CONFIG], {
       cwd: ROOT,
-      env: freshEnv({ DURAFLOW_TEST_SERVERS: 'private', SERVERS_CASE: mode, SERVERS_REPORT: reportFile, NO_COLOR: '1' }),
+      env: freshEnv({ DURAFLOW_TEST_SERVERS: 'private', SERVERS_CASE: mode, SERVERS_REPORT: reportFile, NO_COLOR: '1', ...env }),
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -191,6 +192,13 @@ describe('a Jest run on private servers', () => {
     expect(output).toMatch(/Test servers: an embedded PostgreSQL on 127\.0\.0\.1:\d+ and a redis-server on 127\.0\.0\.1:\d+/);
     // The teardown has waited for them: gone as Jest exits.
     expect(await gone(report)).toBe(true);
+  });
+
+  it('stops before any test with one line when redis-server is not on the PATH', async () => {
+    const run = startJest('fail', { PATH: workDir });
+    expect(await run.exited).toBe(1);
+    expect(output.trim()).toMatch(/^The tests need redis-server, which is not on the PATH: .*brew install redis\)\.$/);
+    expect(existsSync(path.join(workDir, 'servers.json'))).toBe(false);
   });
 
   it.each([

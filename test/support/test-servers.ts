@@ -36,7 +36,7 @@ const REDIS_SERVER: Omit<Tool, 'why' | 'command'> = {
 };
 const PGBENCH: Tool = {
   command: 'pgbench',
-  why: "for the quick benchmark's reference figures",
+  why: "measures the quick benchmark's reference figures",
   install: 'Debian/Ubuntu: apt-get install postgresql-contrib; macOS: brew install postgresql@17',
 };
 
@@ -81,7 +81,7 @@ export async function startTestServers(options: TestServersOptions = {}): Promis
   const redisServer = env.REDIS_SERVER_BIN || 'redis-server';
   const missing = [
     ...(ownRedis
-      ? [{ command: redisServer, why: `to start a Redis of its own (nothing answers on ${hostPort(defaults.REDIS_URL)} and REDIS_URL is unset)`, ...REDIS_SERVER }]
+      ? [{ command: redisServer, why: `would start a Redis of their own, as nothing answers on ${hostPort(defaults.REDIS_URL)} and REDIS_URL is unset`, ...REDIS_SERVER }]
       : []),
     ...(options.needsPgbench ? [PGBENCH] : []),
   ].filter((tool) => !onPath(tool.command, env));
@@ -206,8 +206,12 @@ function onPath(command: string, env: NodeJS.ProcessEnv): boolean {
 }
 
 function missingToolsMessage(missing: Tool[]): string {
-  const each = missing.map((tool) => `${tool.command}, ${tool.why} (${tool.install})`);
-  return `The tests need ${missing.length > 1 ? 'these programs' : 'a program'} that is not on the PATH: ${each.join('; ')}.`;
+  const names = missing.map((tool) => tool.command);
+  const head =
+    names.length === 1
+      ? `The tests need ${names[0]}, which is not on the PATH`
+      : `The tests need ${names.slice(0, -1).join(', ')} and ${names.at(-1)}, which are not on the PATH`;
+  return `${head}: ${missing.map((tool) => `${tool.command} ${tool.why} (${tool.install})`).join('; ')}.`;
 }
 
 async function checkPostgres(url: string, isDefault: boolean): Promise<void> {
