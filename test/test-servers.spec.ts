@@ -8,7 +8,7 @@ import { Client } from 'pg';
 import type { ServersReport } from './fixtures/test-servers/servers.case';
 import { freePort } from './fixtures/engine/free-port';
 import { waitUntil } from './fixtures/worker/wait';
-import { createTestDatabase, SERVER_URL, terminateBackends } from './support/database';
+import { SERVER_URL, terminateBackends } from './support/database';
 import { SHARED_REDIS_URL } from './support/redis-server';
 import { answers, startTestServers, TestServers, TestServersError } from './support/test-servers';
 
@@ -216,16 +216,28 @@ describe('a Jest run on private servers', () => {
 });
 
 describe('terminateBackends, which the outage tests cause their outages with', () => {
+  // On a server of its own: creating a role takes a right the role of DATABASE_URL need not have.
+  let servers: TestServers;
+
+  beforeAll(async () => {
+    const nowhere = `postgres://postgres@127.0.0.1:${await freePort()}/postgres`;
+    servers = await startTestServers({ env: freshEnv({ REDIS_URL: SHARED_REDIS_URL }), defaults: { DATABASE_URL: nowhere, REDIS_URL: SHARED_REDIS_URL } });
+  });
+
+  afterAll(() => servers?.stop());
+
   it("ends the sessions it is given, and says what the role lacks when it may not end another role's", async () => {
-    const db = await createTestDatabase({ migrate: false });
+    const superuserUrl = servers.env.DATABASE_URL;
+    const admin = new Client({ connectionString: superuserUrl });
+    await admin.connect();
     const role = `duraflow_test_role_${randomBytes(4).toString('hex')}`;
     const password = randomBytes(12).toString('hex');
-    await db.client.query(`CREATE ROLE ${role} LOGIN PASSWORD '${password}'`);
-    const limitedUrl = new URL(db.url);
+    await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD '${password}'`);
+    const limitedUrl = new URL(superuserUrl);
     limitedUrl.username = role;
     limitedUrl.password = password;
     const limited = new Client({ connectionString: limitedUrl.toString() });
-    const victim = new Client({ connectionString: db.url });
+    const victim = new Client({ connectionString: superuserUrl });
     victim.on('error', () => undefined);
     try {
       await limited.connect();
@@ -236,13 +248,12 @@ describe('terminateBackends, which the outage tests cause their outages with', (
       await expect(terminateBackends(limited, [pid])).rejects.toThrow(
         /^This test ends PostgreSQL sessions with pg_terminate_backend, which the role of DATABASE_URL may not do here \(.+\): run the tests as a superuser, or GRANT pg_signal_backend TO that role\.$/,
       );
-      expect(await terminateBackends(db.client, [pid], 5_000)).toEqual([pid]);
+      expect(await terminateBackends(admin, [pid], 5_000)).toEqual([pid]);
       await expect(victim.query('SELECT 1')).rejects.toThrow();
     } finally {
       await limited.end().catch(() => undefined);
       await victim.end().catch(() => undefined);
-      await db.client.query(`DROP ROLE IF EXISTS ${role}`);
-      await db.drop();
+      await admin.end();
     }
   });
 });
