@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EngineProcess } from './fixtures/engine/engine-process';
 import { freePort } from './fixtures/engine/free-port';
+import { isAlive } from './support/process-alive';
 
 /**
  * `npm start` with DATABASE_URL unset: main.ts in a child process on an embedded PostgreSQL
@@ -26,15 +27,6 @@ function tempDir(label: string): string {
 function postmasterPid(dataDir: string): number | undefined {
   const file = join(dataDir, 'postgres', 'postmaster.pid');
   return existsSync(file) ? Number(readFileSync(file, 'utf8').split('\n')[0]) : undefined;
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 async function json(url: string, init?: RequestInit): Promise<any> {

@@ -10,6 +10,7 @@ import { freePort } from './fixtures/engine/free-port';
 import { waitUntil } from './fixtures/worker/wait';
 import { SERVER_URL, terminateBackends } from './support/database';
 import { SHARED_REDIS_URL } from './support/redis-server';
+import { isAlive } from './support/process-alive';
 import { answers, startTestServers, TestServers, TestServersError } from './support/test-servers';
 
 /**
@@ -29,15 +30,6 @@ const CASE_CONFIG = path.join(__dirname, 'fixtures', 'test-servers', 'jest.confi
 function freshEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const { DATABASE_URL, REDIS_URL, JEST_WORKER_ID, ...env } = process.env;
   return { ...env, ...extra };
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 describe('startTestServers', () => {
