@@ -109,7 +109,7 @@ describe('startTestServers', () => {
     }
   });
 
-  it('says which PostgreSQL refuses the tests and what to set', async () => {
+  it('says which server refuses the tests and what to set', async () => {
     const url = new URL(SERVER_URL);
     url.username = 'duraflow_no_such_role';
     url.password = 'wrong';
@@ -118,6 +118,10 @@ describe('startTestServers', () => {
     expect((refused as Error).message).toMatch(
       /^The tests cannot use PostgreSQL at postgres:\/\/duraflow_no_such_role:\*\*\*@.*: .*duraflow_no_such_role.*\. Set DATABASE_URL to a server where its user may create databases\.$/,
     );
+
+    const noRedis = await startTestServers({ env: { DATABASE_URL: SERVER_URL, REDIS_URL: nowhere.REDIS_URL } }).catch((error: unknown) => error);
+    expect(noRedis).toBeInstanceOf(TestServersError);
+    expect((noRedis as Error).message).toMatch(/^The tests cannot use Redis at redis:\/\/127\.0\.0\.1:\d+: .+\. Set REDIS_URL to a Redis they may write keys to\.$/);
   });
 });
 

@@ -31,9 +31,7 @@ interface Tool {
   install: string;
 }
 
-const REDIS_SERVER: Omit<Tool, 'why' | 'command'> = {
-  install: 'Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis',
-};
+const INSTALL_REDIS = 'Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis';
 const PGBENCH: Tool = {
   command: 'pgbench',
   why: "measures the quick benchmark's reference figures",
@@ -78,13 +76,14 @@ export async function startTestServers(options: TestServersOptions = {}): Promis
   const ownPostgres = !env.DATABASE_URL && (mode === 'private' || !(await answers(defaults.DATABASE_URL)));
   const ownRedis = !env.REDIS_URL && (mode === 'private' || !(await answers(defaults.REDIS_URL)));
 
-  const redisServer = env.REDIS_SERVER_BIN || 'redis-server';
-  const missing = [
-    ...(ownRedis
-      ? [{ command: redisServer, why: `would start a Redis of their own, as nothing answers on ${hostPort(defaults.REDIS_URL)} and REDIS_URL is unset`, ...REDIS_SERVER }]
-      : []),
-    ...(options.needsPgbench ? [PGBENCH] : []),
-  ].filter((tool) => !onPath(tool.command, env));
+  const needed: Tool[] = [];
+  if (ownRedis) {
+    const why = `would start a Redis of their own, as nothing answers on ${hostPort(defaults.REDIS_URL)} and REDIS_URL is unset`;
+    // REDIS_SERVER_BIN: the binary RedisServer starts (redis-server.ts).
+    needed.push({ command: env.REDIS_SERVER_BIN || 'redis-server', why, install: INSTALL_REDIS });
+  }
+  if (options.needsPgbench) needed.push(PGBENCH);
+  const missing = needed.filter((tool) => !onPath(tool.command, env));
   if (missing.length) throw new TestServersError(missingToolsMessage(missing));
 
   let servers: PrivateServers | undefined;
