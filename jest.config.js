@@ -1,4 +1,7 @@
-/** Tests run against the real PostgreSQL and Redis; each file makes its own database. */
+/**
+ * Tests run against the real PostgreSQL and Redis; each file makes its own database. The global
+ * setup finds the servers, or starts private ones for the run (test/support/test-servers.ts).
+ */
 const swc = require('./test/support/swc-options');
 
 module.exports = {
@@ -13,4 +16,6 @@ module.exports = {
   },
   maxWorkers: 2,
   testTimeout: 30000,
+  globalSetup: '<rootDir>/test/support/global-setup.ts',
+  globalTeardown: '<rootDir>/test/support/global-teardown.ts',
 };

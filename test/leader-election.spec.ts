@@ -12,7 +12,7 @@ import {
   RedisLeaderElectionOptions,
 } from '@duraflow/nestjs/leader';
 import { SWC_REGISTER } from './support/child-process';
-import { createTestDatabase, TestDatabase } from './support/database';
+import { createTestDatabase, terminateBackends, TestDatabase } from './support/database';
 import { RedisServer, SHARED_REDIS_URL } from './support/redis-server';
 import { sleep, waitUntil } from './fixtures/worker/wait';
 
@@ -418,8 +418,7 @@ describe('Reaper leader election', () => {
       expect(await other.tick()).toBe(false);
       const oldPid = terminated.backendPid!;
 
-      // The second argument waits until the backend is gone (PostgreSQL 14+).
-      await db.client.query('SELECT pg_terminate_backend($1, 5000)', [oldPid]);
+      expect(await terminateBackends(db.client, [oldPid], 5000)).toEqual([oldPid]);
 
       expect(await terminated.tick()).toBe(false);
       expect(terminated.isLeader()).toBe(false);

@@ -15,7 +15,7 @@ import {
 import { StepBarrier } from './fixtures/worker/barrier';
 import { sleep, waitUntil } from './fixtures/worker/wait';
 import { startTestApp } from './support/app';
-import { createTestDatabase, SERVER_URL, TestDatabase } from './support/database';
+import { createTestDatabase, SERVER_URL, terminateBackends, TestDatabase } from './support/database';
 import { RedisServer } from './support/redis-server';
 import { TcpProxy } from './support/tcp-proxy';
 
@@ -255,13 +255,10 @@ describe('Outages (semantics 10)', () => {
     /** Every backend of the test database but the test's own assertion connection: the app's pool, LISTEN and leader sessions. */
     async function terminateAppBackends(): Promise<number[]> {
       const { rows } = await db!.client.query<{ pid: number }>(
-        `SELECT pid FROM (
-           SELECT pid, pg_terminate_backend(pid) AS terminated
-           FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()
-         ) killed WHERE terminated`,
+        `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`,
         [db!.name],
       );
-      return rows.map((row) => row.pid);
+      return terminateBackends(db!.client, rows.map((row) => row.pid));
     }
 
     /** The backend of the app's LISTEN session, if there is one. */

@@ -1,9 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { runDuraflowMigrations } from '@duraflow/nestjs';
+import { DEFAULT_DATABASE_URL } from './shared-servers';
 
-/** The server tests create their databases on; override with DATABASE_URL. */
-export const SERVER_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
+/**
+ * The server tests create their databases on: DATABASE_URL, which the run's global setup sets to
+ * its own embedded PostgreSQL when it is unset and nothing answers on the default's port.
+ */
+export const SERVER_URL = process.env.DATABASE_URL || DEFAULT_DATABASE_URL;
 
 export interface TestDatabase {
   name: string;
@@ -58,4 +62,26 @@ export async function createTestDatabase(options: TestDatabaseOptions = {}): Pro
     throw error;
   }
   return { name, url, client, drop };
+}
+
+/**
+ * Ends PostgreSQL sessions with pg_terminate_backend, as a server restart or a cut connection
+ * would, waiting up to `waitMs` for each to be gone; resolves with the pids it ended. A role may
+ * end its own sessions; another role's take a superuser or a member of pg_signal_backend, and a
+ * refusal says so (a test's only way to learn why it could not cause its outage).
+ */
+export async function terminateBackends(client: Client, pids: number[], waitMs = 0): Promise<number[]> {
+  try {
+    const { rows } = await client.query<{ pid: number }>(
+      'SELECT pid FROM unnest($1::int[]) AS pid WHERE pg_terminate_backend(pid, $2)',
+      [pids, waitMs],
+    );
+    return rows.map((row) => row.pid);
+  } catch (error) {
+    if ((error as { code?: string }).code !== '42501') throw error;
+    throw new Error(
+      `This test ends PostgreSQL sessions with pg_terminate_backend, which the role of DATABASE_URL may not do here ` +
+        `(${(error as Error).message}): run the tests as a superuser, or GRANT pg_signal_backend TO that role.`,
+    );
+  }
 }

@@ -3,9 +3,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../../src/db/embedded-database';
+import { DEFAULT_REDIS_URL } from './shared-servers';
 
-/** The shared Redis of the test run (never stopped by a test). */
-export const SHARED_REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
+/** The Redis the whole test run shares (never stopped by a test): REDIS_URL, set by the global setup when it starts one. */
+export const SHARED_REDIS_URL = process.env.REDIS_URL || DEFAULT_REDIS_URL;
 
 const READY_LINE = 'Ready to accept connections';
 const START_TIMEOUT_MS = 10_000;
