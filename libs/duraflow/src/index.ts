@@ -18,3 +18,4 @@ export { TaskStatus, TERMINAL_STATUSES, isTerminalStatus } from './interfaces/ta
 export * from './interfaces/workflow-context';
 export * from './interfaces/workflow-definition';
 export { DURAFLOW_MIGRATIONS } from '../../../migrations';
+export * from './interfaces/task-summaries';
