@@ -19,3 +19,4 @@ export * from './interfaces/workflow-context';
 export * from './interfaces/workflow-definition';
 export { DURAFLOW_MIGRATIONS } from '../../../migrations';
 export * from './interfaces/task-summaries';
+export * from './dashboard';

@@ -4,3 +4,4 @@ export * from './submit.errors';
 export * from './task.errors';
 export * from './step.errors';
 export * from './saga.errors';
+export * from './dashboard.errors';
