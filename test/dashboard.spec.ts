@@ -1,6 +1,6 @@
 import { AgentTask, InvalidDashboardOptionsError, resolveDashboardOptions, SagaService, TaskStatus, WorkflowService } from '@duraflow/nestjs';
 import { createTestDatabase, TestDatabase } from './support/database';
-import { DashboardApp, OPERATOR_HEADERS, startDashboardApp } from './fixtures/dashboard/dashboard-app';
+import { DashboardApp, ODD_STEP_KEY, OPERATOR_HEADERS, startDashboardApp } from './fixtures/dashboard/dashboard-app';
 import { eventually } from './fixtures/engine/engine-app';
 
 /** The dashboard over HTTP, as a browser's requests reach it (the browser itself: dashboard-browser.spec.ts). */
@@ -189,6 +189,15 @@ describe('a task\'s page', () => {
     expect(JSON.parse(whole.text)).toEqual({ blob: 'x'.repeat(400_000) });
     expect(JSON.parse((await request(`${MOUNT}/tasks/${many.id}/values/input`)).text)).toEqual({ steps: 12 });
     expect((await request(`${MOUNT}/tasks/${many.id}/steps/no-such-step/output`)).status).toBe(404);
+  });
+
+  it('escapes a step key in text and attributes, and encodes it in the link to its value', async () => {
+    const task = await finished('odd-key');
+    const page = await request(`${MOUNT}/tasks/${task.id}`);
+    expect(page.text).toContain('<code>a&quot;b&#39;&lt;c&gt;&amp;d/e?f#g</code>');
+    const href = `${MOUNT}/tasks/${task.id}/steps/${encodeURIComponent(ODD_STEP_KEY)}/output`;
+    expect(page.text).toContain(`href="${href.replace(/&/g, '&amp;').replace(/'/g, '&#39;')}"`);
+    expect(JSON.parse((await request(href)).text)).toEqual({ ok: true });
   });
 
   it('answers 404 with a page for an unknown task', async () => {

@@ -58,7 +58,7 @@ form.filters label { display: flex; flex-direction: column; font-size: .8rem; co
 input, select, button { font: inherit; padding: .3rem .5rem; border: 1px solid var(--line); border-radius: 4px;
   background: var(--panel); color: var(--text); }
 input[name="id"] { width: 22rem; }
-button, .button { cursor: pointer; background: var(--accent); color: #fff; border-color: var(--accent); text-decoration: none;
+button, .button { cursor: pointer; background: var(--accent); color: #fff; border: 1px solid var(--accent); text-decoration: none;
   display: inline-block; padding: .3rem .75rem; border-radius: 4px; }
 .button.secondary, button.secondary { background: transparent; color: var(--accent); }
 .button.danger, button.danger { background: var(--bad); border-color: var(--bad); color: #fff; }
@@ -74,14 +74,18 @@ dl.facts dd { margin: 0; overflow-wrap: anywhere; }
 details > summary { cursor: pointer; color: var(--accent); }
 .values { display: grid; grid-template-columns: 1fr 1fr; gap: 1rem; }
 @media (max-width: 900px) { .values { grid-template-columns: 1fr; } }
-.timeline td.bar { width: 16%; min-width: 7rem; }
+.timeline { font-size: .9rem; }
+.timeline th, .timeline td { padding: .35rem .4rem; }
+.timeline th { letter-spacing: 0; }
+.timeline td.bar { width: 10%; min-width: 5rem; }
 .table-wrap { overflow-x: auto; }
-.timeline td.values-cell { max-width: 26rem; }
+.timeline .values-cell { max-width: 21rem; }
 .timeline td.key code { white-space: nowrap; }
 .timeline td code.small { overflow-wrap: anywhere; }
 .timeline details.value summary { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .timeline details.value[open] summary { white-space: normal; }
 code.small { font-size: .8em; }
+td time, td a.mono { white-space: nowrap; }
 .timeline svg { width: 100%; height: 12px; display: block; }
 .timeline rect.track { fill: var(--line); }
 .timeline rect.span { fill: var(--accent); }

@@ -2,7 +2,7 @@ import { AgentTask } from '../../entities/agent-task.entity';
 import { TaskStatus } from '../../interfaces/task-status';
 import { TaskCounts } from '../../interfaces/task-summaries';
 import { filterQuery, TaskFilters } from '../task-filters';
-import { durationBetween, formatDuration, timeElement, toDateTimeLocal } from './format';
+import { durationBetween, formatDuration, timeElement, timeOfDayElement, toDateTimeLocal } from './format';
 import { html, Html } from './html';
 import { layout, statusBadge, ViewContext } from './layout';
 
@@ -86,8 +86,8 @@ function taskTable(context: ViewContext, tasks: AgentTask[]): Html {
     <td><code>${task.workflowName}</code></td>
     <td>${statusBadge(task.status)}${task.error?.code && html` <code class="muted">${task.error.code}</code>`}</td>
     <td>${timeElement(task.createdAt)}</td>
-    <td>${timeElement(task.startedAt)}</td>
-    <td>${timeElement(task.completedAt)}</td>
+    <td>${timeOfDayElement(task.startedAt, task.createdAt)}</td>
+    <td>${timeOfDayElement(task.completedAt, task.createdAt)}</td>
     <td class="num">${formatDuration(durationBetween(task.startedAt, task.completedAt, now))}</td>
     <td class="num">${task.retryCount ?? 0}</td>
   </tr>`,

@@ -44,7 +44,7 @@ export function timelineTable(task: AgentTask, entries: TimelineEntry[], context
   <thead><tr>
     <th scope="col" class="num">#</th><th scope="col">Step</th><th scope="col">Status</th><th scope="col">Started</th>
     <th scope="col">Ended</th><th scope="col" class="num">Duration</th><th scope="col" class="num">Attempts</th>
-    <th scope="col">Span</th><th scope="col">Output or error</th><th scope="col">Compensation</th>
+    <th scope="col">Span</th><th scope="col">Output or error</th><th scope="col">Undone</th>
   </tr></thead>
   <tbody>
   ${entries.map((entry, index) => TIMELINE_ROWS[entry.kind](entry, index, task, span, context))}
@@ -67,23 +67,24 @@ function stepRow(entry: TimelineEntry, index: number, task: AgentTask, span: Spa
   <td class="num">${formatDuration(duration)}</td>
   <td class="num">${step.attempt}</td>
   <td class="bar">${spanBar(step, span)}</td>
-  <td class="values-cell">
+  <td><div class="values-cell">
     ${compactValue({ id: `step-${step.id}-input`, label: 'input', preview: step.input, href: links.stepValue(task.id, step.stepKey, 'input') })}
     ${compactValue({ id: `step-${step.id}-output`, label: 'output', preview: step.output, href: links.stepValue(task.id, step.stepKey, 'output') })}
     ${errorBlock(step.error, `step-${step.id}-stack`, links.stepValue(task.id, step.stepKey, 'error'), Math.min(options.previewChars, 300))}
-  </td>
+  </div></td>
   <td>${compensationCell(step, entry.deadLetter, day)}</td>
 </tr>`;
 }
 
+/** Whether and when the step was undone; its compensation's name is in the title (and in the Compensations table). */
 function compensationCell(step: StepSummary, deadLetter: DeadLetter | undefined, day: Date): Html {
   if (!step.compensationFn) return html`<span class="muted">—</span>`;
   const state = step.compensatedAt
-    ? html`${statusBadge('compensated')} ${timeOfDayElement(step.compensatedAt, day)}`
+    ? html`${statusBadge('compensated')}<br>${timeOfDayElement(step.compensatedAt, day)}`
     : deadLetter
       ? html`<a href="#dead-letter-${deadLetter.id}">${statusBadge('failed')} dead letter</a>`
       : html`<span class="muted">not undone</span>`;
-  return html`<code class="small">${step.compensationFn}</code><br>${state}`;
+  return html`<span title="${step.compensationFn}">${state}</span>`;
 }
 
 function timelineSpan(task: AgentTask, entries: TimelineEntry[], now: Date): Span {
