@@ -28,8 +28,10 @@ export class DashboardExceptionFilter implements ExceptionFilter {
     const adapter = this.adapterHost.httpAdapter;
     if (adapter.isHeadersSent(response)) return;
     const method = String(adapter.getRequestMethod(request) ?? 'GET').toUpperCase();
-    // Only a GET can be tried again by following a link; a refused POST starts over from the dashboard.
-    const retry = method === 'GET' ? String(adapter.getRequestUrl(request) ?? '') || undefined : undefined;
+    // Only a GET can be tried again by following a link; a refused POST starts over from the
+    // dashboard. The link stays on this origin: a path, never `//host`.
+    const url = String(adapter.getRequestUrl(request) ?? '');
+    const retry = method === 'GET' && /^\/(?!\/)/.test(url) ? url : undefined;
     if (exception instanceof HttpException) {
       const status = exception.getStatus();
       this.responder.send(response, page(refusedPage(this.options, { status, message: messageOf(exception), retry }), status));

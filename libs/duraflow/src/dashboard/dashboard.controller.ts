@@ -84,8 +84,8 @@ export class DashboardController {
   /** A task's whole input, output or error, as JSON (a page shows only its first characters). */
   @Get('tasks/:id/values/:kind')
   async taskValue(@Param('id') id: string, @Param('kind') kind: string, @RequestLinks() links: DashboardLinks, @Res() response: unknown): Promise<void> {
-    const task = await this.workflows.get(id);
-    if (!task || !isValueKind(kind)) return this.send(response, this.taskMissing(this.context(links), id));
+    const task = isValueKind(kind) ? await this.workflows.get(id) : null;
+    if (!task || !isValueKind(kind)) return this.send(response, this.missing(links, id, 'No such value', `Task ${id} has no ${kind}.`));
     this.send(response, { kind: 'json', body: JSON.stringify(task[kind] ?? null), filename: `task-${task.id}-${kind}.json` });
   }
 
@@ -99,10 +99,7 @@ export class DashboardController {
     @Res() response: unknown,
   ): Promise<void> {
     const step = isValueKind(kind) ? await this.workflows.getStep(id, key) : null;
-    if (!step || !isValueKind(kind)) {
-      const context = this.context(links);
-      return this.send(response, page(messagePage(context, { title: 'No such step', message: `Task ${id} has no step "${key}" with a ${kind}.`, next: [['Back to the task', links.task(id)]] }), 404));
-    }
+    if (!step || !isValueKind(kind)) return this.send(response, this.missing(links, id, 'No such step', `Task ${id} has no step "${key}" with a ${kind}.`));
     this.send(response, { kind: 'json', body: JSON.stringify(step[kind] ?? null), filename: `step-${step.id}-${kind}.json` });
   }
 
@@ -113,7 +110,7 @@ export class DashboardController {
     if (!task) return this.send(response, this.taskMissing(context, id));
     if (isTerminalStatus(task.status)) {
       const message = `Task ${task.id} already finished (${task.status}): there is nothing to cancel.`;
-      return this.send(response, page(messagePage(context, { title: 'Nothing to cancel', message, next: [['Back to the task', links.task(id)]] }), 409));
+      return this.send(response, this.missing(links, id, 'Nothing to cancel', message, 409));
     }
     const steps = await this.workflows.getStepSummaries(id, { previewChars: 1 });
     this.send(response, page(confirmCancelPage(context, task, steps, compensate === 'true')));
@@ -142,8 +139,8 @@ export class DashboardController {
     if (!task) return this.send(response, this.taskMissing(context, id));
     const entry = (await this.reader.deadLettersOf(id)).find((candidate) => candidate.id === entryId);
     if (!entry || !isDeadLetterAction(action)) {
-      const message = `Task ${task.id} has no dead letter ${entryId}: it may have been retried successfully or discarded already.`;
-      return this.send(response, page(messagePage(context, { title: 'No such dead letter', message, next: [['Back to the task', links.task(id)]] }), 404));
+      const message = `Task ${task.id} has no dead letter ${entryId} to ${action}: it may have been retried successfully or discarded already.`;
+      return this.send(response, this.missing(links, id, 'No such dead letter', message));
     }
     const step = (await this.workflows.getStepSummaries(id, { previewChars: 1 })).find((candidate) => candidate.id === entry.stepId);
     this.send(response, page(confirmDeadLetterPage(context, task, entry, step, action)));
@@ -167,7 +164,7 @@ export class DashboardController {
         const task = await this.saga.discardDeadLetter(entryId);
         return task ? redirect(links.task(task.id, { notice: 'discarded' })) : redirect(links.deadLetters());
       }
-      return page(messagePage(this.context(links), { title: 'No such action', message: `"${action}" is not an action on a dead letter: retry or discard.`, next: [] }), 404);
+      return this.missing(links, id, 'No such action', `"${action}" is not an action on a dead letter: retry or discard.`);
     });
   }
 
@@ -181,6 +178,11 @@ export class DashboardController {
       reply = page(messagePage(this.context(links), { title: 'The action was refused', code: error.code, message: error.message, next }), statusOf(error));
     }
     this.send(response, reply);
+  }
+
+  /** A page that says what is not there (or not possible), with the way back to the task. */
+  private missing(links: DashboardLinks, taskId: string, title: string, message: string, status = 404): DashboardReply {
+    return page(messagePage(this.context(links), { title, message, next: [['Back to the task', links.task(taskId)]] }), status);
   }
 
   private taskMissing(context: ViewContext, id: string): DashboardReply {

@@ -3,8 +3,8 @@
  * Content-Security-Policy). Pages work without it; it adds live updates to a task's page:
  * it listens to the task's server-sent events and, when the task's progress changes, fetches
  * the live part of the page again and swaps it in, keeping open expanders and keyboard focus.
- * The server ends the stream once the task is finished; the script then closes it (an
- * EventSource would otherwise reconnect).
+ * The server ends the stream once the task is finished (`end`) or found gone (`gone`); the
+ * script then closes it (an EventSource would otherwise reconnect).
  */
 export const DASHBOARD_CLIENT_SCRIPT = `
 (function () {
@@ -50,6 +50,7 @@ export const DASHBOARD_CLIENT_SCRIPT = `
     if (progress.version !== version) { version = progress.version; refresh(); }
   });
   source.addEventListener('end', function () { source.close(); say('The task is finished: live updates stopped.'); });
+  source.addEventListener('gone', function () { source.close(); say('This task no longer exists.'); });
   source.addEventListener('error', function () {
     if (source.readyState === EventSource.CLOSED) say('Live updates stopped: reload the page.');
     else say('Reconnecting…');

@@ -100,8 +100,9 @@ function compensationsSection(steps: StepSummary[], deadLetters: DeadLetter[]): 
   const compensable = steps.filter((step) => step.status === 'completed' && step.compensationFn);
   if (!compensable.some((step) => step.compensatedAt) && !deadLetters.length) return html``;
   const deadLettered = new Set(deadLetters.map((entry) => entry.stepId));
-  const order = (step: StepSummary) => step.compensatedAt?.getTime() ?? Infinity;
-  const sorted = [...compensable].sort((a, b) => order(a) - order(b));
+  const undoneAt = (step: StepSummary) => step.compensatedAt?.getTime() ?? Infinity;
+  // Times to the millisecond can tie; a rollback undoes the later-completed step first.
+  const sorted = [...compensable].sort((a, b) => undoneAt(a) - undoneAt(b) || (b.completionSeq ?? 0) - (a.completionSeq ?? 0));
   return html`<h2>Compensations</h2>
 <table>
   <thead><tr><th scope="col" class="num">#</th><th scope="col">Step</th><th scope="col">Compensation</th><th scope="col">Outcome</th><th scope="col">Undone at</th></tr></thead>
