@@ -7,6 +7,7 @@ import { DURAFLOW_ENTITIES, DuraflowModule } from '@duraflow/nestjs';
 import { ApiKeyGuard } from './auth/api-key.guard';
 import { EngineConfig } from './config/engine.config';
 import { ENGINE_CONFIG } from './config/engine-config.token';
+import { EngineDashboardModule } from './dashboard/engine-dashboard.module';
 import { DuraflowGrpcController } from './grpc/duraflow.grpc-controller';
 import { HealthController } from './health/health.controller';
 import { RedisHealthIndicator } from './health/redis.health';
@@ -23,7 +24,7 @@ import { OrderGateway, OrderProcessingWorkflow } from './workflows/order-process
 export class AppModule {
   static forConfig(config: EngineConfig, databaseUrl: string): DynamicModule {
     const api: { controllers: Type[]; imports: DynamicModule[] } = config.http
-      ? { controllers: [TasksController, DeadLettersController, HealthController, DuraflowGrpcController], imports: [TerminusModule.forRoot()] }
+      ? { controllers: [TasksController, DeadLettersController, HealthController, DuraflowGrpcController], imports: [TerminusModule.forRoot(), EngineDashboardModule.forConfig(config)] }
       : { controllers: [], imports: [] };
     return {
       module: AppModule,

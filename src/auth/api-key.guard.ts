@@ -4,6 +4,7 @@ import { Metadata } from '@grpc/grpc-js';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { EngineConfig } from '../config/engine.config';
 import { ENGINE_CONFIG } from '../config/engine-config.token';
+import { DASHBOARD_SESSION_COOKIE, dashboardSessionToken, isDashboardPath, readCookie } from '../dashboard/dashboard-session';
 
 const PUBLIC_ROUTE = 'duraflow:engine:public';
 
@@ -13,14 +14,17 @@ export const Public = () => SetMetadata(PUBLIC_ROUTE, true);
 /**
  * With DURAFLOW_API_KEY set, an HTTP call needs the key in `x-api-key` or
  * `Authorization: Bearer <key>` (else 401), a gRPC call in the metadata entry
- * `x-api-key` (else UNAUTHENTICATED). Without it, every call passes.
+ * `x-api-key` (else UNAUTHENTICATED). A browser on the dashboard (`/duraflow`) may instead
+ * carry the session cookie its sign-in form set. Without a key, every call passes.
  */
 @Injectable()
 export class ApiKeyGuard implements CanActivate {
   private readonly expected: Buffer | undefined;
+  private readonly session: Buffer | undefined;
 
   constructor(@Inject(ENGINE_CONFIG) config: EngineConfig, private readonly reflector: Reflector) {
     this.expected = config.apiKey === undefined ? undefined : digest(config.apiKey);
+    this.session = config.apiKey === undefined ? undefined : digest(dashboardSessionToken(config.apiKey));
   }
 
   canActivate(context: ExecutionContext): boolean {
@@ -32,7 +36,13 @@ export class ApiKeyGuard implements CanActivate {
       // The gRPC filter answers it UNAUTHENTICATED.
       throw new UnauthorizedException('Missing or wrong API key: send it in the metadata entry "x-api-key".');
     }
-    if (this.authenticated(context.switchToHttp().getRequest())) return true;
+    const request = context.switchToHttp().getRequest<{ headers: Record<string, string | string[] | undefined>; path?: string }>();
+    if (this.authenticated(request)) return true;
+    if (isDashboardPath(request.path)) {
+      const cookie = request.headers.cookie;
+      if (timingSafeEqual(digest(readCookie(Array.isArray(cookie) ? cookie[0] : cookie, DASHBOARD_SESSION_COOKIE) ?? ''), this.session!)) return true;
+      throw new UnauthorizedException('The dashboard needs the engine\'s API key: sign in with it (DURAFLOW_API_KEY).');
+    }
     throw new UnauthorizedException('Missing or wrong API key: send it in the "x-api-key" header or as "Authorization: Bearer <key>".');
   }
 
@@ -51,6 +61,11 @@ export class ApiKeyGuard implements CanActivate {
   private matches(candidate: string): boolean {
     return timingSafeEqual(digest(candidate), this.expected!);
   }
+}
+
+/** Whether `candidate` is `secret`, in a time that says nothing about either. */
+export function sameSecret(candidate: string, secret: string): boolean {
+  return timingSafeEqual(digest(candidate), digest(secret));
 }
 
 function digest(value: string): Buffer {

@@ -22,3 +22,5 @@ export * from './interfaces/workflow-definition';
 export { UnknownInputProperties } from './validation/dto-input';
 export { DURAFLOW_MIGRATIONS } from './migrations';
 export { runDuraflowMigrations } from './migrations/run-migrations';
+export * from './interfaces/task-summaries';
+export * from './dashboard';

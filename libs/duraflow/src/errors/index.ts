@@ -5,3 +5,4 @@ export * from './task.errors';
 export * from './step.errors';
 export * from './saga.errors';
 export * from './dependency.errors';
+export * from './dashboard.errors';

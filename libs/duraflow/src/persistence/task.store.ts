@@ -31,6 +31,10 @@ export interface ClaimedTask {
 export interface TaskListFilter {
   status?: string;
   workflowName?: string;
+  /** Created at or after this time. */
+  createdAfter?: Date;
+  /** Created before this time. */
+  createdBefore?: Date;
   limit: number;
   /** Bytes a page may hold (its first row always). */
   maxBytes: number;
@@ -139,10 +143,7 @@ export class TaskStore {
       values.push(filter.status);
       where.push(`status = $${values.length}`);
     }
-    if (filter.workflowName) {
-      values.push(filter.workflowName);
-      where.push(`workflow_name = $${values.length}`);
-    }
+    where.push(...taskFilterConditions(filter, values));
     if (filter.after) {
       values.push(filter.after.createdAtMicros, filter.after.id);
       where.push(olderThan(values.length - 1));
@@ -445,4 +446,36 @@ export class TaskStore {
     );
     return rows.map((row) => ({ id: row.id, status: row.status, retryCount: row.retry_count, workflowName: row.workflow_name, errorCode: row.error_code, action: row.action }));
   }
+
+  /**
+   * Tasks per status. It reads every row in the range (a dashboard's overview, not a hot path):
+   * on a large table, narrow it with a time range, which idx_agent_tasks_created serves.
+   */
+  async countTasksByStatus(filter: Pick<TaskListFilter, 'workflowName' | 'createdAfter' | 'createdBefore'>): Promise<Map<string, number>> {
+    const values: unknown[] = [];
+    const where = ['deleted_at IS NULL', ...taskFilterConditions(filter, values)];
+    const { rows } = await this.db.query<{ status: string; count: string }>(
+      `SELECT status, count(*) AS count FROM agent_tasks WHERE ${where.join(' AND ')} GROUP BY status`,
+      values,
+    );
+    return new Map(rows.map((row) => [row.status, Number(row.count)]));
+  }
+}
+
+/** WHERE conditions for the workflow and creation-time filters, their values pushed onto `values`. */
+function taskFilterConditions(filter: Pick<TaskListFilter, 'workflowName' | 'createdAfter' | 'createdBefore'>, values: unknown[]): string[] {
+  const where: string[] = [];
+  if (filter.workflowName) {
+    values.push(filter.workflowName);
+    where.push(`workflow_name = $${values.length}`);
+  }
+  if (filter.createdAfter) {
+    values.push(filter.createdAfter);
+    where.push(`created_at >= $${values.length}`);
+  }
+  if (filter.createdBefore) {
+    values.push(filter.createdBefore);
+    where.push(`created_at < $${values.length}`);
+  }
+  return where;
 }

@@ -22,9 +22,11 @@ import { LeaseHeartbeat } from '../execution/lease-heartbeat';
 import { SagaExecutor } from '../execution/saga-executor';
 import { TaskLease } from '../execution/task-lease';
 import { isTerminalStatus, TaskStatus } from '../interfaces/task-status';
+import { StepSummary, StepSummaryOptions, TaskCountFilter, TaskCounts, TaskProgress } from '../interfaces/task-summaries';
 import { TaskNotifications } from '../notifications/task-notifications';
 import { decodeCursor, keysetPage, listLimit, UUID_PATTERN } from '../persistence/cursor';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
+import { readTaskProgress } from '../persistence/read-task-progress';
 import { StepStore } from '../persistence/step.store';
 import { TaskStore } from '../persistence/task.store';
 import { validateDtoInput } from '../validation/dto-input';
@@ -55,6 +57,10 @@ export interface SubmitResult {
 export interface ListTasksOptions {
   status?: TaskStatus | `${TaskStatus}`;
   workflowName?: string;
+  /** Only tasks created at or after this time (a Date or an ISO-8601 string). */
+  createdAfter?: Date | string;
+  /** Only tasks created before this time. */
+  createdBefore?: Date | string;
   /** 1..1000, default 50. */
   limit?: number;
   /** `nextCursor` of the previous page. */
@@ -84,6 +90,8 @@ export interface WaitForOptions {
 }
 
 const INT32_MAX = 2_147_483_647;
+const DEFAULT_PREVIEW_CHARS = 2048;
+const MAX_PREVIEW_CHARS = 1024 * 1024;
 const MAX_SUBMIT_MANY = 10_000;
 /** waitFor polls no more often than this: a tighter loop would only load the database. */
 const MIN_WAIT_POLL_MS = 10;
@@ -213,11 +221,57 @@ export class WorkflowService {
     const page = await this.tasks.listTasks({
       status: options.status,
       workflowName: options.workflowName,
+      ...createdRange(options),
       limit,
       maxBytes: this.options.maxListPageBytes,
       after: options.cursor ? decodeCursor(options.cursor) : undefined,
     });
     return keysetPage(page, (row) => row.task);
+  }
+
+  /**
+   * How many tasks are in each status (every status present, 0 when none), optionally of one
+   * workflow and created in a time range. It reads every task in range: narrow it on large tables.
+   *
+   * @throws InvalidListOptionsError for a time that is not a Date or an ISO-8601 string
+   */
+  async countByStatus(filter: TaskCountFilter = {}): Promise<TaskCounts> {
+    const found = await this.tasks.countTasksByStatus({ workflowName: filter.workflowName, ...createdRange(filter) });
+    const counts = {} as TaskCounts;
+    for (const status of Object.values(TaskStatus)) counts[status] = found.get(status) ?? 0;
+    return counts;
+  }
+
+  /** One step of the task by its key, with its whole input and output; null when there is none. */
+  async getStep(id: string, stepKey: string): Promise<StepRun | null> {
+    if (typeof id !== 'string' || !UUID_PATTERN.test(id) || typeof stepKey !== 'string') return null;
+    return this.steps.findStep(id, stepKey);
+  }
+
+  /**
+   * The task's steps in `getSteps` order, with previews of their input and output (the first
+   * `previewChars` characters, cut in the database) instead of the values: an overview of a task
+   * whose steps return MiBs stays small.
+   *
+   * @throws InvalidListOptionsError for `previewChars` outside 1..1,048,576
+   */
+  async getStepSummaries(id: string, options: StepSummaryOptions = {}): Promise<StepSummary[]> {
+    const previewChars = options.previewChars ?? DEFAULT_PREVIEW_CHARS;
+    if (!Number.isSafeInteger(previewChars) || previewChars < 1 || previewChars > MAX_PREVIEW_CHARS) {
+      throw new InvalidListOptionsError('previewChars', `must be an integer from 1 to ${MAX_PREVIEW_CHARS}, got ${String(options.previewChars)}.`);
+    }
+    if (typeof id !== 'string' || !UUID_PATTERN.test(id)) return [];
+    return this.steps.listStepSummaries(id, previewChars);
+  }
+
+  /**
+   * Counts of the task's steps, attempts, compensations and dead letters with its status, in one
+   * cheap statement (no input or output read): what to poll to learn that a task changed.
+   * Null when no task has this id.
+   */
+  async getProgress(id: string): Promise<TaskProgress | null> {
+    if (typeof id !== 'string' || !UUID_PATTERN.test(id)) return null;
+    return readTaskProgress(this.db, id);
   }
 
   /**
@@ -349,4 +403,19 @@ export class WorkflowService {
     if (bytes > this.options.maxInputBytes) throw new InputTooLargeError(name, bytes, this.options.maxInputBytes);
     return inputJson;
   }
+}
+
+/** The creation-time bounds of a list or count, checked. */
+function createdRange(options: { createdAfter?: Date | string; createdBefore?: Date | string }): { createdAfter?: Date; createdBefore?: Date } {
+  return { createdAfter: listTime('createdAfter', options.createdAfter), createdBefore: listTime('createdBefore', options.createdBefore) };
+}
+
+function listTime(option: string, value: Date | string | undefined): Date | undefined {
+  if (value === undefined || value === null || value === '') return undefined;
+  const time = value instanceof Date ? value : typeof value === 'string' ? new Date(value) : new Date(NaN);
+  // PostgreSQL's timestamps stop at 4713 BC: a time outside years 1..9999 would be a database error.
+  if (Number.isNaN(time.getTime()) || time.getUTCFullYear() < 1 || time.getUTCFullYear() > 9999) {
+    throw new InvalidListOptionsError(option, `must be a Date or an ISO-8601 string of a year from 1 to 9999, got ${String(value)}.`);
+  }
+  return time;
 }

@@ -1,0 +1,71 @@
+/** Query parameters of a link; empty ones are left out. */
+export type LinkQuery = Record<string, string | number | boolean | null | undefined>;
+
+/** A stored JSON value of a task or a step. */
+export type StepValueKind = 'input' | 'output' | 'error';
+export type DeadLetterAction = 'retry' | 'discard';
+
+/**
+ * Every URL of the dashboard, from the path it is mounted at as this request reached it (so a
+ * global prefix or a RouterModule nesting is in it). Path segments are encoded here, once.
+ */
+export class DashboardLinks {
+  constructor(readonly mount: string) {}
+
+  home(query: LinkQuery = {}): string {
+    return this.to('', query);
+  }
+
+  task(id: string, query: LinkQuery = {}): string {
+    return this.to(`tasks/${seg(id)}`, query);
+  }
+
+  /** The live part of a task's page, as an HTML fragment. */
+  taskLive(id: string): string {
+    return this.to(`tasks/${seg(id)}/live`);
+  }
+
+  /** The task's server-sent events. */
+  taskEvents(id: string): string {
+    return this.to(`tasks/${seg(id)}/events`);
+  }
+
+  /** The task's whole input, output or error, as JSON. */
+  taskValue(id: string, kind: StepValueKind): string {
+    return this.to(`tasks/${seg(id)}/values/${kind}`);
+  }
+
+  /** A step's whole input, output or error, as JSON. */
+  stepValue(id: string, stepKey: string, kind: StepValueKind): string {
+    return this.to(`tasks/${seg(id)}/steps/${seg(stepKey)}/${kind}`);
+  }
+
+  cancel(id: string, compensate: boolean): string {
+    return this.to(`tasks/${seg(id)}/cancel`, { compensate: compensate ? 'true' : undefined });
+  }
+
+  deadLetter(taskId: string, deadLetterId: string, action: DeadLetterAction): string {
+    return this.to(`tasks/${seg(taskId)}/dead-letters/${seg(deadLetterId)}/${action}`);
+  }
+
+  deadLetters(query: LinkQuery = {}): string {
+    return this.to('dead-letters', query);
+  }
+
+  asset(name: string): string {
+    return this.to(`assets/${seg(name)}`);
+  }
+
+  private to(path: string, query: LinkQuery = {}): string {
+    const search = new URLSearchParams();
+    for (const [key, value] of Object.entries(query)) {
+      if (value !== undefined && value !== null && value !== '' && value !== false) search.set(key, String(value));
+    }
+    const text = search.toString();
+    return `${this.mount}${path ? `/${path}` : ''}${text ? `?${text}` : ''}`;
+  }
+}
+
+function seg(value: string): string {
+  return encodeURIComponent(value);
+}

@@ -1,0 +1,78 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { WorkflowRegistry } from '../discovery/workflow.registry';
+import { DeadLetter } from '../entities/dead-letter.entity';
+import { DuraflowError } from '../errors';
+import { SagaService } from '../services/saga.service';
+import { WorkflowService } from '../services/workflow.service';
+import { DASHBOARD_OPTIONS, ResolvedDashboardOptions } from './dashboard.options';
+import { progressVersion } from './live-task-feed';
+import { TaskFilters } from './task-filters';
+import { DeadLetterListData } from './views/dead-letters.page';
+import { TaskDetails } from './views/task.page';
+import { TaskListData } from './views/task-list.page';
+
+/** What the pages show, read through the library's public services only (no SQL here). */
+@Injectable()
+export class DashboardReader {
+  constructor(
+    @Inject(DASHBOARD_OPTIONS) private readonly options: ResolvedDashboardOptions,
+    private readonly workflows: WorkflowService,
+    private readonly saga: SagaService,
+    private readonly registry: WorkflowRegistry,
+  ) {}
+
+  /** The list and the counts for these filters; a filter the services refuse becomes one more problem. */
+  async taskList(filters: TaskFilters, problems: string[]): Promise<TaskListData> {
+    const data: TaskListData = { filters, problems, counts: undefined, tasks: [], nextCursor: null, workflows: this.registry.names().sort() };
+    if (problems.length) return data;
+    const range = { workflowName: filters.workflow, createdAfter: filters.from, createdBefore: filters.to };
+    try {
+      data.counts = await this.workflows.countByStatus(range);
+      const page = await this.workflows.list({ ...range, status: filters.status, limit: this.options.pageSize, cursor: filters.cursor });
+      data.tasks = page.items;
+      data.nextCursor = page.nextCursor;
+    } catch (error) {
+      if (!(error instanceof DuraflowError)) throw error;
+      problems.push(error.message);
+    }
+    return data;
+  }
+
+  /**
+   * A task's page. Its progress is read first: a change that lands while the rest is read makes
+   * the page's version older than what it shows, so live updates fetch it once more (never less).
+   */
+  async taskDetails(taskId: string): Promise<TaskDetails | null> {
+    const progress = await this.workflows.getProgress(taskId);
+    const task = progress && (await this.workflows.get(taskId));
+    if (!progress || !task) return null;
+    const [steps, deadLetters] = await Promise.all([
+      this.workflows.getStepSummaries(taskId, { previewChars: this.options.previewChars }),
+      this.deadLettersOf(taskId),
+    ]);
+    return { task, steps, deadLetters, version: progressVersion(progress) };
+  }
+
+  /** Every dead letter of one task (pages followed: a page is cut by size, not only by count). */
+  async deadLettersOf(taskId: string): Promise<DeadLetter[]> {
+    const entries: DeadLetter[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await this.saga.listDeadLetters({ taskId, limit: 1000, cursor });
+      entries.push(...page.items);
+      cursor = page.nextCursor ?? undefined;
+    } while (cursor);
+    return entries;
+  }
+
+  /** One page of the whole dead-letter queue; a cursor the service refuses becomes a problem. */
+  async deadLetterList(cursor: string | undefined): Promise<DeadLetterListData> {
+    try {
+      const page = await this.saga.listDeadLetters({ limit: this.options.pageSize, cursor });
+      return { items: page.items, cursor, nextCursor: page.nextCursor, problems: [] };
+    } catch (error) {
+      if (!(error instanceof DuraflowError)) throw error;
+      return { items: [], cursor: undefined, nextCursor: null, problems: [error.message] };
+    }
+  }
+}

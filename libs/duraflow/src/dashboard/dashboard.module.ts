@@ -1,0 +1,31 @@
+import { DynamicModule, Module } from '@nestjs/common';
+import { mountDashboardController } from './dashboard.controller';
+import { DASHBOARD_OPTIONS, DuraflowDashboardOptions, resolveDashboardOptions } from './dashboard.options';
+import { DashboardReader } from './dashboard-reader';
+import { DashboardResponder } from './dashboard-responder';
+import { LiveTaskFeed } from './live-task-feed';
+import { SameOriginGuard } from './same-origin.guard';
+
+/**
+ * The operator's web UI, served by the host app: tasks with filters and counts, a task's step
+ * timeline with live updates, and confirmed actions (cancel, cancel with compensation, retry or
+ * discard a dead letter) through WorkflowService and SagaService. Import it next to
+ * DuraflowModule (whose services it uses); everything it serves is rendered on the server from
+ * this package, nothing is fetched from elsewhere.
+ */
+@Module({})
+export class DuraflowDashboardModule {
+  /**
+   * Mounts the dashboard at `path` behind `guards`. Checks the options at once
+   * (InvalidDashboardOptionsError).
+   */
+  static forRoot(options: DuraflowDashboardOptions = {}): DynamicModule {
+    const resolved = resolveDashboardOptions(options);
+    return {
+      module: DuraflowDashboardModule,
+      imports: resolved.imports,
+      controllers: [mountDashboardController(resolved)],
+      providers: [{ provide: DASHBOARD_OPTIONS, useValue: resolved }, DashboardReader, DashboardResponder, LiveTaskFeed, SameOriginGuard],
+    };
+  }
+}

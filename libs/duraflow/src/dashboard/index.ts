@@ -1,0 +1,2 @@
+export { DuraflowDashboardModule } from './dashboard.module';
+export { DuraflowDashboardOptions, ResolvedDashboardOptions, resolveDashboardOptions } from './dashboard.options';

@@ -1,0 +1,76 @@
+import { AgentTask } from '../../entities/agent-task.entity';
+import { DeadLetter } from '../../entities/dead-letter.entity';
+import { StepSummary } from '../../interfaces/task-summaries';
+import { DeadLetterAction } from '../dashboard-links';
+import { html, Html } from './html';
+import { layout, statusBadge, ViewContext } from './layout';
+
+/**
+ * The confirmation step of every action: a page that says what will happen, and a form that
+ * POSTs it. Nothing changes until its button is pressed.
+ */
+function confirmPage(context: ViewContext, page: { title: string; what: Html; action: string; button: string; back: string; backLabel: string }): Html {
+  return layout(context, {
+    title: page.title,
+    section: 'tasks',
+    body: html`<div class="confirm">
+<h1>${page.title}</h1>
+<div class="panel">${page.what}</div>
+<form method="post" action="${page.action}" class="actions">
+  <button type="submit" class="danger">${page.button}</button>
+  <a class="button secondary" href="${page.back}">${page.backLabel}</a>
+</form>
+</div>`,
+  });
+}
+
+export function confirmCancelPage(context: ViewContext, task: AgentTask, steps: StepSummary[], compensate: boolean): Html {
+  const { links } = context;
+  const toUndo = steps.filter((step) => step.status === 'completed' && step.compensationFn && !step.compensatedAt);
+  const what = compensate
+    ? html`<p>Task <code>${task.id}</code> (<code>${task.workflowName}</code>, ${statusBadge(task.status)}) stops, and its completed steps are
+  undone first, newest first: ${toUndo.length
+    ? html`${toUndo.length} compensation${toUndo.length > 1 && 's'} (${toUndo.map((step, i) => html`${i > 0 && ', '}<code>${step.stepKey}</code>`)})`
+    : 'none is left to undo'}.
+  A compensation that fails for good goes to the dead-letter queue. The rollback runs in this server; the answer comes when it is over.</p>
+<p>The task ends <strong>cancelled</strong>.</p>`
+    : html`<p>Task <code>${task.id}</code> (<code>${task.workflowName}</code>, ${statusBadge(task.status)}) ends <strong>cancelled</strong>:
+  a pending task never runs; a running one stops before its next step and its current step's signal is aborted.</p>
+<p>Completed steps are <strong>not</strong> undone (use “Cancel and compensate” for that).</p>`;
+  return confirmPage(context, {
+    title: compensate ? 'Cancel and compensate this task?' : 'Cancel this task?',
+    what,
+    action: links.cancel(task.id, compensate),
+    button: compensate ? 'Cancel and compensate' : 'Cancel the task',
+    back: links.task(task.id),
+    backLabel: 'Keep it running',
+  });
+}
+
+export function confirmDeadLetterPage(
+  context: ViewContext,
+  task: AgentTask,
+  entry: DeadLetter,
+  step: StepSummary | undefined,
+  action: DeadLetterAction,
+): Html {
+  const { links } = context;
+  const stepName = html`<code>${step?.stepKey ?? entry.stepId}</code>`;
+  const what =
+    action === 'retry'
+      ? html`<p>The compensation <code>${step?.compensationFn ?? '?'}</code> of step ${stepName} of task <code>${task.id}</code> runs once more, in this
+  server, with the step's saved output.</p>
+<p>If it succeeds the entry is resolved (and the task becomes <strong>rolled back</strong> when it was its last); if it fails the entry
+  stays with the new error and one more retry counted (${entry.retryCount ?? 0} so far).</p>`
+      : html`<p>The entry for step ${stepName} of task <code>${task.id}</code> is removed <strong>without running its compensation</strong>.
+  Do this only when the effect was undone by hand: the step's compensation stays unrecorded.</p>
+<p>When it is the task's last entry, the task becomes <strong>rolled back</strong>.</p>`;
+  return confirmPage(context, {
+    title: action === 'retry' ? 'Retry this compensation?' : 'Discard this dead letter?',
+    what,
+    action: links.deadLetter(task.id, entry.id, action),
+    button: action === 'retry' ? 'Retry the compensation' : 'Discard the entry',
+    back: links.task(task.id),
+    backLabel: 'Back to the task',
+  });
+}

@@ -1,0 +1,139 @@
+import { AgentTask } from '../../entities/agent-task.entity';
+import { DeadLetter } from '../../entities/dead-letter.entity';
+import { isTerminalStatus } from '../../interfaces/task-status';
+import { StepSummary } from '../../interfaces/task-summaries';
+import { durationBetween, formatDuration, timeElement } from './format';
+import { html, Html, HtmlValue } from './html';
+import { layout, statusBadge, ViewContext } from './layout';
+import { timelineEntries, timelineTable } from './timeline';
+import { errorBlock, previewOf, valueBlock } from './values';
+
+/** Everything a task's page shows, read through the public services. */
+export interface TaskDetails {
+  task: AgentTask;
+  steps: StepSummary[];
+  deadLetters: DeadLetter[];
+  /** Fingerprint of the task's progress when it was read: live updates compare against it. */
+  version: string;
+}
+
+/** What an action reports after its redirect (`?notice=`): fixed texts, so a link cannot put words on the page. */
+export const TASK_NOTICES = {
+  cancelled: 'The task was cancelled.',
+  'cancelled-compensated': 'The task was cancelled and its completed steps were compensated (failures went to the dead-letter queue).',
+  retried: 'The compensation ran again and succeeded: the dead letter is resolved.',
+  'retry-failed': 'The compensation failed again: the dead letter stays, with the new error and one more retry counted.',
+  discarded: 'The dead letter was discarded: its compensation was not run.',
+} as const;
+
+export type TaskNotice = keyof typeof TASK_NOTICES;
+
+export function isTaskNotice(value: unknown): value is TaskNotice {
+  return typeof value === 'string' && Object.prototype.hasOwnProperty.call(TASK_NOTICES, value);
+}
+
+export function taskPage(context: ViewContext, details: TaskDetails, notice: TaskNotice | undefined): Html {
+  const { task } = details;
+  const { links } = context;
+  const live = !isTerminalStatus(task.status);
+  return layout(context, {
+    title: `${task.workflowName} ${task.id}`,
+    section: 'tasks',
+    body: html`<p><a href="${links.home()}">← Tasks</a></p>
+${notice && html`<p class="notice" role="status">${TASK_NOTICES[notice]}</p>`}
+<div id="live" data-version="${details.version}" ${live && html`data-events="${links.taskEvents(task.id)}" data-fragment="${links.taskLive(task.id)}"`}>
+${taskLiveContent(context, details)}
+</div>
+<p class="live" id="live-state" role="status" aria-live="polite">${live ? 'Live updates need JavaScript; reload to see progress.' : ''}</p>`,
+  });
+}
+
+/** The part of a task's page that live updates replace (served alone as a fragment). */
+export function taskLiveContent(context: ViewContext, details: TaskDetails): Html {
+  const { task, steps, deadLetters } = details;
+  const { links, options } = context;
+  const entries = timelineEntries(steps, deadLetters);
+  return html`<h1><span>Task <code>${task.id}</code></span> ${statusBadge(task.status)}</h1>
+${!isTerminalStatus(task.status) &&
+  html`<div class="actions">
+  <a class="button" href="${links.cancel(task.id, false)}">Cancel…</a>
+  <a class="button secondary" href="${links.cancel(task.id, true)}">Cancel and compensate…</a>
+</div>`}
+<section class="panel" aria-label="Task facts">
+  <dl class="facts">${taskFacts(task, steps, deadLetters, context.now).map(([label, value]) => html`<div><dt>${label}</dt><dd>${value}</dd></div>`)}</dl>
+  ${task.error && html`<h2>Error</h2>${errorBlock(task.error as unknown as Record<string, unknown>, 'task-stack', links.taskValue(task.id, 'error'), options.previewChars)}`}
+</section>
+<h2>Input and output</h2>
+<div class="values panel">
+  ${valueBlock({ id: 'task-input', label: 'input', preview: previewOf(task.input, options.previewChars), href: links.taskValue(task.id, 'input') })}
+  ${valueBlock({ id: 'task-output', label: 'output', preview: previewOf(task.output, options.previewChars), href: links.taskValue(task.id, 'output') })}
+</div>
+<h2>Steps (${steps.length})</h2>
+${timelineTable(task, entries, context)}
+${compensationsSection(steps, deadLetters)}
+${deadLettersSection(context, task, steps, deadLetters)}`;
+}
+
+/** The task's facts, in order; the workflow version joins them when versioned workflows land. */
+function taskFacts(task: AgentTask, steps: StepSummary[], deadLetters: DeadLetter[], now: Date): Array<[string, HtmlValue]> {
+  const completed = steps.filter((step) => step.status === 'completed').length;
+  const compensated = steps.filter((step) => step.compensatedAt).length;
+  return [
+    ['Workflow', html`<code>${task.workflowName}</code>`],
+    ['Status', html`${statusBadge(task.status)}${task.rollbackReason && html` <span class="muted">(rollback: ${task.rollbackReason})</span>`}`],
+    ['Progress', `${completed} of ${steps.length} steps completed · ${compensated} compensated · ${deadLetters.length} dead letters`],
+    ['Created', timeElement(task.createdAt)],
+    ['Started', timeElement(task.startedAt)],
+    ['Finished', timeElement(task.completedAt)],
+    ['Duration', formatDuration(durationBetween(task.startedAt, task.completedAt, now))],
+    ['Scheduled at', timeElement(task.scheduledAt)],
+    ['Recoveries', `${task.retryCount ?? 0} of ${task.maxRetries ?? 0}`],
+    ['Priority', String(task.priority ?? 0)],
+    ['Worker', task.workerId ? html`<code>${task.workerId}</code>` : html`<span class="muted">—</span>`],
+    ['Last heartbeat', timeElement(task.heartbeatAt)],
+    ['Idempotency key', task.idempotencyKey ? html`<code>${task.idempotencyKey}</code>` : html`<span class="muted">—</span>`],
+  ];
+}
+
+/** The undos in the order they ran (then those that failed or are still to run). */
+function compensationsSection(steps: StepSummary[], deadLetters: DeadLetter[]): Html {
+  const compensable = steps.filter((step) => step.status === 'completed' && step.compensationFn);
+  if (!compensable.some((step) => step.compensatedAt) && !deadLetters.length) return html``;
+  const deadLettered = new Set(deadLetters.map((entry) => entry.stepId));
+  const undoneAt = (step: StepSummary) => step.compensatedAt?.getTime() ?? Infinity;
+  // Times to the millisecond can tie; a rollback undoes the later-completed step first.
+  const sorted = [...compensable].sort((a, b) => undoneAt(a) - undoneAt(b) || (b.completionSeq ?? 0) - (a.completionSeq ?? 0));
+  return html`<h2>Compensations</h2>
+<table>
+  <thead><tr><th scope="col" class="num">#</th><th scope="col">Step</th><th scope="col">Compensation</th><th scope="col">Outcome</th><th scope="col">Undone at</th></tr></thead>
+  <tbody>${sorted.map(
+    (step, index) => html`<tr>
+    <td class="num">${index + 1}</td><td><code>${step.stepKey}</code></td><td><code>${step.compensationFn}</code></td>
+    <td>${step.compensatedAt ? statusBadge('compensated') : deadLettered.has(step.id) ? html`${statusBadge('failed')} in the dead-letter queue` : html`<span class="muted">not undone</span>`}</td>
+    <td>${timeElement(step.compensatedAt)}</td>
+  </tr>`,
+  )}</tbody>
+</table>`;
+}
+
+function deadLettersSection(context: ViewContext, task: AgentTask, steps: StepSummary[], deadLetters: DeadLetter[]): Html {
+  if (!deadLetters.length) return html``;
+  const { links, options } = context;
+  const stepKeys = new Map(steps.map((step) => [step.id, step.stepKey]));
+  return html`<h2>Dead letters (${deadLetters.length})</h2>
+<table>
+  <thead><tr><th scope="col">Created</th><th scope="col">Step</th><th scope="col">Error</th><th scope="col" class="num">Retries</th><th scope="col">Actions</th></tr></thead>
+  <tbody>${deadLetters.map(
+    (entry) => html`<tr id="dead-letter-${entry.id}">
+    <td>${timeElement(entry.createdAt)}</td>
+    <td><code>${stepKeys.get(entry.stepId) ?? entry.stepId}</code></td>
+    <td>${errorBlock(entry.error, `dead-letter-${entry.id}-stack`, undefined, options.previewChars)}</td>
+    <td class="num">${entry.retryCount ?? 0}</td>
+    <td><div class="actions">
+      <a class="button" href="${links.deadLetter(task.id, entry.id, 'retry')}">Retry…</a>
+      <a class="button secondary" href="${links.deadLetter(task.id, entry.id, 'discard')}">Discard…</a>
+    </div></td>
+  </tr>`,
+  )}</tbody>
+</table>`;
+}

@@ -1,0 +1,282 @@
+import { mkdirSync, mkdtempSync, statSync } from 'node:fs';
+import { createServer, Server } from 'node:http';
+import { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { INestApplication } from '@nestjs/common';
+import { Page } from 'puppeteer-core';
+import { AgentTask, TaskStatus, WorkflowService } from '@duraflow/nestjs';
+import { RunningEngine } from '../src/engine';
+import { launchBrowser, TestBrowser } from './support/browser';
+import { createTestDatabase, TestDatabase } from './support/database';
+import { DashboardApp, OPERATOR_COOKIE, startDashboardApp } from './fixtures/dashboard/dashboard-app';
+import { startTestEngine } from './fixtures/engine/engine-app';
+
+/**
+ * The dashboard in a real headless Chromium against a real app and PostgreSQL: pages load
+ * without a JavaScript error, work from the keyboard, follow a running task live, and carry
+ * out confirmed actions. Screenshots go to a temporary folder, or to docs/screenshots (the
+ * README's) with DURAFLOW_UPDATE_SCREENSHOTS=1.
+ */
+
+// What the callbacks run inside the page see (this project compiles without the DOM's types).
+declare const document: any;
+declare const window: any;
+
+const MOUNT = '/ops/duraflow';
+const SCREENSHOTS = process.env.DURAFLOW_UPDATE_SCREENSHOTS
+  ? resolve(__dirname, '../docs/screenshots')
+  : mkdtempSync(join(tmpdir(), 'duraflow-screenshots-'));
+mkdirSync(SCREENSHOTS, { recursive: true });
+
+jest.setTimeout(90_000);
+
+let db: TestDatabase;
+let app: DashboardApp;
+let chromium: TestBrowser;
+let workflows: WorkflowService;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  app = await startDashboardApp(db);
+  workflows = app.app.get(WorkflowService);
+  chromium = await launchBrowser();
+});
+afterAll(async () => {
+  await chromium?.close();
+  app?.app.getHttpServer().closeAllConnections();
+  await app?.close();
+  await db?.drop();
+});
+
+/** A tab of its own, and every JavaScript error or console error it meets. */
+async function openTab(options: { signedIn?: boolean; url?: string } = {}): Promise<{ page: Page; errors: string[] }> {
+  const page = await chromium.browser.newPage();
+  await page.setViewport({ width: 1200, height: 800 });
+  const errors: string[] = [];
+  page.on('pageerror', (error) => errors.push(`page error: ${String(error)}`));
+  page.on('console', (message) => {
+    if (message.type() === 'error') errors.push(`console: ${message.text()} (${message.location().url ?? ''})`);
+  });
+  if (options.signedIn ?? true) await page.setCookie({ name: OPERATOR_COOKIE.name, value: OPERATOR_COOKIE.value, url: options.url ?? app.url });
+  return { page, errors };
+}
+
+async function screenshot(page: Page, name: string): Promise<void> {
+  const path = join(SCREENSHOTS, `${name}.png`);
+  await page.evaluate(() => new Promise((painted) => window.requestAnimationFrame(() => window.requestAnimationFrame(painted))));
+  await page.screenshot({ path, fullPage: true });
+  expect(statSync(path).size).toBeGreaterThan(1000);
+}
+
+/** Presses Tab until the focused element matches `selector` (what a keyboard user does). */
+async function tabTo(page: Page, selector: string, most = 80): Promise<void> {
+  for (let i = 0; i < most; i++) {
+    await page.keyboard.press('Tab');
+    if (await page.evaluate((wanted) => document.activeElement?.matches(wanted) ?? false, selector)) return;
+  }
+  throw new Error(`${most} presses of Tab never reached ${selector}`);
+}
+
+/** Presses Enter on the focused control and waits for the page it leads to. */
+async function pressEnter(page: Page): Promise<number | undefined> {
+  const [response] = await Promise.all([page.waitForNavigation({ waitUntil: 'load' }), page.keyboard.press('Enter')]);
+  return response?.status();
+}
+
+const text = (page: Page, selector: string) => page.$eval(selector, (element: any) => element.innerText);
+
+async function finished(name: string, input: unknown = {}): Promise<AgentTask> {
+  return workflows.waitFor((await workflows.submit(name, input)).id, { timeoutMs: 20_000 });
+}
+
+it('shows a browser without the operator\'s credential only the guard\'s refusal', async () => {
+  const { page, errors } = await openTab({ signedIn: false });
+  const response = await page.goto(`${app.url}${MOUNT}`);
+  expect(response!.status()).toBe(401);
+  expect(await text(page, 'h1')).toBe('Sign-in needed');
+  expect(await text(page, 'main')).toContain('Operators only: sign in first.');
+  expect(await page.$('table')).toBeNull();
+  // The 401 itself is the one console line a refused page has.
+  expect(errors).toEqual([expect.stringMatching(/status of 401/)]);
+  await page.close();
+});
+
+it('goes by keyboard from the list to a rolled-back task and shows its timeline and compensations', async () => {
+  await finished('many-steps', { steps: 6 });
+  const trip = await finished('trip', { traveller: 'ada' });
+  await finished('shipment');
+  expect(trip.status).toBe(TaskStatus.ROLLED_BACK);
+  const { page, errors } = await openTab();
+  await page.goto(`${app.url}${MOUNT}`);
+  expect(await text(page, 'h1')).toBe('Tasks');
+  await screenshot(page, 'tasks');
+
+  await tabTo(page, `a[href="${MOUNT}/tasks/${trip.id}"]`);
+  expect(await pressEnter(page)).toBe(200);
+  expect(page.url()).toBe(`${app.url}${MOUNT}/tasks/${trip.id}`);
+  expect(await text(page, 'h1 .badge')).toBe('rolled back');
+  const steps = await page.$$eval('table.timeline tbody tr', (rows) =>
+    rows.map((row) => [...row.querySelectorAll('td')].map((cell) => cell.innerText.trim())),
+  );
+  expect(steps.map((cells) => [cells[1], cells[2], cells[6]])).toEqual([
+    ['book-flight', 'completed', '1'],
+    ['book-hotel', 'completed', '1'],
+    ['charge-card', 'failed', '2'],
+  ]);
+  expect(steps[2][8]).toContain('card declined by the bank');
+  const compensations = await page.$$eval('h2 + table tbody tr', (rows) => rows.map((row) => row.textContent ?? ''));
+  expect(compensations.filter((row) => row.includes('compensated'))).toHaveLength(2);
+
+  // An output opens from the keyboard too: Tab to its expander, Enter.
+  await tabTo(page, 'table.timeline details.value summary');
+  await page.keyboard.press('Enter');
+  expect(await page.$eval('table.timeline details.value', (details: any) => details.open)).toBe(true);
+  await screenshot(page, 'task-rolled-back');
+  expect(errors).toEqual([]);
+  await page.close();
+});
+
+it('retries a dead letter once confirmed, and the task ends rolled back', async () => {
+  const shipment = await finished('shipment');
+  expect(shipment.status).toBe(TaskStatus.PARTIAL_ROLLBACK);
+  const { page, errors } = await openTab();
+  await page.goto(`${app.url}${MOUNT}/tasks/${shipment.id}`);
+  expect(await text(page, 'h1 .badge')).toBe('partial rollback');
+  expect(await page.$$('tr[id^="dead-letter-"]')).toHaveLength(1);
+  await screenshot(page, 'dead-letter');
+
+  await tabTo(page, 'tr[id^="dead-letter-"] a.button');
+  expect(await pressEnter(page)).toBe(200);
+  expect(await text(page, 'h1')).toBe('Retry this compensation?');
+  expect((await workflows.get(shipment.id))!.status).toBe(TaskStatus.PARTIAL_ROLLBACK); // nothing happened yet
+  await screenshot(page, 'confirm-retry');
+
+  await tabTo(page, 'form button[type="submit"]');
+  expect(await pressEnter(page)).toBe(200);
+  expect(page.url()).toBe(`${app.url}${MOUNT}/tasks/${shipment.id}?notice=retried`);
+  expect(await text(page, '.notice')).toContain('succeeded');
+  expect(await text(page, 'h1 .badge')).toBe('rolled back');
+  expect(await page.$$('tr[id^="dead-letter-"]')).toHaveLength(0);
+  expect((await workflows.get(shipment.id))!.status).toBe(TaskStatus.ROLLED_BACK);
+  expect(errors).toEqual([]);
+  await page.close();
+});
+
+it('follows a task live while it runs, then cancels it with compensation once confirmed', async () => {
+  const task = await workflows.submit('approval', {}, { scheduledAt: new Date(Date.now() + 3_600_000) });
+  const { page, errors } = await openTab();
+  await page.goto(`${app.url}${MOUNT}/tasks/${task.id}`);
+  expect(await text(page, 'h1 .badge')).toBe('pending');
+  await page.waitForFunction(() => document.getElementById('live-state')?.textContent?.startsWith('Live'));
+  await page.evaluate(() => (window.sameDocument = true));
+
+  // The task becomes due: a worker runs it, and the open page follows without a reload.
+  await db.client.query(`UPDATE agent_tasks SET scheduled_at = now() WHERE id = $1`, [task.id]);
+  await page.waitForFunction(() => document.querySelector('h1 .badge')?.textContent === 'running', { timeout: 20_000 });
+  await page.waitForFunction(() => document.querySelectorAll('table.timeline tbody tr').length === 1, { timeout: 20_000 });
+  expect(await page.evaluate(() => window.sameDocument)).toBe(true);
+  expect(await text(page, 'table.timeline tbody tr td.key')).toBe('prepare');
+  await screenshot(page, 'task-live');
+
+  await tabTo(page, `a[href="${MOUNT}/tasks/${task.id}/cancel?compensate=true"]`);
+  expect(await pressEnter(page)).toBe(200);
+  expect(await text(page, 'h1')).toBe('Cancel and compensate this task?');
+  await screenshot(page, 'confirm-cancel');
+  expect((await workflows.get(task.id))!.status).toBe(TaskStatus.RUNNING);
+
+  await tabTo(page, 'form button[type="submit"]');
+  expect(await pressEnter(page)).toBe(200);
+  expect(await text(page, '.notice')).toContain('cancelled and its completed steps were compensated');
+  expect(await text(page, 'h1 .badge')).toBe('cancelled');
+  expect((await workflows.getStep(task.id, 'prepare'))!.compensatedAt).toBeInstanceOf(Date);
+  expect(errors).toEqual([]);
+  await page.close();
+});
+
+describe('another site', () => {
+  let open: DashboardApp;
+  let attacker: Server;
+
+  beforeAll(async () => {
+    open = await startDashboardApp(db, { guards: [] }); // no guard: the CSRF check alone stands in the way
+  });
+  afterAll(async () => {
+    // The browser keeps connections open (some it opened ahead, with no request yet): a server
+    // waits for those on close, so they are cut first.
+    attacker?.closeAllConnections();
+    await new Promise((done) => attacker?.close(done));
+    open?.app.getHttpServer().closeAllConnections();
+    await open?.close();
+  });
+
+  it('cannot make a browser cancel a task: its form post is refused (CSRF)', async () => {
+    const task = await open.app.get(WorkflowService).submit('approval', {}, { scheduledAt: new Date(Date.now() + 3_600_000) });
+    const target = `${open.url}${MOUNT}/tasks/${task.id}/cancel`;
+    attacker = createServer((_request, response) => {
+      response.setHeader('content-type', 'text/html');
+      response.end(`<!doctype html><form method="post" action="${target}"></form><script>document.forms[0].submit()</script>`);
+    });
+    await new Promise<void>((listening) => attacker.listen(0, '127.0.0.1', listening));
+    // localhost and 127.0.0.1 are different sites to the browser.
+    const attackerUrl = `http://localhost:${(attacker.address() as AddressInfo).port}/`;
+    const page = await chromium.browser.newPage();
+    const [refused] = await Promise.all([
+      page.waitForResponse((response) => response.url() === target),
+      page.goto(attackerUrl),
+    ]);
+    expect(refused.status()).toBe(403);
+    await page.waitForFunction(() => document.querySelector('h1')?.textContent === 'Not allowed');
+    expect(await text(page, 'main')).toContain('This action was sent from another site and was refused.');
+    expect((await workflows.get(task.id))!.status).toBe(TaskStatus.PENDING);
+    await page.close();
+  });
+});
+
+describe('the engine app', () => {
+  let engine: RunningEngine;
+
+  beforeAll(async () => {
+    engine = await startTestEngine(db.url, { DURAFLOW_API_KEY: 'operator-key-1' });
+  });
+  afterAll(async () => {
+    (engine?.app as INestApplication | undefined)?.getHttpServer().closeAllConnections();
+    await engine?.close();
+  });
+
+  it('mounts the dashboard at /duraflow behind its API key, with a sign-in form for browsers', async () => {
+    const { page, errors } = await openTab({ signedIn: false });
+    const refused = await page.goto(`${engine.httpUrl}/duraflow`);
+    expect(refused!.status()).toBe(401);
+    expect(await text(page, 'main')).toContain('sign in with it (DURAFLOW_API_KEY)');
+
+    await tabTo(page, 'a[href="/duraflow/login"].button');
+    expect(await pressEnter(page)).toBe(200);
+    await page.keyboard.type('not-the-key'); // the key field has the focus
+    expect(await pressEnter(page)).toBe(401);
+    expect(await text(page, '[role="alert"]')).toContain('not the engine');
+    await page.type('#api-key', 'operator-key-1');
+    await screenshot(page, 'sign-in');
+    expect(await pressEnter(page)).toBe(200);
+    expect(page.url()).toBe(`${engine.httpUrl}/duraflow`);
+    expect(await text(page, 'h1')).toBe('Tasks');
+
+    const cookies = await page.cookies();
+    expect(cookies.find((cookie) => cookie.name === 'duraflow_session')).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/duraflow' });
+    expect(cookies.find((cookie) => cookie.name === 'duraflow_session')!.value).not.toContain('operator-key-1');
+    // The cookie opens the dashboard, not the API.
+    expect((await fetch(`${engine.httpUrl}/tasks`, { headers: { cookie: `duraflow_session=${cookies[0].value}` } })).status).toBe(401);
+
+    const submitted = await fetch(`${engine.httpUrl}/tasks`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': 'operator-key-1' },
+      body: JSON.stringify({ workflowName: 'booking', input: { customer: 'ada', from: 'AMS', to: 'LIS', failAt: 'car' } }),
+    });
+    const booking = (await submitted.json()) as { id: string };
+    await workflows.waitFor(booking.id, { timeoutMs: 20_000 });
+    await page.goto(`${engine.httpUrl}/duraflow/tasks/${booking.id}`);
+    expect(await text(page, 'h1 .badge')).toBe('rolled back');
+    expect(errors.filter((error) => !/status of 401/.test(error))).toEqual([]);
+    await page.close();
+  });
+});
