@@ -21,11 +21,13 @@ interface BodyParserError {
 }
 
 /**
- * JSON bodies up to `limitBytes`; the parser's refusals become the API's typed errors
+ * JSON bodies up to `limitBytes` (and the dashboard's small form posts); the parser's refusals become the API's typed errors
  * (INVALID_JSON, REQUEST_TOO_LARGE…) instead of Express's, which carry a stack.
  */
 export function useJsonBody(app: NestExpressApplication, limitBytes: number): void {
   app.useBodyParser('json', { limit: limitBytes });
+  // The dashboard's forms (sign-in, confirmed actions) post small url-encoded bodies.
+  app.useBodyParser('urlencoded', { limit: 64 * 1024, extended: false });
   app.use((error: BodyParserError | undefined, _request: unknown, _response: unknown, next: (error?: unknown) => void) => {
     switch (error?.type) {
       case 'entity.parse.failed':
