@@ -25,6 +25,8 @@ export interface BenchSizes {
   recoveryRuns: number;
   /** 0-step tasks drained by one worker process between the two RSS readings. */
   rssTasks: number;
+  /** 0-step tasks submitted through submit() / submitMany() into a new database, then drained. */
+  submittedDrainTasks: number;
 }
 
 export type DrainSteps = 0 | 1 | 10;
@@ -52,6 +54,7 @@ export const FULL_SIZES: BenchSizes = {
   claimSamples: 50,
   recoveryRuns: 5,
   rssTasks: 100_000,
+  submittedDrainTasks: 20_000,
 };
 
 export const QUICK_SIZES: BenchSizes = {
@@ -76,6 +79,7 @@ export const QUICK_SIZES: BenchSizes = {
   claimSamples: 10,
   recoveryRuns: 1,
   rssTasks: 2_000,
+  submittedDrainTasks: 300,
 };
 
 /** The intervals the recovery scenario uses (those of the chaos tests). */

@@ -89,6 +89,8 @@ export async function idleWorkerScenario(ctx: BenchContext, workflows: WorkflowS
     median(floorSamples),
     `${floorSamples.length} statements, 10 after each pair of runs; StepStore's own SQL for a lone checkpoint, each its own commit, on one connection`,
   );
+  const ratio = median(perStepRun) / median(floorSamples);
+  ctx.results.set('step.ratio', ratio, `${ratio <= 1.15 ? 'within' : 'OVER'} the 1.15 target: what the step runner adds to its one statement`);
   ctx.results.set('step.overhead.e2e', median(perStepE2e), `${runs.length} runs; 10-step task ${median(runs.map((r) => r.ten.submitToTerminalMs)).toFixed(2)} ms p50`);
 }
 
