@@ -15,6 +15,11 @@ export interface BenchSizes {
   drainConcurrency: number[];
   drainProcesses: number[];
   stepOverheadWarmup: number;
+  /**
+   * Steps of one run before the per-step measurement: V8 optimizes the step runner's code only
+   * after a few thousand calls, and a worker in service runs with it optimized.
+   */
+  stepOverheadWarmupSteps: number;
   stepOverheadRuns: number;
   latencyWarmup: number;
   latencySamples: number;
@@ -45,6 +50,7 @@ export const FULL_SIZES: BenchSizes = {
   drainConcurrency: [10, 50],
   drainProcesses: [1, 2],
   stepOverheadWarmup: 2,
+  stepOverheadWarmupSteps: 2_000,
   stepOverheadRuns: 31,
   latencyWarmup: 20,
   latencySamples: 200,
@@ -70,6 +76,7 @@ export const QUICK_SIZES: BenchSizes = {
   drainConcurrency: [10, 50],
   drainProcesses: [1, 2],
   stepOverheadWarmup: 1,
+  stepOverheadWarmupSteps: 50,
   stepOverheadRuns: 5,
   latencyWarmup: 5,
   latencySamples: 30,

@@ -55,7 +55,8 @@ export async function idleWorkerScenario(ctx: BenchContext, workflows: WorkflowS
   ctx.results.set('latency.p50', quantile(latencies, 0.5), note);
   ctx.results.set('latency.p95', quantile(latencies, 0.95), `${latencies.length} samples`);
 
-  progress(`per-step overhead: ${sizes.stepOverheadRuns} runs of 10-step and 3-step (+${sizes.stepOverheadWarmup} warm-up)`);
+  progress(`per-step overhead: ${sizes.stepOverheadRuns} runs of 10-step and 3-step (after a ${sizes.stepOverheadWarmupSteps}-step run and ${sizes.stepOverheadWarmup} pairs)`);
+  await runner.run(sizes.stepOverheadWarmupSteps);
   for (let i = 0; i < sizes.stepOverheadWarmup; i++) {
     await runner.run(10);
     await runner.run(3);
