@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { Client } from 'pg';
 import { BenchContext, rawSection } from '../context';
-import { BenchDatabase } from '../database';
+import { BenchDatabase, createBenchDatabase } from '../database';
 import { captureClaimStatements, sendAsLibrary, splitStatements, Statement } from '../sql-capture';
 import { median, progress } from '../stats';
 import { NOOP_WORKFLOW } from '../workflows';
@@ -31,7 +31,7 @@ async function timedClaim(client: Client, prefix: string, statements: Statement[
   }
 }
 
-export interface PlanReport {
+interface PlanReport {
   plan: string;
   hasSort: boolean;
   hasBitmap: boolean;
@@ -43,7 +43,7 @@ function planReport(lines: Array<{ 'QUERY PLAN': string }>): PlanReport {
   return { plan, hasSort: /\bSort\b/.test(plan), hasBitmap: /\bBitmap\b/.test(plan), usesClaimIndex: plan.includes('idx_agent_tasks_claim') };
 }
 
-export function planFlags(report: PlanReport): string {
+function planFlags(report: PlanReport): string {
   return `Sort node: ${report.hasSort ? 'YES' : 'no'}, bitmap scan: ${report.hasBitmap ? 'YES' : 'no'}, idx_agent_tasks_claim: ${report.usesClaimIndex ? 'yes' : 'NO'}`;
 }
 
@@ -74,78 +74,92 @@ async function explainClaim(client: Client, statement: Statement): Promise<{ ana
   }
 }
 
-export interface ClaimAtDepth {
-  samples: number[];
-  /** How the claim is planned when it runs: per prepared statement, PostgreSQL's count of custom and generic plans. */
-  plansUsed: string;
-  plan?: { analyzed: PlanReport; generic?: PlanReport };
+/** One queue the claim is timed on: its own database, so the four can be timed side by side. */
+interface ClaimQueue {
+  row: 'claim.small' | 'claim.large' | 'claim.stale.small' | 'claim.stale.large';
+  db: BenchDatabase;
+  depth: number;
+  analyzed: boolean;
 }
 
 /**
- * The claim's own time at `depth` pending tasks in `db` (bulk-inserted; analyzed or not), as
- * the library sends it, `claimSamples` claims of `claimBatch` after a warm-up, each rolled back.
- */
-export async function claimAtDepth(
-  ctx: BenchContext,
-  db: BenchDatabase,
-  opts: { label: string; depth: number; analyze: boolean; explain: boolean },
-): Promise<ClaimAtDepth> {
-  const { sizes } = ctx;
-  const statements = await captureClaimStatements(sizes.claimBatch);
-  const prefix = `bench_claim_${opts.label}`;
-  progress(`claim latency at ${opts.depth} pending (${opts.analyze ? 'analyzed' : 'statistics never gathered'}): ${sizes.claimSamples} claims of ${sizes.claimBatch}, rolled back`);
-  await db.truncate();
-  await db.insertPending(NOOP_WORKFLOW, { steps: 0 }, opts.depth);
-  if (opts.analyze) await db.client.query('ANALYZE agent_tasks');
-  for (let i = 0; i < sizes.claimWarmup; i++) await timedClaim(db.client, prefix, statements, sizes.claimBatch);
-  const samples: number[] = [];
-  for (let i = 0; i < sizes.claimSamples; i++) samples.push(await timedClaim(db.client, prefix, statements, sizes.claimBatch));
-  let plansUsed = 'planned on every call (not a prepared statement)';
-  if (statements.some((statement) => statement.name)) {
-    const plans = await db.client.query<{ custom_plans: string; generic_plans: string }>(
-      `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name LIKE $1`,
-      [`${prefix}_%`],
-    );
-    plansUsed = `prepared: ${plans.rows.map((row) => `${row.custom_plans} custom / ${row.generic_plans} generic executions`).join(', ')}`;
-  }
-  const claiming = statements.find((statement) => /SKIP LOCKED/i.test(statement.text)) ?? statements[0];
-  return { samples, plansUsed, plan: opts.explain ? await explainClaim(db.client, claiming) : undefined };
-}
-
-/** The plan of a claim at a depth, for the text after the table. */
-export function planAppendix(heading: string, result: ClaimAtDepth): string[] {
-  if (!result.plan) return [];
-  const { analyzed, generic } = result.plan;
-  const lines = [heading, '', '```', analyzed.plan, '```', '', `${planFlags(analyzed)}; ${result.plansUsed}.`];
-  if (generic) lines.push('', `Generic plan (what the prepared statement may switch to after 5 executions): ${planFlags(generic)}`, '', '```', generic.plan, '```');
-  return lines;
-}
-
-/**
- * The claim statement's own time (client round trip, sent as the library sends it) for a batch
- * of `claimBatch` at a small and a large queue depth with fresh statistics, plus its plan at the
- * large one. (The same with statistics never gathered: the stale-statistics scenario.)
+ * The claim's own time (client round trip, sent as the library sends it) for a batch of
+ * `claimBatch` at a small and a large queue depth, each with fresh statistics and with
+ * statistics never gathered (a new database, autovacuum off for the table, no ANALYZE), plus
+ * the plans at the large depth. The four queues sit in four databases and are claimed from in
+ * turn (warm-up and samples alike), so each figure is taken over the same minutes and on a
+ * connection as warm as the others': a comparison between them is not a drift of the machine.
  */
 export async function claimScenario(ctx: BenchContext): Promise<void> {
-  const { db, sizes } = ctx;
+  const { sizes } = ctx;
   const raw = rawSection(ctx, 'claim');
-  raw.statements = (await captureClaimStatements(sizes.claimBatch)).map(({ text, values, name }) => ({ text, values, name }));
+  const statements = await captureClaimStatements(sizes.claimBatch);
+  raw.statements = statements.map(({ text, values, name }) => ({ text, values, name }));
+  const { small, large } = sizes.claimDepths;
+  const extra: BenchDatabase[] = [];
+  try {
+    for (let i = 0; i < 3; i++) extra.push(await createBenchDatabase());
+    const queues: ClaimQueue[] = [
+      { row: 'claim.small', db: ctx.db, depth: small, analyzed: true },
+      { row: 'claim.large', db: extra[0], depth: large, analyzed: true },
+      { row: 'claim.stale.small', db: extra[1], depth: small, analyzed: false },
+      { row: 'claim.stale.large', db: extra[2], depth: large, analyzed: false },
+    ];
+    for (const queue of queues) {
+      await queue.db.truncate();
+      if (!queue.analyzed) await queue.db.client.query('ALTER TABLE agent_tasks SET (autovacuum_enabled = false)');
+      await queue.db.insertPending(NOOP_WORKFLOW, { steps: 0 }, queue.depth);
+      if (queue.analyzed) await queue.db.client.query('ANALYZE agent_tasks');
+    }
+    progress(`claim latency at ${small} and ${large} pending, analyzed and statistics never gathered: ${sizes.claimSamples} claims of ${sizes.claimBatch} each, in turn, rolled back`);
+    const samples = new Map(queues.map((queue) => [queue.row, [] as number[]]));
+    for (let i = 0; i < sizes.claimWarmup + sizes.claimSamples; i++) {
+      for (const queue of queues) {
+        const ms = await timedClaim(queue.db.client, `bench_${queue.row.replace(/\./g, '_')}`, statements, sizes.claimBatch);
+        if (i >= sizes.claimWarmup) samples.get(queue.row)!.push(ms);
+      }
+    }
+    const claiming = statements.find((statement) => /SKIP LOCKED/i.test(statement.text)) ?? statements[0];
+    for (const queue of queues) {
+      const stats = await queue.db.statistics();
+      const plansUsed = await plansUsedBy(queue.db.client, `bench_${queue.row.replace(/\./g, '_')}`, statements);
+      const plan = queue.depth === large ? await explainClaim(queue.db.client, claiming) : undefined;
+      const taken = samples.get(queue.row)!;
+      raw[queue.row] = { depth: queue.depth, samplesMs: taken, statistics: stats, plansUsed, plan };
+      const planNote = plan ? `; plan: ${planFlags(plan.analyzed)}` : '';
+      ctx.results.set(queue.row, median(taken), `${taken.length} claims, each rolled back; ${queue.depth} pending, ${stats.note}${planNote}; ${plansUsed}`);
+      if (plan) {
+        ctx.appendix.push(
+          ...planAppendix(
+            `EXPLAIN of the claim statement (TaskStore.claimTasks, batch of ${sizes.claimBatch}) at ${queue.depth} pending tasks, ${stats.note} (EXPLAIN ANALYZE, rolled back):`,
+            plan,
+            plansUsed,
+          ),
+          '',
+        );
+      }
+    }
+    ctx.appendix.push(...(await statementTimes({ ...ctx, db: extra[0] })));
+  } finally {
+    for (const db of extra) await db.drop();
+    await ctx.db.truncate();
+  }
+}
 
-  const small = await claimAtDepth(ctx, db, { label: 'small', depth: sizes.claimDepths.small, analyze: true, explain: false });
-  raw.small = { depth: sizes.claimDepths.small, samplesMs: small.samples, plansUsed: small.plansUsed };
-  ctx.results.set('claim.small', median(small.samples), `${small.samples.length} claims, each rolled back; ${sizes.claimDepths.small} pending, analyzed; ${small.plansUsed}`);
+/** How the claim was planned when it ran: per prepared statement, PostgreSQL's count of custom and generic plans. */
+async function plansUsedBy(client: Client, prefix: string, statements: Statement[]): Promise<string> {
+  if (!statements.some((statement) => statement.name)) return 'planned on every call (not a prepared statement)';
+  const plans = await client.query<{ custom_plans: string; generic_plans: string }>(
+    `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name LIKE $1`,
+    [`${prefix}_%`],
+  );
+  return `prepared: ${plans.rows.map((row) => `${row.custom_plans} custom / ${row.generic_plans} generic executions`).join(', ')}`;
+}
 
-  const large = await claimAtDepth(ctx, db, { label: 'large', depth: sizes.claimDepths.large, analyze: true, explain: true });
-  raw.large = { depth: sizes.claimDepths.large, samplesMs: large.samples, plansUsed: large.plansUsed, plan: large.plan };
-  ctx.results.set(
-    'claim.large',
-    median(large.samples),
-    `${large.samples.length} claims, each rolled back; ${sizes.claimDepths.large} pending, analyzed; plan: ${planFlags(large.plan!.analyzed)}; ${large.plansUsed}`,
-  );
-  ctx.appendix.push(
-    ...planAppendix(`EXPLAIN of the claim statement (TaskStore.claimTasks, batch of ${sizes.claimBatch}) at ${sizes.claimDepths.large} pending tasks, analyzed (EXPLAIN ANALYZE, rolled back):`, large),
-    '',
-    ...(await statementTimes(ctx)),
-  );
-  await db.truncate();
+/** The plan of the claim at one depth, for the text after the table. */
+function planAppendix(heading: string, plan: { analyzed: PlanReport; generic?: PlanReport }, plansUsed: string): string[] {
+  const { analyzed, generic } = plan;
+  const lines = [heading, '', '```', analyzed.plan, '```', '', `${planFlags(analyzed)}; ${plansUsed}.`];
+  if (generic) lines.push('', `Generic plan (what the prepared statement may switch to after 5 executions): ${planFlags(generic)}`, '', '```', generic.plan, '```');
+  return lines;
 }
