@@ -15,6 +15,11 @@ export interface BenchSizes {
   drainConcurrency: number[];
   drainProcesses: number[];
   stepOverheadWarmup: number;
+  /**
+   * Steps of one run before the per-step measurement: V8 optimizes the step runner's code only
+   * after a few thousand calls, and a worker in service runs with it optimized.
+   */
+  stepOverheadWarmupSteps: number;
   stepOverheadRuns: number;
   latencyWarmup: number;
   latencySamples: number;
@@ -25,6 +30,8 @@ export interface BenchSizes {
   recoveryRuns: number;
   /** 0-step tasks drained by one worker process between the two RSS readings. */
   rssTasks: number;
+  /** 0-step tasks submitted through submit() / submitMany() into a new database, then drained. */
+  submittedDrainTasks: number;
 }
 
 export type DrainSteps = 0 | 1 | 10;
@@ -43,6 +50,7 @@ export const FULL_SIZES: BenchSizes = {
   drainConcurrency: [10, 50],
   drainProcesses: [1, 2],
   stepOverheadWarmup: 2,
+  stepOverheadWarmupSteps: 2_000,
   stepOverheadRuns: 31,
   latencyWarmup: 20,
   latencySamples: 200,
@@ -52,6 +60,7 @@ export const FULL_SIZES: BenchSizes = {
   claimSamples: 50,
   recoveryRuns: 5,
   rssTasks: 100_000,
+  submittedDrainTasks: 20_000,
 };
 
 export const QUICK_SIZES: BenchSizes = {
@@ -67,6 +76,7 @@ export const QUICK_SIZES: BenchSizes = {
   drainConcurrency: [10, 50],
   drainProcesses: [1, 2],
   stepOverheadWarmup: 1,
+  stepOverheadWarmupSteps: 50,
   stepOverheadRuns: 5,
   latencyWarmup: 5,
   latencySamples: 30,
@@ -76,6 +86,7 @@ export const QUICK_SIZES: BenchSizes = {
   claimSamples: 10,
   recoveryRuns: 1,
   rssTasks: 2_000,
+  submittedDrainTasks: 300,
 };
 
 /** The intervals the recovery scenario uses (those of the chaos tests). */

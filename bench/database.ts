@@ -14,7 +14,18 @@ export interface BenchDatabase {
   truncate(): Promise<void>;
   /** Inserts `count` pending tasks with one SQL statement (created_at 1 µs apart, so the claim order is total). */
   insertPending(workflowName: string, input: object, count: number): Promise<void>;
+  /** What the statistics of agent_tasks say now (see `TableStatistics`). */
+  statistics(): Promise<TableStatistics>;
   drop(): Promise<void>;
+}
+
+export interface TableStatistics {
+  /** The table has statistics: column statistics, or a row count from ANALYZE or VACUUM. */
+  gathered: boolean;
+  /** The rows the planner expects for `status = 'pending'`. */
+  plannerPending: number;
+  /** Both, in words, for a note. */
+  note: string;
 }
 
 export async function createBenchDatabase(): Promise<BenchDatabase> {
@@ -32,6 +43,16 @@ export async function createBenchDatabase(): Promise<BenchDatabase> {
          FROM generate_series(1, $3::int) AS g`,
         [workflowName, JSON.stringify(input), count],
       );
+    },
+    statistics: async () => {
+      const { rows } = await db.query<{ gathered: boolean }>(
+        `SELECT EXISTS (SELECT 1 FROM pg_stats WHERE schemaname = current_schema() AND tablename = 'agent_tasks')
+                OR (SELECT reltuples >= 0 FROM pg_class WHERE oid = 'agent_tasks'::regclass) AS gathered`,
+      );
+      const estimate = await db.query(`EXPLAIN (FORMAT JSON) SELECT 1 FROM agent_tasks WHERE status = 'pending'`);
+      const plannerPending = Math.round(estimate.rows[0]['QUERY PLAN'][0].Plan['Plan Rows']);
+      const { gathered } = rows[0];
+      return { gathered, plannerPending, note: `${gathered ? 'analyzed' : 'statistics never gathered'}, the planner expects ${plannerPending} pending` };
     },
   };
 }

@@ -59,14 +59,23 @@ function ratioCell(row: RowDefinition, value: FigureValue | undefined, results: 
   }
 }
 
+/** A drain's rate against the same run's pgbench SKIP LOCKED claim (one row claimed and marked done per transaction, 4 clients). */
+function claimRatioCell(row: RowDefinition, value: FigureValue | undefined, results: BenchResults): string {
+  const claims = results.get('ref.skiplocked.c4');
+  if (!row.vsClaim || typeof value !== 'number' || typeof claims !== 'number' || claims <= 0) return '—';
+  return `${formatNumber(value / claims)}× claim`;
+}
+
 /** The one Markdown table of the run. */
 export function renderTable(results: BenchResults): string {
-  const lines = ['| # | Figure | Value | Unit | vs pgbench | Notes |', '|---:|---|---:|---|---:|---|'];
+  const lines = ['| # | Figure | Value | Unit | vs pgbench | vs pgbench claim | Notes |', '|---:|---|---:|---|---:|---:|---|'];
   ROWS.forEach((row, index) => {
     const figure = results.figures.get(row.id);
     const value = figure === undefined ? 'error' : formatNumber(figure.value);
     const note = (figure?.note ?? '').replace(/\|/g, '/');
-    lines.push(`| ${index + 1} | ${row.figure} | ${value} | ${row.unit} | ${ratioCell(row, figure?.value, results)} | ${note} |`);
+    lines.push(
+      `| ${index + 1} | ${row.figure} | ${value} | ${row.unit} | ${ratioCell(row, figure?.value, results)} | ${claimRatioCell(row, figure?.value, results)} | ${note} |`,
+    );
   });
   return lines.join('\n');
 }

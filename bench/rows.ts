@@ -14,6 +14,8 @@ export interface RowDefinition {
   figure: string;
   unit: string;
   ratio: RatioBasis;
+  /** A drain: also divided by the pgbench SKIP LOCKED claim tx/s of the same run (row 3). */
+  vsClaim?: boolean;
 }
 
 function drainRows(): RowDefinition[] {
@@ -22,14 +24,34 @@ function drainRows(): RowDefinition[] {
     for (const concurrency of [10, 50]) {
       for (const steps of DRAIN_STEPS) {
         const where = `${steps}-step, concurrency ${concurrency}, ${processes} process${processes > 1 ? 'es' : ''}`;
-        rows.push({ id: drainRowId(steps, concurrency, processes, 'tasks'), figure: `Drain ${where}`, unit: 'tasks/s', ratio: 'tps4' });
+        rows.push({ id: drainRowId(steps, concurrency, processes, 'tasks'), figure: `Drain ${where}`, unit: 'tasks/s', ratio: 'tps4', vsClaim: true });
         if (steps > 0) {
-          rows.push({ id: drainRowId(steps, concurrency, processes, 'steps'), figure: `Drain ${where}`, unit: 'steps/s', ratio: 'tps4' });
+          rows.push({ id: drainRowId(steps, concurrency, processes, 'steps'), figure: `Drain ${where}`, unit: 'steps/s', ratio: 'tps4', vsClaim: true });
         }
       }
     }
   }
   return rows;
+}
+
+/** Drains of tasks submitted through the API into a table whose statistics predate them, and the same analyzed. */
+export type SubmittedDrain = 'submit.stale' | 'submit.fresh' | 'submitMany.stale' | 'submitMany.fresh';
+
+export const SUBMITTED_DRAINS: Array<{ kind: SubmittedDrain; via: 'submit' | 'submitMany'; analyzed: boolean }> = [
+  { kind: 'submit.stale', via: 'submit', analyzed: false },
+  { kind: 'submitMany.stale', via: 'submitMany', analyzed: false },
+  { kind: 'submit.fresh', via: 'submit', analyzed: true },
+  { kind: 'submitMany.fresh', via: 'submitMany', analyzed: true },
+];
+
+function submittedDrainRows(): RowDefinition[] {
+  return SUBMITTED_DRAINS.map(({ kind, via, analyzed }) => ({
+    id: `drain.${kind}`,
+    figure: `Drain 0-step, concurrency 10, 1 process, tasks from ${via}() into a new database, ${analyzed ? 'analyzed before the drain' : 'statistics never gathered'}`,
+    unit: 'tasks/s',
+    ratio: 'tps4',
+    vsClaim: true,
+  }));
 }
 
 export function drainRowId(steps: number, concurrency: number, processes: number, what: 'tasks' | 'steps'): string {
@@ -46,18 +68,22 @@ export const ROWS: RowDefinition[] = [
   { id: 'submit.concurrent', figure: 'submit(), 10 concurrent callers', unit: 'tasks/s', ratio: 'tps4' },
   { id: 'submit.batched', figure: 'submitMany(), one caller, batches', unit: 'tasks/s', ratio: 'tps1' },
   ...drainRows(),
+  ...submittedDrainRows(),
   { id: 'step.overhead.run', figure: 'Per-step overhead, p50 (run start to end)', unit: 'ms', ratio: 'time1' },
   { id: 'step.floor', figure: 'Lone step checkpoint statement from node-postgres, p50', unit: 'ms', ratio: 'time1' },
+  { id: 'step.ratio', figure: 'Per-step overhead ÷ lone checkpoint statement (p50s of this run; target ≤ 1.15)', unit: '×', ratio: 'none' },
   { id: 'step.overhead.e2e', figure: 'Per-step overhead, p50 (submit to terminal)', unit: 'ms', ratio: 'time1' },
   { id: 'latency.p50', figure: 'submit() to workflow start, idle worker, p50', unit: 'ms', ratio: 'time1' },
   { id: 'latency.p95', figure: 'submit() to workflow start, idle worker, p95', unit: 'ms', ratio: 'time1' },
   { id: 'claim.small', figure: 'Claim statement (batch of 10), 1k pending, p50', unit: 'ms', ratio: 'time1' },
   { id: 'claim.large', figure: 'Claim statement (batch of 10), 100k pending, p50', unit: 'ms', ratio: 'time1' },
+  { id: 'claim.stale.small', figure: 'Claim statement (batch of 10), 1k pending, statistics never gathered, p50', unit: 'ms', ratio: 'time1' },
+  { id: 'claim.stale.large', figure: 'Claim statement (batch of 10), 100k pending, statistics never gathered, p50', unit: 'ms', ratio: 'time1' },
   { id: 'recovery.reclaimed', figure: 'SIGKILL to re-claimed by another process (short intervals)', unit: 'ms', ratio: 'time1' },
   { id: 'recovery.completed', figure: 'SIGKILL to completed by another process (short intervals)', unit: 'ms', ratio: 'time1' },
   { id: 'recovery.default.expected', figure: 'Recovery with default intervals, expected (computed)', unit: 's', ratio: 'none' },
   { id: 'recovery.default.worst', figure: 'Recovery with default intervals, worst case (computed)', unit: 's', ratio: 'none' },
-  { id: 'rss.drain.tasks', figure: 'Drain 0-step, concurrency 10, 1 process (RSS run)', unit: 'tasks/s', ratio: 'tps4' },
+  { id: 'rss.drain.tasks', figure: 'Drain 0-step, concurrency 10, 1 process (RSS run)', unit: 'tasks/s', ratio: 'tps4', vsClaim: true },
   { id: 'rss.before', figure: 'Worker RSS before the drain', unit: 'MB', ratio: 'none' },
   { id: 'rss.first.half', figure: 'Worker RSS, peak over the first half of the drain', unit: 'MB', ratio: 'none' },
   { id: 'rss.second.half', figure: 'Worker RSS, peak over the second half of the drain', unit: 'MB', ratio: 'none' },

@@ -22,6 +22,7 @@ import { idleWorkerScenario } from './scenarios/idle-worker';
 import { memoryScenario } from './scenarios/memory';
 import { recoveryScenario } from './scenarios/recovery';
 import { referenceAgainScenario, referenceScenario } from './scenarios/reference';
+import { submittedDrainScenario } from './scenarios/submitted-drain';
 import { submitScenario } from './scenarios/submit';
 import { progress } from './stats';
 import { killAllWorkerProcesses } from './worker-process';
@@ -131,6 +132,7 @@ async function main(): Promise<number> {
 
     await scenario(ctx, 'claim', () => claimScenario(ctx));
     await scenario(ctx, 'drain', () => drainScenario(ctx));
+    await scenario(ctx, 'submitted-drain', () => submittedDrainScenario(ctx));
     await scenario(ctx, 'recovery', () => recoveryScenario(ctx));
     await scenario(ctx, 'memory', () => memoryScenario(ctx));
     await scenario(ctx, 'reference-again', () => referenceAgainScenario(ctx));

@@ -1,4 +1,5 @@
-import type { DuraflowDatabase } from '@duraflow/nestjs/persistence/duraflow-database';
+import { Client } from 'pg';
+import { clientExecutor, DuraflowDatabase } from '@duraflow/nestjs/persistence/duraflow-database';
 import { StepStore } from '@duraflow/nestjs/persistence/step.store';
 import { TaskStore } from '@duraflow/nestjs/persistence/task.store';
 import { NOOP_WORKFLOW } from './workflows';
@@ -48,4 +49,38 @@ export async function captureClaimStatements(batch: number): Promise<Statement[]
   if (!captured) throw new Error('TaskStore has no claimTasks method any more: update bench/sql-capture.ts');
   if (!captured.length) throw new Error('TaskStore.claimTasks sent no statement to the recording executor');
   return captured;
+}
+
+/**
+ * Sends a captured statement the way the library sends it (DuraflowDatabase's executor over
+ * this connection): named and prepared when it has a name (under `prefix`_name here, so each
+ * scenario keeps its own), else as it is, several statements in one round trip included.
+ */
+export function sendAsLibrary(client: Client, statement: Statement, prefix?: string): Promise<{ rows: any[]; rowCount: number }> {
+  const name = statement.name && prefix ? `${prefix}_${statement.name}` : statement.name;
+  return clientExecutor(client).query(statement.text, statement.values, name);
+}
+
+/**
+ * A captured text cut into its statements: the ones that set up its transaction, and the last
+ * one, the statement proper (what EXPLAIN can take). Cuts at semicolons outside quoted strings,
+ * which is enough for the library's SQL (its literals are quoted strings).
+ */
+export function splitStatements(statement: Statement): { setup: string[]; last: Statement } {
+  const parts: string[] = [];
+  let current = '';
+  let quoted = false;
+  for (const char of statement.text) {
+    if (char === "'") quoted = !quoted;
+    if (char === ';' && !quoted) {
+      parts.push(current);
+      current = '';
+    } else {
+      current += char;
+    }
+  }
+  parts.push(current);
+  const statements = parts.map((part) => part.trim()).filter(Boolean);
+  const last = statements.pop() ?? '';
+  return { setup: statements, last: { ...statement, text: last } };
 }

@@ -100,7 +100,7 @@ describe('Group commit', () => {
   });
 
   describe('claim', () => {
-    it('commits without waiting for its WAL flush, and leaves synchronous_commit on for everything else', async () => {
+    it('commits without waiting for its WAL flush, and leaves synchronous_commit and the planner settings as they were for everything else', async () => {
       const app = await bed.start({ duraflow: { worker: { enabled: false } } });
       const db = app.get(DuraflowDatabase, { strict: false });
       for (let i = 0; i < 4; i++) await bed.insertTaskRow('claimed', { i });
@@ -113,9 +113,13 @@ describe('Group commit', () => {
       expect(inside).toEqual({ claimed: 2, setting: 'off' });
 
       expect(await app.get(TaskStore, { strict: false }).claimTasks('w', ['claimed'], 2)).toHaveLength(2);
-      // Every pooled connection (ten at once take them all) is back to the server's setting.
-      const settings = await Promise.all(Array.from({ length: 10 }, () => db.query(`SHOW synchronous_commit`)));
-      expect(settings.map(({ rows }) => rows[0].synchronous_commit)).toEqual(Array(10).fill('on'));
+      // Every pooled connection (ten at once take them all) is back to the server's settings.
+      const settings = await Promise.all(
+        Array.from({ length: 10 }, () =>
+          db.query(`SELECT current_setting('synchronous_commit') AS sync, current_setting('enable_sort') AS sort, current_setting('enable_seqscan') AS seqscan`),
+        ),
+      );
+      expect(settings.map(({ rows }) => rows[0])).toEqual(Array(10).fill({ sync: 'on', sort: 'on', seqscan: 'on' }));
       expect(await bed.countByStatus()).toEqual({ running: 4 });
     });
   });

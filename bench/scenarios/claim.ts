@@ -1,7 +1,8 @@
 import { performance } from 'node:perf_hooks';
 import { Client } from 'pg';
 import { BenchContext, rawSection } from '../context';
-import { captureClaimStatements, Statement } from '../sql-capture';
+import { BenchDatabase, createBenchDatabase } from '../database';
+import { captureClaimStatements, sendAsLibrary, splitStatements, Statement } from '../sql-capture';
 import { median, progress } from '../stats';
 import { NOOP_WORKFLOW } from '../workflows';
 import { statementTimes } from './statement-times';
@@ -15,16 +16,13 @@ function literal(client: Client, value: unknown): string {
   return client.escapeLiteral(typeof value === 'string' ? value : JSON.stringify(value));
 }
 
-/** Runs the claim in a transaction, timing only its statement(s), then rolls it back. */
+/** Runs the claim in a transaction as the library sends it, timing only its statement(s), then rolls it back. */
 async function timedClaim(client: Client, prefix: string, statements: Statement[], expected: number): Promise<number> {
   await client.query('BEGIN');
   try {
     const started = performance.now();
     let claimed = 0;
-    for (const [index, statement] of statements.entries()) {
-      const result = await client.query({ name: `${prefix}_${index}`, text: statement.text, values: statement.values });
-      claimed = result.rowCount ?? result.rows.length;
-    }
+    for (const statement of statements) claimed = (await sendAsLibrary(client, statement, prefix)).rowCount;
     const elapsed = performance.now() - started;
     if (claimed !== expected) throw new Error(`the claim returned ${claimed} rows, expected ${expected}`);
     return elapsed;
@@ -36,84 +34,132 @@ async function timedClaim(client: Client, prefix: string, statements: Statement[
 interface PlanReport {
   plan: string;
   hasSort: boolean;
+  hasBitmap: boolean;
   usesClaimIndex: boolean;
 }
 
 function planReport(lines: Array<{ 'QUERY PLAN': string }>): PlanReport {
   const plan = lines.map((line) => line['QUERY PLAN']).join('\n');
-  return { plan, hasSort: /\bSort\b/.test(plan), usesClaimIndex: plan.includes('idx_agent_tasks_claim') };
+  return { plan, hasSort: /\bSort\b/.test(plan), hasBitmap: /\bBitmap\b/.test(plan), usesClaimIndex: plan.includes('idx_agent_tasks_claim') };
 }
 
-/** The plan with these parameter values (custom plan), and the generic plan a prepared statement may switch to. */
-async function explainClaim(client: Client, statement: Statement): Promise<{ custom: PlanReport; generic: PlanReport }> {
-  const custom = planReport((await client.query(`EXPLAIN ${statement.text}`, statement.values)).rows);
+function planFlags(report: PlanReport): string {
+  return `Sort node: ${report.hasSort ? 'YES' : 'no'}, bitmap scan: ${report.hasBitmap ? 'YES' : 'no'}, idx_agent_tasks_claim: ${report.usesClaimIndex ? 'yes' : 'NO'}`;
+}
+
+/**
+ * EXPLAIN ANALYZE of the claim (rolled back), after the statements the library sends before it
+ * in the same transaction (its planner settings). For a claim sent as a prepared statement,
+ * also the generic plan PostgreSQL may switch to after 5 executions.
+ */
+async function explainClaim(client: Client, statement: Statement): Promise<{ analyzed: PlanReport; generic?: PlanReport }> {
+  const { setup, last } = splitStatements(statement);
   await client.query('BEGIN');
   try {
-    await client.query(`PREPARE bench_claim_generic AS ${statement.text}`);
+    for (const text of setup) await client.query(text);
+    await client.query('SAVEPOINT bench_explain');
+    const analyzed = planReport((await client.query(`EXPLAIN (ANALYZE) ${last.text}`, last.values)).rows);
+    await client.query('ROLLBACK TO SAVEPOINT bench_explain');
+    if (!statement.name) return { analyzed };
+    await client.query(`PREPARE bench_claim_generic AS ${last.text}`);
     await client.query('SET LOCAL plan_cache_mode = force_generic_plan');
-    const args = statement.values.map((value) => literal(client, value)).join(', ');
+    const args = last.values.map((value) => literal(client, value)).join(', ');
     const generic = planReport((await client.query(`EXPLAIN EXECUTE bench_claim_generic(${args})`)).rows);
-    return { custom, generic };
+    return { analyzed, generic };
   } finally {
     await client.query('ROLLBACK');
     // PREPARE is not transactional; only this statement goes (DEALLOCATE ALL would also drop
     // the protocol-level statements node-postgres believes it still has).
-    await client.query('DEALLOCATE bench_claim_generic').catch(() => undefined);
+    if (statement.name) await client.query('DEALLOCATE bench_claim_generic').catch(() => undefined);
   }
 }
 
+/** One queue the claim is timed on: its own database, so the four can be timed side by side. */
+interface ClaimQueue {
+  row: 'claim.small' | 'claim.large' | 'claim.stale.small' | 'claim.stale.large';
+  db: BenchDatabase;
+  depth: number;
+  analyzed: boolean;
+}
+
 /**
- * The claim statement's own time (client round trip, prepared as the library prepares it) for
- * a batch of `claimBatch` at a small and a large queue depth, plus its plan at the large one.
+ * The claim's own time (client round trip, sent as the library sends it) for a batch of
+ * `claimBatch` at a small and a large queue depth, each with fresh statistics and with
+ * statistics never gathered (a new database, autovacuum off for the table, no ANALYZE), plus
+ * the plans at the large depth. The four queues sit in four databases and are claimed from in
+ * turn (warm-up and samples alike), so each figure is taken over the same minutes and on a
+ * connection as warm as the others': a comparison between them is not a drift of the machine.
  */
 export async function claimScenario(ctx: BenchContext): Promise<void> {
-  const { db, sizes } = ctx;
+  const { sizes } = ctx;
   const raw = rawSection(ctx, 'claim');
   const statements = await captureClaimStatements(sizes.claimBatch);
   raw.statements = statements.map(({ text, values, name }) => ({ text, values, name }));
-  const claiming = statements.find((statement) => /SKIP LOCKED/i.test(statement.text)) ?? statements[0];
-
-  const depths: Array<['small' | 'large', number]> = [
-    ['small', sizes.claimDepths.small],
-    ['large', sizes.claimDepths.large],
-  ];
-  for (const [which, depth] of depths) {
-    progress(`claim latency at ${depth} pending: ${sizes.claimSamples} claims of ${sizes.claimBatch}, rolled back`);
-    await db.truncate();
-    await db.insertPending(NOOP_WORKFLOW, { steps: 0 }, depth);
-    await db.client.query('ANALYZE agent_tasks');
-    for (let i = 0; i < sizes.claimWarmup; i++) await timedClaim(db.client, `bench_claim_${which}`, statements, sizes.claimBatch);
-    const samples: number[] = [];
-    for (let i = 0; i < sizes.claimSamples; i++) samples.push(await timedClaim(db.client, `bench_claim_${which}`, statements, sizes.claimBatch));
-    // Which plans the prepared claim really ran with: PostgreSQL may switch to a generic plan after 5 executions.
-    const plans = await db.client.query<{ name: string; generic_plans: string; custom_plans: string }>(
-      `SELECT name, generic_plans, custom_plans FROM pg_prepared_statements WHERE name LIKE $1`,
-      [`bench_claim_${which}_%`],
-    );
-    raw[`${which}_${depth}`] = { depth, samplesMs: samples, plansUsed: plans.rows };
-
-    let note = `${samples.length} claims, each rolled back; ${depth} pending`;
-    if (which === 'large') {
-      const { custom, generic } = await explainClaim(db.client, claiming);
-      raw.plan = { depth, custom, generic };
-      const flags = (report: PlanReport) =>
-        `Sort node: ${report.hasSort ? 'YES' : 'no'}, idx_agent_tasks_claim: ${report.usesClaimIndex ? 'yes' : 'NO'}`;
-      const used = plans.rows.map((row) => `${row.custom_plans} custom / ${row.generic_plans} generic executions`).join(', ');
-      note += `; plan: ${flags(custom)}; generic plan: ${flags(generic)}; prepared claim ran ${used}`;
-      ctx.appendix.push(
-        `EXPLAIN of the claim statement (TaskStore.claimTasks, batch of ${sizes.claimBatch}) at ${depth} pending tasks:`,
-        '',
-        '```',
-        custom.plan,
-        '```',
-        '',
-        `Custom plan: ${flags(custom)}. Generic plan (what a prepared statement may switch to after 5 executions): ${flags(generic)}. ` +
-          `The prepared claim ran with ${used} at this depth.`,
-      );
-      if (generic.plan !== custom.plan) ctx.appendix.push('', 'Generic plan:', '', '```', generic.plan, '```');
+  const { small, large } = sizes.claimDepths;
+  const extra: BenchDatabase[] = [];
+  try {
+    for (let i = 0; i < 3; i++) extra.push(await createBenchDatabase());
+    const queues: ClaimQueue[] = [
+      { row: 'claim.small', db: ctx.db, depth: small, analyzed: true },
+      { row: 'claim.large', db: extra[0], depth: large, analyzed: true },
+      { row: 'claim.stale.small', db: extra[1], depth: small, analyzed: false },
+      { row: 'claim.stale.large', db: extra[2], depth: large, analyzed: false },
+    ];
+    for (const queue of queues) {
+      await queue.db.truncate();
+      if (!queue.analyzed) await queue.db.client.query('ALTER TABLE agent_tasks SET (autovacuum_enabled = false)');
+      await queue.db.insertPending(NOOP_WORKFLOW, { steps: 0 }, queue.depth);
+      if (queue.analyzed) await queue.db.client.query('ANALYZE agent_tasks');
     }
-    ctx.results.set(which === 'small' ? 'claim.small' : 'claim.large', median(samples), note);
-    if (which === 'large') ctx.appendix.push('', ...(await statementTimes(ctx)));
+    progress(`claim latency at ${small} and ${large} pending, analyzed and statistics never gathered: ${sizes.claimSamples} claims of ${sizes.claimBatch} each, in turn, rolled back`);
+    const samples = new Map(queues.map((queue) => [queue.row, [] as number[]]));
+    for (let i = 0; i < sizes.claimWarmup + sizes.claimSamples; i++) {
+      for (const queue of queues) {
+        const ms = await timedClaim(queue.db.client, `bench_${queue.row.replace(/\./g, '_')}`, statements, sizes.claimBatch);
+        if (i >= sizes.claimWarmup) samples.get(queue.row)!.push(ms);
+      }
+    }
+    const claiming = statements.find((statement) => /SKIP LOCKED/i.test(statement.text)) ?? statements[0];
+    for (const queue of queues) {
+      const stats = await queue.db.statistics();
+      const plansUsed = await plansUsedBy(queue.db.client, `bench_${queue.row.replace(/\./g, '_')}`, statements);
+      const plan = queue.depth === large ? await explainClaim(queue.db.client, claiming) : undefined;
+      const taken = samples.get(queue.row)!;
+      raw[queue.row] = { depth: queue.depth, samplesMs: taken, statistics: stats, plansUsed, plan };
+      const planNote = plan ? `; plan: ${planFlags(plan.analyzed)}` : '';
+      ctx.results.set(queue.row, median(taken), `${taken.length} claims, each rolled back; ${queue.depth} pending, ${stats.note}${planNote}; ${plansUsed}`);
+      if (plan) {
+        ctx.appendix.push(
+          ...planAppendix(
+            `EXPLAIN of the claim statement (TaskStore.claimTasks, batch of ${sizes.claimBatch}) at ${queue.depth} pending tasks, ${stats.note} (EXPLAIN ANALYZE, rolled back):`,
+            plan,
+            plansUsed,
+          ),
+          '',
+        );
+      }
+    }
+    ctx.appendix.push(...(await statementTimes({ ...ctx, db: extra[0] })));
+  } finally {
+    for (const db of extra) await db.drop();
+    await ctx.db.truncate();
   }
-  await db.truncate();
+}
+
+/** How the claim was planned when it ran: per prepared statement, PostgreSQL's count of custom and generic plans. */
+async function plansUsedBy(client: Client, prefix: string, statements: Statement[]): Promise<string> {
+  if (!statements.some((statement) => statement.name)) return 'planned on every call (not a prepared statement)';
+  const plans = await client.query<{ custom_plans: string; generic_plans: string }>(
+    `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name LIKE $1`,
+    [`${prefix}_%`],
+  );
+  return `prepared: ${plans.rows.map((row) => `${row.custom_plans} custom / ${row.generic_plans} generic executions`).join(', ')}`;
+}
+
+/** The plan of the claim at one depth, for the text after the table. */
+function planAppendix(heading: string, plan: { analyzed: PlanReport; generic?: PlanReport }, plansUsed: string): string[] {
+  const { analyzed, generic } = plan;
+  const lines = [heading, '', '```', analyzed.plan, '```', '', `${planFlags(analyzed)}; ${plansUsed}.`];
+  if (generic) lines.push('', `Generic plan (what the prepared statement may switch to after 5 executions): ${planFlags(generic)}`, '', '```', generic.plan, '```');
+  return lines;
 }

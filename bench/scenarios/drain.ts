@@ -75,13 +75,21 @@ async function completed(workers: BenchWorkerProcess[]): Promise<number> {
 }
 
 /**
- * Pre-submits `tasks` tasks (one INSERT … SELECT generate_series, not timed) with every worker
- * stopped, then times from the start of the workers to the last completion they report.
+ * Pre-submits `tasks` tasks (one INSERT … SELECT generate_series, then ANALYZE, not timed) with
+ * every worker stopped, then times from the start of the workers to the last completion they report.
  */
 export async function drainOnce(ctx: BenchContext, workers: BenchWorkerProcess[], steps: DrainSteps, tasks: number): Promise<DrainResult> {
   await ctx.db.truncate();
   await ctx.db.insertPending(NOOP_WORKFLOW, { steps }, tasks);
   await ctx.db.client.query('ANALYZE agent_tasks');
+  return timeDrain(ctx, workers, steps, tasks);
+}
+
+/**
+ * With `tasks` pending tasks of `steps` steps in ctx.db and every worker stopped: times from
+ * the start of the workers to the last completion they report, and checks the table after.
+ */
+export async function timeDrain(ctx: BenchContext, workers: BenchWorkerProcess[], steps: DrainSteps, tasks: number): Promise<DrainResult> {
   const countsBefore = await Promise.all(workers.map((worker) => worker.queryCounts()));
   const cpuBefore = await Promise.all(workers.map((worker) => worker.cpuUsage()));
   const before = await completed(workers);

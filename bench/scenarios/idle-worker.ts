@@ -55,7 +55,8 @@ export async function idleWorkerScenario(ctx: BenchContext, workflows: WorkflowS
   ctx.results.set('latency.p50', quantile(latencies, 0.5), note);
   ctx.results.set('latency.p95', quantile(latencies, 0.95), `${latencies.length} samples`);
 
-  progress(`per-step overhead: ${sizes.stepOverheadRuns} runs of 10-step and 3-step (+${sizes.stepOverheadWarmup} warm-up)`);
+  progress(`per-step overhead: ${sizes.stepOverheadRuns} runs of 10-step and 3-step (after a ${sizes.stepOverheadWarmupSteps}-step run and ${sizes.stepOverheadWarmup} pairs)`);
+  await runner.run(sizes.stepOverheadWarmupSteps);
   for (let i = 0; i < sizes.stepOverheadWarmup; i++) {
     await runner.run(10);
     await runner.run(3);
@@ -89,6 +90,8 @@ export async function idleWorkerScenario(ctx: BenchContext, workflows: WorkflowS
     median(floorSamples),
     `${floorSamples.length} statements, 10 after each pair of runs; StepStore's own SQL for a lone checkpoint, each its own commit, on one connection`,
   );
+  const ratio = median(perStepRun) / median(floorSamples);
+  ctx.results.set('step.ratio', ratio, `${ratio <= 1.15 ? 'within' : 'OVER'} the 1.15 target: what the step runner adds to its one statement`);
   ctx.results.set('step.overhead.e2e', median(perStepE2e), `${runs.length} runs; 10-step task ${median(runs.map((r) => r.ten.submitToTerminalMs)).toFixed(2)} ms p50`);
 }
 

@@ -1,7 +1,7 @@
 import { Client } from 'pg';
 import { BenchContext, rawSection } from '../context';
 import { median } from '../stats';
-import { captureClaimStatements, captureStoreCall, Statement, StoreKind } from '../sql-capture';
+import { captureClaimStatements, captureStoreCall, splitStatements, Statement, StoreKind } from '../sql-capture';
 
 const REPETITIONS = 5;
 
@@ -12,8 +12,8 @@ interface StatementTime {
   planningMs: number;
   executionMs: number;
   /** Of PREPARED_RUNS executions as a named prepared statement (as the library runs it): planned each time, or the cached generic plan. */
-  customPlans: number;
-  genericPlans: number;
+  customPlans?: number;
+  genericPlans?: number;
 }
 
 /**
@@ -39,16 +39,20 @@ async function preparedPlans(client: Client, name: string, statement: Statement)
 
 /**
  * Server-side planning and execution time of the hot statements of one task, from
- * EXPLAIN (ANALYZE): each run in a savepoint rolled back at once, inside a transaction
- * that holds one claimed task, so nothing changes. No commit is included (so no WAL flush).
+ * EXPLAIN (ANALYZE): each run in a savepoint rolled back at once (after the statements the
+ * library sends before it, e.g. the claim's planner settings), inside a transaction that holds
+ * one running task, so nothing changes. No commit is included (so no WAL flush).
  */
 export async function statementTimes(ctx: BenchContext): Promise<string[]> {
   const { client } = ctx.db;
   const [claim] = await captureClaimStatements(1);
   await client.query('BEGIN');
   try {
-    const claimed = await client.query(claim.text, claim.values);
-    const { id, claim_token: claimToken } = claimed.rows[0] as { id: string; claim_token: string };
+    const running = await client.query<{ id: string; claim_token: string }>(
+      `INSERT INTO agent_tasks (workflow_name, status, claim_token, worker_id, started_at, heartbeat_at)
+       VALUES ('bench-probe', 'running', gen_random_uuid(), 'bench', now(), now()) RETURNING id, claim_token`,
+    );
+    const { id, claim_token: claimToken } = running.rows[0];
     // Each probe: the first of its store methods that exists in this build.
     const probes: Array<{ label: string; kind: StoreKind; calls: Array<[string, unknown[]]> }> = [
       { label: 'read checkpoints', kind: 'steps', calls: [['loadStepMemos', [id]]] },
@@ -93,10 +97,12 @@ export async function statementTimes(ctx: BenchContext): Promise<string[]> {
       }
       const planning: number[] = [];
       const execution: number[] = [];
+      const { setup, last } = splitStatements(statement);
       for (let i = 0; i < REPETITIONS; i++) {
         await client.query('SAVEPOINT bench_statement');
         try {
-          const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${statement.text}`, statement.values);
+          for (const text of setup) await client.query(text);
+          const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${last.text}`, last.values);
           const plan = (rows[0] as { 'QUERY PLAN': Array<{ 'Planning Time': number; 'Execution Time': number }> })['QUERY PLAN'][0];
           planning.push(plan['Planning Time']);
           execution.push(plan['Execution Time']);
@@ -104,13 +110,13 @@ export async function statementTimes(ctx: BenchContext): Promise<string[]> {
           await client.query('ROLLBACK TO SAVEPOINT bench_statement');
         }
       }
-      const plans = await preparedPlans(client, `bench_probe_${times.length}`, statement);
+      const plans = statement.name ? await preparedPlans(client, `bench_probe_${times.length}`, statement) : undefined;
       const time = { statement: label, planningMs: median(planning), executionMs: median(execution), ...plans };
       times.push(time);
-      lines.push(
-        `- ${label}: planning ${time.planningMs.toFixed(3)} ms, execution ${time.executionMs.toFixed(3)} ms; ` +
-          `as a prepared statement run ${PREPARED_RUNS} times: ${plans.customPlans} custom plan(s), ${plans.genericPlans} generic`,
-      );
+      const planned = plans
+        ? `as a prepared statement run ${PREPARED_RUNS} times: ${plans.customPlans} custom plan(s), ${plans.genericPlans} generic`
+        : 'not a prepared statement: planned on every call';
+      lines.push(`- ${label}: planning ${time.planningMs.toFixed(3)} ms, execution ${time.executionMs.toFixed(3)} ms; ${planned}`);
     }
     rawSection(ctx, 'statementTimes').times = times;
     return lines;

@@ -4,6 +4,23 @@ import { BenchContext, rawSection } from '../context';
 import { cpuMs, progress } from '../stats';
 import { NOOP_WORKFLOW } from '../workflows';
 
+/** `count` tasks through submit(), one at a time from each of `callers` concurrent callers. */
+export async function submitConcurrently(workflows: WorkflowService, count: number, callers: number, input: object): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: callers }, async () => {
+      while (next++ < count) await workflows.submit(NOOP_WORKFLOW, input);
+    }),
+  );
+}
+
+/** At least `count` tasks through submitMany(), `batchSize` per call; returns how many. */
+export async function submitInBatches(workflows: WorkflowService, count: number, batchSize: number, input: object): Promise<number> {
+  const batch = Array.from({ length: batchSize }, () => input);
+  const batches = Math.ceil(count / batchSize);
+  for (let i = 0; i < batches; i++) await workflows.submitMany(NOOP_WORKFLOW, batch);
+  return batches * batchSize;
+}
 
 /** submit() one at a time, from concurrent callers, and submitMany() in batches. */
 export async function submitScenario(ctx: BenchContext, workflows: WorkflowService): Promise<void> {
@@ -26,14 +43,9 @@ export async function submitScenario(ctx: BenchContext, workflows: WorkflowServi
   await db.truncate();
 
   progress(`submit(): ${sizes.submitConcurrent} from ${sizes.submitCallers} concurrent callers`);
-  let next = 0;
   cpu = process.cpuUsage();
   started = performance.now();
-  await Promise.all(
-    Array.from({ length: sizes.submitCallers }, async () => {
-      while (next++ < sizes.submitConcurrent) await workflows.submit(NOOP_WORKFLOW, input);
-    }),
-  );
+  await submitConcurrently(workflows, sizes.submitConcurrent, sizes.submitCallers, input);
   seconds = (performance.now() - started) / 1000;
   cpuPerTask = cpuMs(cpu, process.cpuUsage()) / sizes.submitConcurrent;
   await expectPending(ctx, sizes.submitConcurrent);
@@ -42,13 +54,10 @@ export async function submitScenario(ctx: BenchContext, workflows: WorkflowServi
   await db.truncate();
 
   progress(`submitMany(): ${sizes.submitBatched} in batches of ${sizes.submitBatchSize}`);
-  const batch = Array.from({ length: sizes.submitBatchSize }, () => input);
-  const batches = Math.ceil(sizes.submitBatched / sizes.submitBatchSize);
   cpu = process.cpuUsage();
   started = performance.now();
-  for (let i = 0; i < batches; i++) await workflows.submitMany(NOOP_WORKFLOW, batch);
+  const tasks = await submitInBatches(workflows, sizes.submitBatched, sizes.submitBatchSize, input);
   seconds = (performance.now() - started) / 1000;
-  const tasks = batches * sizes.submitBatchSize;
   cpuPerTask = cpuMs(cpu, process.cpuUsage()) / tasks;
   await expectPending(ctx, tasks);
   raw.batched = { tasks, batchSize: sizes.submitBatchSize, seconds, cpuMsPerTask: cpuPerTask };
@@ -56,7 +65,7 @@ export async function submitScenario(ctx: BenchContext, workflows: WorkflowServi
   await db.truncate();
 }
 
-async function expectPending(ctx: BenchContext, count: number): Promise<void> {
+export async function expectPending(ctx: BenchContext, count: number): Promise<void> {
   const { rows } = await ctx.db.client.query<{ n: string }>(`SELECT count(*) AS n FROM agent_tasks WHERE status = 'pending'`);
   if (Number(rows[0].n) !== count) throw new Error(`expected ${count} pending tasks after submitting, found ${rows[0].n}`);
 }

@@ -1,15 +1,35 @@
 import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { getDataSourceToken } from '@nestjs/typeorm';
-import { Client, Pool, PoolConfig, QueryResultRow } from 'pg';
+import { Client, ClientBase, Pool, PoolConfig, QueryResult, QueryResultRow } from 'pg';
 import { DataSource, EntityManager } from 'typeorm';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { InvalidDuraflowOptionsError } from '../errors';
 
-/** Runs one statement; `name` makes it a prepared statement on the connection that runs it. */
+/**
+ * Runs one statement; `name` makes it a prepared statement on the connection that runs it.
+ * Through DuraflowDatabase and its `transaction()` executors (not a caller's EntityManager), a
+ * text with no values and no name may hold several statements: they go in one round trip
+ * (simple query protocol) and run in one transaction (or in the caller's), and the result is
+ * the last statement's.
+ */
 export interface SqlExecutor {
   query<R extends QueryResultRow = any>(text: string, values?: unknown[], name?: string): Promise<{ rows: R[]; rowCount: number }>;
+}
+
+/** Rows and count of a result, or of the last statement's when the text held several. */
+function lastResult<R extends QueryResultRow>(result: QueryResult<R> | QueryResult<R>[]): { rows: R[]; rowCount: number } {
+  const last = Array.isArray(result) ? result[result.length - 1] : result;
+  return { rows: last.rows, rowCount: last.rowCount ?? 0 };
+}
+
+/** An executor over one connection (what `transaction()` hands its work). */
+export function clientExecutor(client: ClientBase): SqlExecutor {
+  return {
+    query: async (text: string, values: unknown[] = [], name?: string) =>
+      lastResult(await client.query(name ? { name, text, values } : { text, values })),
+  };
 }
 
 /**
@@ -60,8 +80,7 @@ export class DuraflowDatabase implements SqlExecutor, OnModuleInit {
   }
 
   async query<R extends QueryResultRow = any>(text: string, values: unknown[] = [], name?: string) {
-    const result = await this.pool.query<R>(name ? { name, text, values } : { text, values });
-    return { rows: result.rows, rowCount: result.rowCount ?? 0 };
+    return lastResult(await this.pool.query<R>(name ? { name, text, values } : { text, values }));
   }
 
   /** The executor for a caller's EntityManager (its transaction), or the pool without one. */
@@ -85,12 +104,7 @@ export class DuraflowDatabase implements SqlExecutor, OnModuleInit {
     let broken: Error | undefined;
     try {
       await client.query('BEGIN');
-      const result = await work({
-        query: async (text: string, values: unknown[] = [], name?: string) => {
-          const res = await client.query(name ? { name, text, values } : { text, values });
-          return { rows: res.rows, rowCount: res.rowCount ?? 0 };
-        },
-      });
+      const result = await work(clientExecutor(client));
       await client.query('COMMIT');
       return result;
     } catch (error) {
