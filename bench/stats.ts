@@ -1,6 +1,5 @@
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
-import { performance } from 'node:perf_hooks';
 
 /** The q-quantile (0..1) of the samples, nearest rank. */
 export function quantile(samples: number[], q: number): number {
@@ -11,19 +10,6 @@ export function quantile(samples: number[], q: number): number {
 
 export function median(samples: number[]): number {
   return quantile(samples, 0.5);
-}
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** Polls `check` every `everyMs` until it returns true; throws past `timeoutMs`. */
-export async function pollUntil(what: string, check: () => Promise<boolean>, timeoutMs: number, everyMs = 20): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!(await check())) {
-    if (performance.now() > deadline) throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(everyMs);
-  }
 }
 
 /** Progress lines go to stderr, so stdout holds only the table. */

@@ -1,7 +1,7 @@
 import { TaskStatus, WorkerService, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
 import { StepBarrier } from './fixtures/worker/barrier';
 import { TestBed } from './fixtures/worker/test-bed';
-import { waitUntil } from './fixtures/worker/wait';
+import { eventually } from './support/waiting';
 
 /** Blocks the event loop for `ms`, as a CPU-bound handler in the host app would. */
 function blockEventLoop(ms: number): void {
@@ -31,18 +31,18 @@ describe('Backpressure (seed 001)', () => {
     const ids: string[] = [];
     for (let i = 0; i < 7; i++) ids.push((await workflows.submit('held', {})).id);
 
-    await waitUntil(() => barrier.waiting === 3, 'three tasks run');
-    await waitUntil(() => worker.stats().backpressure.queueFull, 'the queue is reported full');
+    await eventually('three tasks run', () => barrier.waiting === 3);
+    await eventually('the queue is reported full', () => worker.stats().backpressure.queueFull);
     expect(worker.stats().backpressure).toMatchObject({ queued: 3, maxQueued: 3, queueFull: true });
     expect(await bed.countByStatus()).toEqual({ running: 3, pending: 4 });
 
     barrier.releaseOne();
-    await waitUntil(() => barrier.waiting === 3 && barrier.entered === 4, 'a fourth task took the freed place');
+    await eventually('a fourth task took the freed place', () => barrier.waiting === 3 && barrier.entered === 4);
     expect(await bed.countByStatus()).toEqual({ running: 3, pending: 3, completed: 1 });
 
     barrier.open();
     for (const id of ids) expect((await workflows.waitFor(id)).status).toBe(TaskStatus.COMPLETED);
-    await waitUntil(() => !worker.stats().backpressure.queueFull, 'the queue is no longer full');
+    await eventually('the queue is no longer full', () => !worker.stats().backpressure.queueFull);
     expect(barrier.maxInFlight).toBe(3);
   });
 
@@ -55,13 +55,13 @@ describe('Backpressure (seed 001)', () => {
       },
     });
     const worker = app.get(WorkerService);
-    await waitUntil(() => worker.stats().backpressure.eventLoopLagMs > 0, 'a first window was measured');
+    await eventually('a first window was measured', () => worker.stats().backpressure.eventLoopLagMs > 0);
     expect(worker.stats().backpressure).toMatchObject({ lagging: false, pollIntervalMs: 50 });
 
     // A host that hogs the loop: 150 ms blocks, again and again, for a few windows.
     const hog = setInterval(() => blockEventLoop(150), 10);
     try {
-      await waitUntil(() => worker.stats().backpressure.lagging, 'the worker saw the lag');
+      await eventually('the worker saw the lag', () => worker.stats().backpressure.lagging);
       const stats = worker.stats().backpressure;
       expect(stats.eventLoopLagMs).toBeGreaterThan(80);
       expect(stats.pollIntervalMs).toBe(300);
@@ -70,7 +70,7 @@ describe('Backpressure (seed 001)', () => {
     }
 
     // Lag is judged per window: once the loop is free again, polling is back to normal.
-    await waitUntil(() => !worker.stats().backpressure.lagging, 'the lag is over');
+    await eventually('the lag is over', () => !worker.stats().backpressure.lagging);
     expect(worker.stats().backpressure.pollIntervalMs).toBe(50);
     const task = await app.get(WorkflowService).submit('quick', {});
     expect((await app.get(WorkflowService).waitFor(task.id)).status).toBe(TaskStatus.COMPLETED);

@@ -1,6 +1,6 @@
 import { TaskStatus, WorkerStats } from '@duraflow/nestjs';
 import { ChaosBed } from './chaos/chaos-bed';
-import { sleep, waitUntil } from './fixtures/worker/wait';
+import { eventually, sleep } from './support/waiting';
 import { withWorkerOutputOnFailure } from './support/child-process';
 
 const STEP_KEYS = ['s1', 's2', 's3', 's4', 's5'];
@@ -23,7 +23,7 @@ describe('chaos: frozen workers, cancellation and graceful shutdown across proce
       const a = bed.startWorker({ label: 'A' });
       await a.ready;
       const submitted = await bed.workflows.submit('chaos-steps', { steps: 5, stepMs: 400 }, { maxRetries: 3 });
-      await waitUntil(async () => (await checkpoints(submitted.id)).length >= 2, 'A checkpointed two steps', 20_000);
+      await eventually('A checkpointed two steps', async () => (await checkpoints(submitted.id)).length >= 2, { timeoutMs: 20_000 });
       a.kill('SIGSTOP');
       await sleep(200); // a statement A sent just before it froze may still commit
       const frozenAt = (await checkpoints(submitted.id)).map((row) => row.step_key);
@@ -38,7 +38,7 @@ describe('chaos: frozen workers, cancellation and graceful shutdown across proce
       const effectsBefore = await bed.effects(submitted.id);
 
       a.kill('SIGCONT');
-      await waitUntil(async () => (await a.call<WorkerStats>('WorkerService', 'stats')).running === 0, 'A let go of the task', 10_000);
+      await eventually('A let go of the task', async () => (await a.call<WorkerStats>('WorkerService', 'stats')).running === 0, { timeoutMs: 10_000 });
       await sleep(500); // give A every chance to write something
       const stats = await a.call<WorkerStats>('WorkerService', 'stats');
       expect(stats).toMatchObject({ completed: 0, failed: 0, stopped: 1 });
@@ -63,11 +63,11 @@ describe('chaos: frozen workers, cancellation and graceful shutdown across proce
       const a = bed.startWorker({ label: 'A' });
       await a.ready;
       const submitted = await bed.workflows.submit('chaos-steps', { steps: 3, stepMs: 60_000 });
-      await waitUntil(async () => (await bed.effects(submitted.id)).length === 1, 'A is inside s1', 20_000);
+      await eventually('A is inside s1', async () => (await bed.effects(submitted.id)).length === 1, { timeoutMs: 20_000 });
 
       const cancelled = await bed.workflows.cancel(submitted.id);
       expect(cancelled.status).toBe(TaskStatus.CANCELLED);
-      await waitUntil(async () => (await a.call<WorkerStats>('WorkerService', 'stats')).stopped === 1, 'A stopped the run', 10_000);
+      await eventually('A stopped the run', async () => (await a.call<WorkerStats>('WorkerService', 'stats')).stopped === 1, { timeoutMs: 10_000 });
       await sleep(300);
       expect((await bed.effects(submitted.id)).map((effect) => effect.step_key)).toEqual(['s1']);
       expect(await checkpoints(submitted.id)).toEqual([]);
@@ -84,7 +84,7 @@ describe('chaos: frozen workers, cancellation and graceful shutdown across proce
       const a = bed.startWorker({ label: 'A', duraflow: { ...slowReaper, worker: { shutdownTimeoutMs: 300 } } });
       await a.ready;
       const submitted = await bed.workflows.submit('chaos-steps', { steps: 3, stepMs: 1_500 });
-      await waitUntil(async () => (await checkpoints(submitted.id)).length >= 1, 'A checkpointed s1', 20_000);
+      await eventually('A checkpointed s1', async () => (await checkpoints(submitted.id)).length >= 1, { timeoutMs: 20_000 });
 
       a.kill('SIGTERM');
       // Nest closes the app on the signal (shutdown hooks), then re-raises it.

@@ -1,6 +1,6 @@
 import { isTerminalStatus, TaskStatus } from '@duraflow/nestjs';
 import { ChaosBed } from './chaos/chaos-bed';
-import { waitUntil } from './fixtures/worker/wait';
+import { eventually } from './support/waiting';
 import { withWorkerOutputOnFailure } from './support/child-process';
 
 const STEP_KEYS = ['s1', 's2', 's3', 's4', 's5'];
@@ -20,7 +20,7 @@ describe('chaos: worker processes killed with SIGKILL', () => {
 
       const checkpointed = async () =>
         (await bed.steps(submitted.id)).filter((step) => step.status === 'completed').map((step) => step.stepKey);
-      await waitUntil(async () => (await checkpointed()).length >= 2, 'two steps are checkpointed', 20_000);
+      await eventually('two steps are checkpointed', async () => (await checkpointed()).length >= 2, { timeoutMs: 20_000 });
       const owner = (await bed.task(submitted.id)).workerId;
       const victim = workers.find((worker) => worker.workerId === owner);
       const survivor = workers.find((worker) => worker.workerId !== owner);

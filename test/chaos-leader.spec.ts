@@ -1,6 +1,6 @@
 import Redis from 'ioredis';
 import { ChaosBed } from './chaos/chaos-bed';
-import { waitUntil } from './fixtures/worker/wait';
+import { eventually, sleep } from './support/waiting';
 import { SHARED_REDIS_URL } from './support/redis-server';
 import { withWorkerOutputOnFailure, WorkerProcess } from './support/child-process';
 
@@ -29,7 +29,7 @@ describe('chaos: two reaper processes and the Redis leader key', () => {
       const b = bed.startWorker({ ...options, label: 'B' });
       await Promise.all([a.ready, b.ready]);
 
-      await waitUntil(async () => (await isLeader(a)) !== (await isLeader(b)), 'exactly one process leads', 10_000);
+      await eventually('exactly one process leads', async () => (await isLeader(a)) !== (await isLeader(b)), { timeoutMs: 10_000 });
       const [leader, follower] = (await isLeader(a)) ? [a, b] : [b, a];
       expect(await redis.get(key)).toBe(leader.workerId);
       const ttl = await redis.pttl(key);
@@ -37,7 +37,7 @@ describe('chaos: two reaper processes and the Redis leader key', () => {
       expect(ttl).toBeLessThanOrEqual(ttlMs);
       // The leader renews: the key outlives several ttl's while it lives, and nobody else gets it.
       for (let i = 0; i < 3; i++) {
-        await new Promise((resolve) => setTimeout(resolve, ttlMs / 2));
+        await sleep(ttlMs / 2);
         expect(await redis.get(key)).toBe(leader.workerId);
         expect(await isLeader(follower)).toBe(false);
       }
@@ -45,7 +45,7 @@ describe('chaos: two reaper processes and the Redis leader key', () => {
       leader.kill('SIGKILL');
       expect(await leader.exited).toEqual({ code: null, signal: 'SIGKILL' });
       // Nobody deleted the dead leader's key: the follower gets it when it expires.
-      await waitUntil(async () => await isLeader(follower), 'the follower took over', 15_000);
+      await eventually('the follower took over', async () => await isLeader(follower), { timeoutMs: 15_000 });
       expect(await redis.get(key)).toBe(follower.workerId);
 
       // The new leader reaps: a task left running by a dead worker goes back to pending.
@@ -55,11 +55,7 @@ describe('chaos: two reaper processes and the Redis leader key', () => {
          RETURNING id`,
         [leader.workerId],
       );
-      await waitUntil(
-        async () => (await bed.task(rows[0].id)).status === 'pending',
-        'the new leader re-queued the dead worker\u2019s task',
-        10_000,
-      );
+      await eventually('the new leader re-queued the dead worker\u2019s task', async () => (await bed.task(rows[0].id)).status === 'pending', { timeoutMs: 10_000 });
       expect((await bed.task(rows[0].id)).retryCount).toBe(1);
     }),
     45_000,

@@ -1,7 +1,7 @@
 import { DataSource } from 'typeorm';
 import { WorkerStats } from '@duraflow/nestjs';
 import { CHAOS_TIMINGS, ChaosBed } from './chaos/chaos-bed';
-import { waitUntil } from './fixtures/worker/wait';
+import { eventually } from './support/waiting';
 import { withWorkerOutputOnFailure } from './support/child-process';
 
 const TASKS = 300;
@@ -23,11 +23,7 @@ describe('chaos: three worker processes on one queue', () => {
       await bed.control.get(DataSource).transaction(async (manager) => {
         for (let i = 0; i < TASKS; i++) await bed.workflows.submit('chaos-steps', { steps: 3, stepMs: i % 3 }, { manager });
       });
-      await waitUntil(
-        async () => (await bed.db.client.query(`SELECT count(*)::int AS n FROM agent_tasks WHERE status = 'completed'`)).rows[0].n === TASKS,
-        `all ${TASKS} tasks are completed`,
-        30_000,
-      );
+      await eventually(`all ${TASKS} tasks are completed`, async () => (await bed.db.client.query(`SELECT count(*)::int AS n FROM agent_tasks WHERE status = 'completed'`)).rows[0].n === TASKS, { timeoutMs: 30_000 });
 
       const { rows: statuses } = await bed.db.client.query(`SELECT status, count(*)::int AS n FROM agent_tasks GROUP BY status`);
       expect(statuses).toEqual([{ status: 'completed', n: TASKS }]);

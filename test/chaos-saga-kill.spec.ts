@@ -1,7 +1,7 @@
 import { isTerminalStatus, TaskStatus } from '@duraflow/nestjs';
 import { ChaosBed } from './chaos/chaos-bed';
 import { KILL_AFTER_FIRST_COMPENSATION_ENV } from './chaos/scenarios';
-import { waitUntil } from './fixtures/worker/wait';
+import { eventually } from './support/waiting';
 import { withWorkerOutputOnFailure } from './support/child-process';
 
 describe('chaos: a worker process killed in the middle of a saga rollback', () => {
@@ -18,11 +18,7 @@ describe('chaos: a worker process killed in the middle of a saga rollback', () =
       const submitted = await bed.workflows.submit('chaos-saga', { steps: 5, failAt: 4 }, { maxRetries: 3 });
 
       // On A: s1..s3 complete, s4 fails, the rollback undoes s3 (LIFO) and A dies as it turns to s2.
-      await waitUntil(
-        async () => !a.alive || isTerminalStatus((await bed.task(submitted.id)).status),
-        'worker A dies in the rollback',
-        20_000,
-      );
+      await eventually('worker A dies in the rollback', async () => !a.alive || isTerminalStatus((await bed.task(submitted.id)).status), { timeoutMs: 20_000 });
       expect(await bed.compensations(submitted.id)).toEqual([
         expect.objectContaining({ step_key: 's3', worker_id: a.workerId, pid: a.pid }),
       ]);

@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import { TestingModule } from '@nestjs/testing';
 import { RedisLeaderElection, ReaperService, workflow } from '@duraflow/nestjs';
 import { SWC_REGISTER } from './support/child-process';
-import { waitUntil } from './fixtures/worker/wait';
+import { eventually } from './support/waiting';
 import { startTestApp } from './support/app';
 import { createTestDatabase, SERVER_URL, TestDatabase } from './support/database';
 import { SHARED_REDIS_URL } from './support/redis-server';
@@ -137,7 +137,7 @@ describe('the duraflow command line', () => {
           db,
           duraflow: { workerId, workflows: [workflow('gamma', async () => null)], worker: { enabled: false }, reaper: { intervalMs: 200 } },
         });
-        await waitUntil(() => app.get(ReaperService).isLeader(), 'the app leads the reaper');
+        await eventually('the app leads the reaper', () => app.get(ReaperService).isLeader());
       });
 
       afterAll(async () => {

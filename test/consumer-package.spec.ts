@@ -5,7 +5,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { HOST_APP_SOURCE, HostAppFlavour, HostAppProcess, PreparedHostApp, prepareHostApp, prepareVariant } from './fixtures/consumer/host-app';
 import { hostEnvironment, run, runOrThrow } from './fixtures/consumer/npm';
-import { sleep } from './fixtures/worker/wait';
+import { eventually, sleep } from './support/waiting';
 import { createTestDatabase, TestDatabase } from './support/database';
 import { SHARED_REDIS_URL } from './support/redis-server';
 
@@ -247,12 +247,12 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
       expect(placed.status).toBe(201);
       const { orderId, taskId } = (await placed.json()) as { orderId: number; taskId: string };
 
-      let state: { order: { status: string; taskId: string }; task: { status: string; output: unknown } } | undefined;
-      for (let polls = 0; polls < 300 && state?.task.status !== 'completed'; polls++) {
-        if (polls) await sleep(100);
-        state = (await (await fetch(`${url}/orders/${orderId}`)).json()) as typeof state;
-        if (state && ['failed', 'rolled_back', 'partial_rollback', 'cancelled'].includes(state.task.status)) break;
-      }
+      type OrderState = { order: { status: string; taskId: string }; task: { status: string; output: unknown } };
+      const state = await eventually(
+        "the order's task has ended",
+        async () => (await (await fetch(`${url}/orders/${orderId}`)).json()) as OrderState,
+        { until: (read) => ['completed', 'failed', 'rolled_back', 'partial_rollback', 'cancelled'].includes(read.task.status), timeoutMs: 30_000, everyMs: 100 },
+      );
       completedAt = Date.now();
       expect(state).toEqual({
         order: { id: orderId, sku: 'DF-1', quantity: 2, status: 'shipped', taskId },
@@ -306,9 +306,7 @@ async function listFiles(dir: string, prefix = ''): Promise<string[]> {
 }
 
 async function waitForLog(host: HostAppProcess, pattern: RegExp, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!pattern.test(host.log)) {
-    if (Date.now() > deadline) throw new Error(`The host app did not log ${pattern} within ${timeoutMs} ms:\n${host.log}`);
-    await sleep(50);
-  }
+  await eventually(`the host app logged ${pattern}`, () => pattern.test(host.log), { timeoutMs, everyMs: 50 }).catch((error: Error) => {
+    throw new Error(`${error.message}:\n${host.log}`);
+  });
 }

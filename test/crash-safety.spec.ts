@@ -1,7 +1,7 @@
 import { TaskStatus, WorkerService, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
 import { TaskStore } from '../libs/duraflow/src/persistence/task.store';
 import { TestBed } from './fixtures/worker/test-bed';
-import { sleep, waitUntil } from './fixtures/worker/wait';
+import { eventually, sleep } from './support/waiting';
 
 /** A step that waits for its AbortSignal and records why it was aborted. */
 function waitForAbort(aborted: unknown[]) {
@@ -31,12 +31,12 @@ describe('Crash safety in one process (heartbeat, fencing, cancellation)', () =>
     const app = await bed.start({ duraflow: { workflows: [hanging], heartbeatIntervalMs: 100 } });
     const worker = app.get(WorkerService);
     const task = await app.get(WorkflowService).submit('hanging', {});
-    await waitUntil(async () => (await bed.row(task.id)).status === 'running', 'the task runs');
+    await eventually('the task runs', async () => (await bed.row(task.id)).status === 'running');
 
     // As another tool (or a LISTEN connection that is down) would: no NOTIFY reaches the worker.
     await bed.db.client.query(`UPDATE agent_tasks SET status = 'cancelled', completed_at = now() WHERE id = $1`, [task.id]);
 
-    await waitUntil(() => aborted.length === 1 && worker.stats().stopped === 1, 'the heartbeat stopped the run');
+    await eventually('the heartbeat stopped the run', () => aborted.length === 1 && worker.stats().stopped === 1);
     expect(String((aborted[0] as Error).message)).toContain('taken over');
     await sleep(300);
     expect(after).toEqual([]);
@@ -68,7 +68,7 @@ describe('Crash safety in one process (heartbeat, fencing, cancellation)', () =>
       duraflow: { workflows: [fenced], heartbeatIntervalMs: 3_600_000, worker: { concurrency: 1 } },
     });
     const task = await frozen.get(WorkflowService).submit('fenced', {});
-    await waitUntil(() => runs.includes('first@1'), 'the first run passed its first step');
+    await eventually('the first run passed its first step', () => runs.includes('first@1'));
     const firstClaim = (await bed.row(task.id)).claim_token;
 
     // Stale: the reaper re-queues it and a second worker takes it over.
@@ -77,12 +77,12 @@ describe('Crash safety in one process (heartbeat, fencing, cancellation)', () =>
       { id: task.id, status: TaskStatus.PENDING, retryCount: 1, workflowName: 'fenced', errorCode: null, action: 'requeue' },
     ]);
     const rescuer = await bed.start({ duraflow: { workflows: [fenced] } });
-    await waitUntil(async () => (await bed.row(task.id)).status === 'running', 'the rescuer claimed the task');
+    await eventually('the rescuer claimed the task', async () => (await bed.row(task.id)).status === 'running');
     expect((await bed.row(task.id)).claim_token).not.toBe(firstClaim);
 
     // The frozen run wakes up: its step body runs, but its checkpoint lands nowhere and it stops.
     gates.get(1)!.open();
-    await waitUntil(() => frozen.get(WorkerService).stats().stopped === 1, 'the frozen run stopped');
+    await eventually('the frozen run stopped', () => frozen.get(WorkerService).stats().stopped === 1);
     expect(runs).toContain('second@1');
     const { rows } = await bed.db.client.query(`SELECT step_key FROM step_runs WHERE task_id = $1 ORDER BY step_key`, [task.id]);
     expect(rows).toEqual([{ step_key: 'first' }]);

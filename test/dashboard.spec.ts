@@ -1,7 +1,7 @@
 import { AgentTask, InvalidDashboardOptionsError, resolveDashboardOptions, SagaService, TaskStatus, WorkflowService } from '@duraflow/nestjs';
 import { createTestDatabase, TestDatabase } from './support/database';
 import { DashboardApp, ODD_STEP_KEY, OPERATOR_HEADERS, startDashboardApp } from './fixtures/dashboard/dashboard-app';
-import { eventually } from './fixtures/engine/engine-app';
+import { eventually } from './support/waiting';
 
 /** The dashboard over HTTP, as a browser's requests reach it (the browser itself: dashboard-browser.spec.ts). */
 
@@ -49,7 +49,7 @@ async function finished(name: string, input: unknown = {}): Promise<AgentTask> {
 /** An `approval` task, running, its `prepare` step completed. */
 async function runningApproval(): Promise<AgentTask> {
   const task = await workflows.submit('approval', {});
-  await eventually(() => workflows.getStepSummaries(task.id), (steps) => steps.some((step) => step.stepKey === 'prepare'));
+  await eventually('its prepare step completed', () => workflows.getStepSummaries(task.id), { until: (steps) => steps.some((step) => step.stepKey === 'prepare') });
   return (await workflows.get(task.id))!;
 }
 

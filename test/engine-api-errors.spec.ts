@@ -2,7 +2,8 @@ import { status } from '@grpc/grpc-js';
 import { createTestDatabase, SERVER_URL, TestDatabase } from './support/database';
 import { TcpProxy } from './support/tcp-proxy';
 import { CapturedLogs } from './fixtures/engine/captured-logs';
-import { eventually, http, startTestEngine } from './fixtures/engine/engine-app';
+import { http, startTestEngine } from './fixtures/engine/engine-app';
+import { eventually } from './support/waiting';
 import { createDuraflowClient, DuraflowClient } from './fixtures/engine/grpc-client';
 import { seedDeadLetter } from './fixtures/engine/seeded-tasks';
 import { RunningEngine } from '../src/engine';
@@ -56,10 +57,9 @@ describe('the engine API: one error shape, typed errors, 503 while the database 
   });
 
   const finished = (id: string) =>
-    eventually(
-      async () => (await http(engine, 'GET', `/tasks/${id}`, { headers: AUTH })).body,
-      (task) => !['pending', 'running'].includes(task.status),
-    );
+    eventually(`task ${id} has ended`, async () => (await http(engine, 'GET', `/tasks/${id}`, { headers: AUTH })).body, {
+      until: (task) => !['pending', 'running'].includes(task.status),
+    });
 
   it.each([
     ['a body that is not JSON', () => raw(engine, 'POST', '/tasks', '{"workflowName": "booking",'), 400, 'INVALID_JSON'],
@@ -157,10 +157,9 @@ describe('the engine API: one error shape, typed errors, 503 while the database 
     } finally {
       await proxy.restart();
     }
-    await eventually(
-      async () => (await http(engine, 'GET', '/tasks?limit=1', { headers: AUTH })).status,
-      (code) => code === 200,
-    );
+    await eventually('the API answers again', async () => (await http(engine, 'GET', '/tasks?limit=1', { headers: AUTH })).status, {
+      until: (code) => code === 200,
+    });
     expect((await http(engine, 'GET', '/health')).body).toEqual({
       status: 'ok',
       info: { database: { status: 'up' } },

@@ -5,7 +5,7 @@ import { dirname, join } from 'node:path';
 import { Client } from 'pg';
 import { EngineProcess } from './fixtures/engine/engine-process';
 import { stopLeftoverServers } from './fixtures/engine/embedded-cluster';
-import { freePort } from './fixtures/engine/free-port';
+import { freePort } from './support/ports';
 
 /**
  * Issue 21.1: the embedded PostgreSQL must not hand a superuser to every account of the

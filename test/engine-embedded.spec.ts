@@ -1,10 +1,10 @@
 import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createServer, Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { EngineProcess, EngineProcessOptions } from './fixtures/engine/engine-process';
 import { isAlive, postmasterPid, stopLeftoverServers } from './fixtures/engine/embedded-cluster';
-import { freePort } from './fixtures/engine/free-port';
+import { freePort, takePort } from './support/ports';
+import { eventually } from './support/waiting';
 
 /**
  * `npm start` with DATABASE_URL unset: main.ts in a child process on an embedded PostgreSQL
@@ -38,13 +38,11 @@ async function json(url: string, init?: RequestInit): Promise<any> {
   return response.json();
 }
 
-async function completed(httpUrl: string, id: string): Promise<any> {
-  for (const deadline = Date.now() + 20_000; Date.now() < deadline; ) {
-    const task = await json(`${httpUrl}/tasks/${id}`);
-    if (!['pending', 'running'].includes(task.status)) return task;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`Task ${id} did not finish`);
+function completed(httpUrl: string, id: string): Promise<any> {
+  return eventually(`task ${id} has ended`, () => json(`${httpUrl}/tasks/${id}`), {
+    until: (task) => !['pending', 'running'].includes(task.status),
+    everyMs: 50,
+  });
 }
 
 describe('the engine with DATABASE_URL unset (embedded PostgreSQL)', () => {
@@ -152,9 +150,7 @@ describe('the engine with DATABASE_URL unset (embedded PostgreSQL)', () => {
   });
 
   it('explains a failed server start with what PostgreSQL logged (here: its port is taken)', async () => {
-    const taken: Server = createServer();
-    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
-    const port = (taken.address() as { port: number }).port;
+    const { port, release } = await takePort();
     try {
       const engine = await start({ DURAFLOW_EMBEDDED_DB_PORT: String(port) });
       expect((await engine.exited).code).toBe(1);
@@ -162,7 +158,7 @@ describe('the engine with DATABASE_URL unset (embedded PostgreSQL)', () => {
       expect(engine.log).toMatch(/PostgreSQL said:[\s\S]*could not (bind|create listen socket)/);
       expect(engine.log).toMatch(/DURAFLOW_EMBEDDED_DB_PORT/);
     } finally {
-      taken.close();
+      release();
     }
   });
 

@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { Metadata, status } from '@grpc/grpc-js';
 import { createTestDatabase, TestDatabase } from './support/database';
 import { createDuraflowClient, DuraflowClient, grpcError } from './fixtures/engine/grpc-client';
-import { eventually, startTestEngine } from './fixtures/engine/engine-app';
+import { startTestEngine } from './fixtures/engine/engine-app';
+import { eventually } from './support/waiting';
 import { seedBookedFlight, seedDeadLetter, seedLargeTasks } from './fixtures/engine/seeded-tasks';
 import { RunningEngine } from '../src/engine';
 
@@ -27,10 +28,9 @@ describe('the engine gRPC API (duraflow.v1.Duraflow), with a client generated fr
   });
 
   const finished = (id: string) =>
-    eventually(
-      () => client.GetTask({ id }),
-      (task) => !['TASK_STATUS_PENDING', 'TASK_STATUS_RUNNING'].includes(task.status),
-    );
+    eventually(`task ${id} has ended`, () => client.GetTask({ id }), {
+      until: (task) => !['TASK_STATUS_PENDING', 'TASK_STATUS_RUNNING'].includes(task.status),
+    });
 
   it('submits a booking and GetTask sees it completed with its output', async () => {
     const submitted = await client.SubmitTask({ workflow_name: 'booking', input: booking(), priority: 5 });

@@ -3,7 +3,8 @@ import { SchedulerRegistry } from '@nestjs/schedule';
 import { DURAFLOW_MODULE_OPTIONS, DuraflowModuleOptions, REAPER_INTERVAL_NAME, WorkerService } from '@duraflow/nestjs';
 import { createTestDatabase, TestDatabase } from './support/database';
 import { RedisServer, SHARED_REDIS_URL } from './support/redis-server';
-import { eventually, http, startTestEngine } from './fixtures/engine/engine-app';
+import { http, startTestEngine } from './fixtures/engine/engine-app';
+import { eventually } from './support/waiting';
 import { seedBookedFlight, seedDeadLetter, seedLargeTasks } from './fixtures/engine/seeded-tasks';
 import { INestApplication } from '@nestjs/common';
 import { AddressInfo } from 'node:net';
@@ -35,10 +36,9 @@ describe('the engine HTTP API', () => {
   });
 
   const finished = (id: string) =>
-    eventually(
-      async () => (await http(engine, 'GET', `/tasks/${id}`)).body,
-      (task) => !['pending', 'running'].includes(task.status),
-    );
+    eventually(`task ${id} has ended`, async () => (await http(engine, 'GET', `/tasks/${id}`)).body, {
+      until: (task) => !['pending', 'running'].includes(task.status),
+    });
 
   describe('POST /tasks', () => {
     it('answers 201 with the pending task; GET /tasks/:id and /steps show it completed', async () => {
@@ -432,10 +432,9 @@ describe('a worker-only node (DURAFLOW_HTTP=false) and a submit-only node (DURAF
       expect(worker.httpUrl).toBeUndefined();
       expect(worker.grpcAddress).toBeUndefined();
       const created = await http(submitter, 'POST', '/tasks', { body: { workflowName: 'order-processing', input: { orderId: 'split' } } });
-      const done = await eventually(
-        async () => (await http(submitter, 'GET', `/tasks/${created.body.id}`)).body,
-        (task) => task.status === 'completed',
-      );
+      const done = await eventually('the worker engine completed the task', async () => (await http(submitter, 'GET', `/tasks/${created.body.id}`)).body, {
+        until: (task) => task.status === 'completed',
+      });
       expect(done.workerId).toBe(worker.app.get(WorkerService).workerId);
       expect(submitter.app.get(WorkerService).stats().claimed).toBe(0);
     } finally {

@@ -1,11 +1,11 @@
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer, Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EngineProcess } from './fixtures/engine/engine-process';
 import { isAlive, postmasterPid } from './fixtures/engine/embedded-cluster';
-import { eventually, http } from './fixtures/engine/engine-app';
-import { freePort } from './fixtures/engine/free-port';
+import { http } from './fixtures/engine/engine-app';
+import { eventually } from './support/waiting';
+import { freePort, TakenPort, takePort } from './support/ports';
 
 /**
  * The engine as a person runs it: `npm start` in a terminal (Ctrl-C), under a supervisor
@@ -17,10 +17,7 @@ const SLOW_BOOKING = { customer: 'ada', from: 'AMS', to: 'LIS', legMs: 600_000 }
 
 /** Both processes exited (or the last word on them after the bound). */
 const exited = (...pids: number[]) =>
-  eventually(
-    async () => pids.filter(isAlive),
-    (alive) => alive.length === 0,
-  );
+  eventually('both processes have exited', async () => pids.filter(isAlive), { until: (alive) => alive.length === 0 });
 
 describe('the engine under npm start', () => {
   let root: string;
@@ -62,10 +59,7 @@ describe('the engine under npm start', () => {
     const api = { httpUrl: await engine.ready };
     const { node, postgres } = enginePids();
     const task = (await http(api, 'POST', '/tasks', { body: { workflowName: 'booking', input: SLOW_BOOKING } })).body;
-    await eventually(
-      async () => (await http(api, 'GET', `/tasks/${task.id}`)).body.status,
-      (status) => status === 'running',
-    );
+    await eventually('the task runs', async () => (await http(api, 'GET', `/tasks/${task.id}`)).body.status, { until: (status) => status === 'running' });
 
     engine.interrupt(); // npm and the engine get SIGINT from the "terminal", and npm forwards its own
     expect(await engine.exited).toEqual({ code: 0, signal: null });
@@ -99,18 +93,17 @@ describe('the engine under npm start', () => {
 });
 
 describe('a port that is taken', () => {
-  let taken: Server;
+  let taken: TakenPort;
   let port: number;
   let root: string;
 
   beforeAll(async () => {
-    taken = createServer();
-    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
-    port = (taken.address() as { port: number }).port;
+    taken = await takePort();
+    port = taken.port;
     root = mkdtempSync(join(tmpdir(), 'duraflow-engine-ports-'));
   });
   afterAll(() => {
-    taken.close();
+    taken.release();
     rmSync(root, { recursive: true, force: true });
   });
 

@@ -5,7 +5,7 @@ import { CompletedStep, StepStore } from '../libs/duraflow/src/persistence/step.
 import { DuraflowDatabase } from '../libs/duraflow/src/persistence/duraflow-database';
 import { TaskStore } from '../libs/duraflow/src/persistence/task.store';
 import { TestBed } from './fixtures/worker/test-bed';
-import { waitUntil } from './fixtures/worker/wait';
+import { eventually } from './support/waiting';
 
 /*
  * Group commit of step checkpoints across runs (one statement for the steps of many runs),
@@ -241,7 +241,7 @@ describe('Group commit', () => {
       const worker = app.get(WorkerService);
       await worker.start();
       // All ten are claimed together and wait in their first step; then they go on at once.
-      await waitUntil(() => gate.waiting.length === 10, 'all ten runs wait in their first step');
+      await eventually('all ten runs wait in their first step', () => gate.waiting.length === 10);
       gate.open = true;
       for (const resolve of gate.waiting.splice(0)) resolve();
       for (const task of submitted) expect((await workflows.waitFor(task.id, { timeoutMs: 15_000 })).status).toBe(TaskStatus.COMPLETED);

@@ -14,7 +14,7 @@ import {
 import { SWC_REGISTER } from './support/child-process';
 import { createTestDatabase, terminateBackends, TestDatabase } from './support/database';
 import { RedisServer, SHARED_REDIS_URL } from './support/redis-server';
-import { sleep, waitUntil } from './fixtures/worker/wait';
+import { eventually, sleep } from './support/waiting';
 
 /** Keeps what an election logs, so a test can count its outage messages. */
 class RecordingLogger implements LeaderElectionLogger {
@@ -244,7 +244,8 @@ describe('Reaper leader election', () => {
 
       // From here on `stalled` never ticks again, as if it had been SIGKILLed.
       const followerTicks: boolean[] = [];
-      await waitUntil(
+      await eventually(
+        'the follower takes over',
         async () => {
           const leads = await follower.tick();
           followerTicks.push(leads);
@@ -252,8 +253,7 @@ describe('Reaper leader election', () => {
           if (leads) expect(stalled.isLeader()).toBe(false);
           return leads;
         },
-        'the follower takes over',
-        10_000,
+        { timeoutMs: 10_000 },
       );
 
       expect(followerTicks[0]).toBe(false);
@@ -291,7 +291,7 @@ describe('Reaper leader election', () => {
         expect(logger.warnings.filter((message) => message.includes('Redis is unreachable'))).toHaveLength(1);
 
         await server.restart();
-        await waitUntil(() => node.tick(), 'the node leads again', 10_000);
+        await eventually('the node leads again', () => node.tick(), { timeoutMs: 10_000 });
         await node.tick();
 
         expect(logger.logs.filter((message) => message.includes('Redis is reachable again'))).toHaveLength(1);
@@ -309,7 +309,7 @@ describe('Reaper leader election', () => {
         expect(await node.tick()).toBe(false);
 
         await server.restart();
-        await waitUntil(() => node.tick(), 'the node leads once Redis is up', 10_000);
+        await eventually('the node leads once Redis is up', () => node.tick(), { timeoutMs: 10_000 });
 
         await server.stop();
         await expect(node.close()).resolves.toBeUndefined();
@@ -331,7 +331,7 @@ describe('Reaper leader election', () => {
             await sleep(150);
           }
           await server.restart();
-          await waitUntil(async () => (await host.send('tick')) === 'tick true', 'the host leads again', 10_000);
+          await eventually('the host leads again', async () => (await host.send('tick')) === 'tick true', { timeoutMs: 10_000 });
           // Closed in the middle of an outage, it must stop reconnecting, or the host could never exit.
           await server.stop();
           expect(await host.send('tick')).toBe('tick false');
@@ -422,7 +422,7 @@ describe('Reaper leader election', () => {
 
       expect(await terminated.tick()).toBe(false);
       expect(terminated.isLeader()).toBe(false);
-      await waitUntil(() => other.tick(), 'the other node takes over', 10_000);
+      await eventually('the other node takes over', () => other.tick(), { timeoutMs: 10_000 });
       expect(await lockHolders(other)).toEqual([other.backendPid]);
 
       expect(await terminated.tick()).toBe(false);

@@ -13,7 +13,7 @@ import {
   WorkflowService,
 } from '@duraflow/nestjs';
 import { StepBarrier } from './fixtures/worker/barrier';
-import { sleep, waitUntil } from './fixtures/worker/wait';
+import { eventually, sleep } from './support/waiting';
 import { startTestApp } from './support/app';
 import { createTestDatabase, SERVER_URL, terminateBackends, TestDatabase } from './support/database';
 import { RedisServer } from './support/redis-server';
@@ -178,13 +178,13 @@ describe('Outages (semantics 10)', () => {
 
   async function waitForCompleted(total: number): Promise<void> {
     let last: Record<string, number> = {};
-    await waitUntil(
+    await eventually(
+      `all ${total} tasks are completed`,
       async () => {
         last = await countByStatus();
         return last[TaskStatus.COMPLETED] === total;
       },
-      `all ${total} tasks are completed`,
-      EVENTUALLY_MS,
+      { timeoutMs: EVENTUALLY_MS },
     ).catch((error: Error) => {
       throw new Error(`${error.message}; by status: ${JSON.stringify(last)}`);
     });
@@ -192,10 +192,10 @@ describe('Outages (semantics 10)', () => {
 
   /** The worker's counters trail the database by a moment: wait until it has counted `completed` runs and holds none. */
   async function waitForWorkerCount(worker: WorkerService, completed: number): Promise<void> {
-    await waitUntil(
-      () => worker.stats().completed === completed && worker.stats().running === 0,
+    await eventually(
       `the worker counted ${completed} completed runs`,
-      EVENTUALLY_MS,
+      () => worker.stats().completed === completed && worker.stats().running === 0,
+      { timeoutMs: EVENTUALLY_MS },
     ).catch((error: Error) => {
       throw new Error(`${error.message}; stats: ${JSON.stringify(worker.stats())}`);
     });
@@ -271,10 +271,10 @@ describe('Outages (semantics 10)', () => {
     }
 
     async function waitForNewListenSession(worker: WorkerService, killed: number[]): Promise<void> {
-      await waitUntil(
-        async () => worker.stats().listening && (await listenBackends()).some((pid) => !killed.includes(pid)),
+      await eventually(
         'the worker LISTENs again on a new session',
-        EVENTUALLY_MS,
+        async () => worker.stats().listening && (await listenBackends()).some((pid) => !killed.includes(pid)),
+        { timeoutMs: EVENTUALLY_MS },
       );
     }
 
@@ -285,12 +285,12 @@ describe('Outages (semantics 10)', () => {
       const app = await startApp(db!.url, { ...outageOptions({ staleAfterMs: 15_000 }), workflows: [outageWorkflow(db!, waves)] });
       const workflows = app.get(WorkflowService);
       const worker = app.get(WorkerService);
-      await waitUntil(async () => worker.stats().listening && (await listenBackends()).length === 1, 'the worker LISTENs', EVENTUALLY_MS);
+      await eventually('the worker LISTENs', async () => worker.stats().listening && (await listenBackends()).length === 1, { timeoutMs: EVENTUALLY_MS });
       const firstListener = (await listenBackends())[0];
 
       // Wave 0 fills the pool and waits inside step b; wave 1 is queued behind it.
       const ids = [...(await submitAll(workflows, inputs(10, 0, 0), 1)), ...(await submitAll(workflows, inputs(10, 10, 1), 0))];
-      await waitUntil(() => waves[0].waiting === 10, 'wave 0 waits in step b', EVENTUALLY_MS);
+      await eventually('wave 0 waits in step b', () => waves[0].waiting === 10, { timeoutMs: EVENTUALLY_MS });
       expect(await countByStatus()).toEqual({ pending: 10, running: 10 });
 
       const killedFirst = await terminateAppBackends();
@@ -299,7 +299,7 @@ describe('Outages (semantics 10)', () => {
 
       // Wave 0 finishes on new connections; wave 1 is claimed and runs into its own barrier.
       waves[0].open();
-      await waitUntil(() => waves[1].waiting === 10, 'wave 1 (pending during the kill) is claimed and waits in step b', EVENTUALLY_MS);
+      await eventually('wave 1 (pending during the kill) is claimed and waits in step b', () => waves[1].waiting === 10, { timeoutMs: EVENTUALLY_MS });
 
       const killedSecond = await terminateAppBackends();
       expect(killedSecond.length).toBeGreaterThan(0);
@@ -328,7 +328,7 @@ describe('Outages (semantics 10)', () => {
      * stopped, a submit fails, the runs go on during the outage; then it is restarted and 5
      * more tasks are submitted. Returns what the variants check further.
      */
-    async function runThroughOutage(options: { staleAfterMs: number; outage: (worker: WorkerService) => Promise<void> }) {
+    async function runThroughOutage(options: { staleAfterMs: number; outage: (worker: WorkerService) => Promise<unknown> }) {
       proxy = await TcpProxy.start({ targetHost: new URL(SERVER_URL).hostname, targetPort: Number(new URL(SERVER_URL).port || 5432) });
       const barrier = new StepBarrier();
       const app = await startApp(proxy.proxiedUrl(db!.url), {
@@ -339,7 +339,7 @@ describe('Outages (semantics 10)', () => {
       const worker = app.get(WorkerService);
 
       const batch = await submitAll(workflows, inputs(20, 0));
-      await waitUntil(() => barrier.waiting === 10, '10 runs wait in step b', EVENTUALLY_MS);
+      await eventually('10 runs wait in step b', () => barrier.waiting === 10, { timeoutMs: EVENTUALLY_MS });
       const inFlight = await tasksPastStepA();
       expect(inFlight).toHaveLength(10);
       expect(await countByStatus()).toEqual({ pending: 10, running: 10 });
@@ -352,7 +352,7 @@ describe('Outages (semantics 10)', () => {
 
       // The runs go on: their step b bodies finish while nothing can be written.
       barrier.open();
-      await waitUntil(() => barrier.inFlight === 0, 'the runs passed the barrier', EVENTUALLY_MS);
+      await eventually('the runs passed the barrier', () => barrier.inFlight === 0, { timeoutMs: EVENTUALLY_MS });
       await options.outage(worker);
       // The database saw nothing of it: the app really was cut off.
       expect(await countByStatus()).toEqual({ pending: 10, running: 10 });
@@ -366,7 +366,7 @@ describe('Outages (semantics 10)', () => {
       const { rows: half } = await db!.client.query(`SELECT id FROM agent_tasks WHERE (input->>'n')::int = -1`);
       expect(half).toEqual([]);
       expect(await countByStatus()).toEqual({ completed: 25 });
-      await waitUntil(() => worker.stats().listening, 'the worker LISTENs again', EVENTUALLY_MS);
+      await eventually('the worker LISTENs again', () => worker.stats().listening, { timeoutMs: EVENTUALLY_MS });
       expect(worker.stats().state).toBe('running');
       for (const id of [...batch, ...after]) expect((await workflows.get(id))?.status).toBe(TaskStatus.COMPLETED);
 
@@ -394,7 +394,7 @@ describe('Outages (semantics 10)', () => {
       const { ids, inFlight, worker, retries } = await runThroughOutage({
         staleAfterMs: 1_500,
         // The proxy stays down until the worker has given up writing for all 10 runs.
-        outage: (w) => waitUntil(() => w.stats().unrecorded >= 10, 'the worker gives up recording its 10 runs', EVENTUALLY_MS),
+        outage: (w) => eventually('the worker gives up recording its 10 runs', () => w.stats().unrecorded >= 10, { timeoutMs: EVENTUALLY_MS }),
       });
 
       // Step b of the interrupted runs ran again (its checkpoint never landed); every other step once.
@@ -422,7 +422,7 @@ describe('Outages (semantics 10)', () => {
       const reaper = app.get(ReaperService);
 
       expect(reaper.electionKind).toBe('redis');
-      await waitUntil(() => reaper.isLeader(), 'the app leads the reaper', EVENTUALLY_MS);
+      await eventually('the app leads the reaper', () => reaper.isLeader(), { timeoutMs: EVENTUALLY_MS });
       const direct = new Redis(redisServer.url, { lazyConnect: true, maxRetriesPerRequest: 0 });
       try {
         expect(await direct.get(leaderKey)).toBe(worker.workerId);
@@ -431,7 +431,7 @@ describe('Outages (semantics 10)', () => {
       }
 
       await redisServer.stop();
-      await waitUntil(() => !reaper.isLeader(), 'the app stops leading once Redis is gone', EVENTUALLY_MS);
+      await eventually('the app stops leading once Redis is gone', () => !reaper.isLeader(), { timeoutMs: EVENTUALLY_MS });
 
       // Workers do not need Redis.
       const during = await submitAll(workflows, inputs(5, 0));
@@ -452,7 +452,7 @@ describe('Outages (semantics 10)', () => {
       expect(untouched[0]).toEqual({ status: 'running', retry_count: 0, worker_id: 'dead-worker' });
 
       await redisServer.restart();
-      await waitUntil(() => reaper.isLeader(), 'the app leads again once Redis is back', EVENTUALLY_MS);
+      await eventually('the app leads again once Redis is back', () => reaper.isLeader(), { timeoutMs: EVENTUALLY_MS });
       const back = new Redis(redisServer.url, { lazyConnect: true, maxRetriesPerRequest: 0 });
       try {
         expect(await back.get(leaderKey)).toBe(worker.workerId);

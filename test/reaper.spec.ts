@@ -14,7 +14,7 @@ import {
 import { TaskStore } from '../libs/duraflow/src/persistence/task.store';
 import { StepBarrier } from './fixtures/worker/barrier';
 import { TestBed } from './fixtures/worker/test-bed';
-import { sleep, waitUntil } from './fixtures/worker/wait';
+import { eventually, sleep } from './support/waiting';
 
 const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
 
@@ -99,14 +99,14 @@ describe('ReaperService', () => {
         const reaper = reaperOptions(); // one leader key for both
         const a = await startReaperApp(reaper);
         const b = await startReaperApp(reaper);
-        await waitUntil(() => a.get(ReaperService).isLeader() || b.get(ReaperService).isLeader(), 'one app leads');
+        await eventually('one app leads', () => a.get(ReaperService).isLeader() || b.get(ReaperService).isLeader());
         const [leader, follower] = a.get(ReaperService).isLeader() ? [a, b] : [b, a];
         expect(follower.get(ReaperService).isLeader()).toBe(false);
         expect(leader.get(ReaperService).electionKind).toBe('postgres');
         expect(leader.get(SchedulerRegistry).getIntervals()).toContain(REAPER_INTERVAL_NAME);
 
         const id = await insertStaleTask();
-        await waitUntil(async () => (await bed.row(id)).status === 'pending', 'the scheduled reaper re-queued the task');
+        await eventually('the scheduled reaper re-queued the task', async () => (await bed.row(id)).status === 'pending');
         expect(await bed.row(id)).toMatchObject({ retry_count: 1 });
         await sleep(300); // a few more of the follower's ticks
         expect(follower.get(ReaperService).isLeader()).toBe(false);
@@ -122,19 +122,19 @@ describe('ReaperService', () => {
       const reaper = reaperOptions(); // one leader key for both
       const a = await startReaperApp(reaper);
       const b = await startReaperApp(reaper);
-      await waitUntil(() => a.get(ReaperService).isLeader() || b.get(ReaperService).isLeader(), 'one app leads');
+      await eventually('one app leads', () => a.get(ReaperService).isLeader() || b.get(ReaperService).isLeader());
       const [leader, follower] = a.get(ReaperService).isLeader() ? [a, b] : [b, a];
 
       await bed.close(leader);
-      await waitUntil(() => follower.get(ReaperService).isLeader(), 'the follower took over');
+      await eventually('the follower took over', () => follower.get(ReaperService).isLeader());
       const id = await insertStaleTask();
-      await waitUntil(async () => (await bed.row(id)).status === 'pending', 'the new leader reaped');
+      await eventually('the new leader reaped', async () => (await bed.row(id)).status === 'pending');
     });
 
     it('runs on a timer of its own when the host did not import ScheduleModule', async () => {
       const app = await bed.start({ duraflow: { worker: { enabled: false }, reaper: reaperOptions() } });
       const id = await insertStaleTask();
-      await waitUntil(async () => (await bed.row(id)).status === 'pending', 'the reaper re-queued the task');
+      await eventually('the reaper re-queued the task', async () => (await bed.row(id)).status === 'pending');
       expect(app.get(ReaperService).isLeader()).toBe(true);
     });
 
@@ -159,7 +159,7 @@ describe('ReaperService', () => {
       const reaper = reaperOptions();
       const a = await startReaperApp(reaper, { redis: { url: REDIS_URL }, workerId: `a-${randomUUID()}` });
       const b = await startReaperApp(reaper, { redis: { url: REDIS_URL }, workerId: `b-${randomUUID()}` });
-      await waitUntil(() => a.get(ReaperService).isLeader() || b.get(ReaperService).isLeader(), 'one app leads');
+      await eventually('one app leads', () => a.get(ReaperService).isLeader() || b.get(ReaperService).isLeader());
       const [leader, follower] = a.get(ReaperService).isLeader() ? [a, b] : [b, a];
       expect(follower.get(ReaperService).isLeader()).toBe(false);
       expect(leader.get(ReaperService).electionKind).toBe('redis');
@@ -169,10 +169,10 @@ describe('ReaperService', () => {
       expect(ttl).toBeLessThanOrEqual(1_000);
 
       const id = await insertStaleTask();
-      await waitUntil(async () => (await bed.row(id)).status === 'pending', 'the leader reaped');
+      await eventually('the leader reaped', async () => (await bed.row(id)).status === 'pending');
 
       await bed.close(leader);
-      await waitUntil(() => follower.get(ReaperService).isLeader(), 'the follower took over');
+      await eventually('the follower took over', () => follower.get(ReaperService).isLeader());
       expect(await redis.get(reaper!.leaderKey!)).toBe(follower.get(ReaperService)['options'].workerId);
       await bed.close(follower);
       expect(await redis.exists(reaper!.leaderKey!)).toBe(0);
@@ -193,7 +193,7 @@ describe('ReaperService', () => {
       const beats = jest.spyOn(app.get(TaskStore), 'heartbeat');
       const workflows = app.get(WorkflowService);
       const ids = await Promise.all(Array.from({ length: 5 }, () => workflows.submit('slow', {}).then((task) => task.id)));
-      await waitUntil(() => barrier.waiting === 5, 'five tasks run');
+      await eventually('five tasks run', () => barrier.waiting === 5);
 
       beats.mockClear();
       await sleep(1_200); // more than twice staleAfterMs

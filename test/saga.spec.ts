@@ -37,7 +37,8 @@ import {
   shipmentWorkflow,
   TRIP,
 } from './fixtures/saga/workflows';
-import { eventually, Gate } from './fixtures/steps/controls';
+import { Gate } from './fixtures/steps/controls';
+import { eventually } from './support/waiting';
 import { startTestApp } from './support/app';
 import { createTestDatabase, TestDatabase } from './support/database';
 

@@ -2,7 +2,7 @@ import { LoggerService } from '@nestjs/common';
 import { TestingModule } from '@nestjs/testing';
 import { workflow } from '@duraflow/nestjs';
 import { SHUTDOWN_HOOKS_CHECK_DELAY_MS } from '../libs/duraflow/src/lifecycle/shutdown-hooks.check';
-import { sleep, waitUntil } from './fixtures/worker/wait';
+import { eventually, sleep } from './support/waiting';
 import { startTestApp } from './support/app';
 import { createTestDatabase, TestDatabase } from './support/database';
 
@@ -58,7 +58,7 @@ describe('the warning when the host has not enabled shutdown hooks', () => {
 
   it('warns once, after bootstrap, when nothing handles SIGTERM', async () => {
     await start();
-    await waitUntil(() => logger.warnings.some((line) => WARNING.test(line)), 'the warning is logged');
+    await eventually('the warning is logged', () => logger.warnings.some((line) => WARNING.test(line)));
     await afterTheCheck();
     expect(logger.warnings.filter((line) => WARNING.test(line))).toHaveLength(1);
     expect(logger.warnings.find((line) => WARNING.test(line))).toMatch(/SIGTERM .* hands its running tasks back/);

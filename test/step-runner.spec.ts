@@ -15,7 +15,8 @@ import {
   WorkflowService,
   workflow,
 } from '@duraflow/nestjs';
-import { delay, eventually, Gate, SideEffects } from './fixtures/steps/controls';
+import { Gate, SideEffects } from './fixtures/steps/controls';
+import { eventually, sleep } from './support/waiting';
 import { startTestApp } from './support/app';
 import { createTestDatabase, TestDatabase } from './support/database';
 
@@ -605,7 +606,7 @@ describe('step runner', () => {
       ]);
 
       await eventually('both late results have arrived', () => lateResolutions === 2);
-      await delay(100);
+      await sleep(100);
       expect(await stepRows(done.id)).toMatchObject([{ step_key: 'fetch-report', status: 'failed', output: null, error: { code: 'STEP_TIMEOUT' } }]);
       expect((await taskRow(done.id)).status).toBe(TaskStatus.FAILED);
     });
@@ -714,7 +715,7 @@ describe('step runner', () => {
 
       // Even if the step's external wait ends now, nothing more may happen to the task.
       approvalGate.open();
-      await delay(500);
+      await sleep(500);
       expect(worker.stats()).toMatchObject({ stopped: 1, completed: 0, failed: 0 });
       expect(await effects.count(task.id, 'reserve')).toBe(1);
       expect(await effects.count(task.id, 'await-approval')).toBe(0);

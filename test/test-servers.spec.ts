@@ -6,8 +6,8 @@ import path from 'node:path';
 import Redis from 'ioredis';
 import { Client } from 'pg';
 import type { ServersReport } from './fixtures/test-servers/servers.case';
-import { freePort } from './fixtures/engine/free-port';
-import { waitUntil } from './fixtures/worker/wait';
+import { freePort } from './support/ports';
+import { eventually } from './support/waiting';
 import { SERVER_URL, terminateBackends } from './support/database';
 import { SHARED_REDIS_URL } from './support/redis-server';
 import { isAlive } from './support/process-alive';
@@ -155,7 +155,7 @@ describe('a Jest run on private servers', () => {
     child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     const report = async () => {
-      await waitUntil(() => existsSync(reportFile) || child.exitCode !== null, 'the case reports its servers', 60_000);
+      await eventually('the case reports its servers', () => existsSync(reportFile) || child.exitCode !== null, { timeoutMs: 60_000 });
       if (!existsSync(reportFile)) throw new Error(`The Jest run ended before its case ran:\n${output}`);
       return JSON.parse(readFileSync(reportFile, 'utf8')) as ServersReport;
     };
@@ -207,7 +207,7 @@ describe('a Jest run on private servers', () => {
     expect(await answers(report.databaseUrl)).toBe(true);
     process.kill(group ? -jestRun!.pid! : jestRun!.pid!, signal);
     await run.exited;
-    await waitUntil(() => gone(report), 'the servers are stopped and their files removed', 30_000);
+    await eventually('the servers are stopped and their files removed', () => gone(report), { timeoutMs: 30_000 });
   });
 });
 

@@ -5,7 +5,7 @@ import { resolveDuraflowOptions } from '../libs/duraflow/src/duraflow.options';
 import { TaskStore } from '../libs/duraflow/src/persistence/task.store';
 import { StepBarrier } from './fixtures/worker/barrier';
 import { TestBed } from './fixtures/worker/test-bed';
-import { sleep, waitUntil } from './fixtures/worker/wait';
+import { eventually, sleep } from './support/waiting';
 
 /** A workflow whose only step records the task's label, in execution order. */
 function recordingWorkflow(name: string, executed: string[]) {
@@ -143,21 +143,21 @@ describe('WorkerService', () => {
       try {
         const tasks = await Promise.all(Array.from({ length: 10 }, (_, i) => workflows.submit('blocked', { label: `t${i}` })));
 
-        await waitUntil(() => barrier.waiting === 3, 'three steps are blocked');
+        await eventually('three steps are blocked', () => barrier.waiting === 3);
         await sleep(300); // several poll intervals: a worker ignoring its limit would claim more now
         expect(barrier.entered).toBe(3);
         expect(await bed.countByStatus()).toEqual({ running: 3, pending: 7 });
         expect(worker.stats()).toMatchObject({ state: 'running', concurrency: 3, running: 3, claimed: 3, completed: 0 });
 
         barrier.releaseOne();
-        await waitUntil(() => worker.stats().completed === 1 && barrier.waiting === 3, 'one task finished and the next is blocked');
+        await eventually('one task finished and the next is blocked', () => worker.stats().completed === 1 && barrier.waiting === 3);
         expect(barrier.entered).toBe(4);
         expect(barrier.maxInFlight).toBe(3);
         expect(worker.stats()).toMatchObject({ running: 3, claimed: 4, completed: 1 });
 
         barrier.open();
         for (const task of tasks) expect((await workflows.waitFor(task.id, { timeoutMs: 15_000 })).status).toBe(TaskStatus.COMPLETED);
-        await waitUntil(() => worker.stats().completed === 10, 'the worker counted every completion');
+        await eventually('the worker counted every completion', () => worker.stats().completed === 10);
 
         expect(barrier.entered).toBe(10);
         expect(barrier.maxInFlight).toBe(3);
@@ -226,7 +226,7 @@ describe('WorkerService', () => {
       const ids: string[] = [];
       for (let i = 0; i < 8; i++) ids.push((await workflows.submit('ahead', { label: String(i) })).id);
 
-      await waitUntil(() => barrier.waiting === 2 && worker.stats().backpressure.waiting === 3, 'two run and three wait');
+      await eventually('two run and three wait', () => barrier.waiting === 2 && worker.stats().backpressure.waiting === 3);
       expect(await bed.countByStatus()).toEqual({ running: 5, pending: 3 });
       expect(worker.stats()).toMatchObject({ claimed: 5, running: 5 });
 
@@ -246,7 +246,7 @@ describe('WorkerService', () => {
       });
       const workflows = app.get(WorkflowService);
       for (let i = 0; i < 3; i++) await workflows.submit('ahead', {});
-      await waitUntil(() => barrier.waiting === 1 && app.get(WorkerService).stats().backpressure.waiting === 2, 'one runs, two wait');
+      await eventually('one runs, two wait', () => barrier.waiting === 1 && app.get(WorkerService).stats().backpressure.waiting === 2);
 
       await bed.close(app);
 
@@ -296,7 +296,7 @@ describe('WorkerService', () => {
       // Short runs so far: one claim takes all four, two start and block, two wait...
       const long = await workflows.submitMany('long', [{ label: 'a' }, { label: 'b' }, { label: 'c' }, { label: 'd' }]);
       // ...until, 500 ms later, they go back without counting a retry.
-      await waitUntil(async () => barrier.waiting === 2 && (await bed.countByStatus()).pending === 2, 'two run and two are back');
+      await eventually('two run and two are back', async () => barrier.waiting === 2 && (await bed.countByStatus()).pending === 2);
       expect(worker.stats()).toMatchObject({ claimed: 7, stopped: 2, running: 2 });
       expect(worker.stats().backpressure).toMatchObject({ waiting: 0, prefetch: 0 });
       const { rows } = await bed.db.client.query(`SELECT retry_count, worker_id, claim_token FROM agent_tasks WHERE status = 'pending'`);
@@ -308,7 +308,7 @@ describe('WorkerService', () => {
       expect(await bed.countByStatus()).toEqual({ completed: 3, running: 2, pending: 2 });
 
       await bed.start({ duraflow: { workerId: 'free-worker', worker: { concurrency: 2 }, workflows: definitions } });
-      await waitUntil(() => barrier.waiting === 4, 'the other worker runs the two handed back');
+      await eventually('the other worker runs the two handed back', () => barrier.waiting === 4);
       barrier.open();
       for (const task of long) expect((await workflows.waitFor(task.id)).status).toBe(TaskStatus.COMPLETED);
       expect(barrier.entered).toBe(4);
@@ -331,12 +331,12 @@ describe('WorkerService', () => {
       const workflows = app.get(WorkflowService);
       const [warmUp] = await workflows.submitMany('quick', [{ n: 1 }]);
       expect((await workflows.waitFor(warmUp.id)).status).toBe(TaskStatus.COMPLETED);
-      await waitUntil(() => worker.stats().backpressure.prefetch === 1, 'the worker claims ahead');
+      await eventually('the worker claims ahead', () => worker.stats().backpressure.prefetch === 1);
 
       const long = await workflows.submitMany('long', [{ label: 'a' }, { label: 'b' }]);
-      await waitUntil(() => barrier.waiting === 1, 'one runs');
+      await eventually('one runs', () => barrier.waiting === 1);
       const started = Date.now();
-      await waitUntil(async () => (await bed.countByStatus()).pending === 1, 'the other is back', 5_000);
+      await eventually('the other is back', async () => (await bed.countByStatus()).pending === 1, { timeoutMs: 5_000 });
       expect(Date.now() - started).toBeLessThan(3_000); // not the 60 s poll interval
       expect(worker.stats()).toMatchObject({ stopped: 1, running: 1 });
 
@@ -363,7 +363,7 @@ describe('WorkerService', () => {
       });
       try {
         const task = await app.get(WorkflowService).submit('slow', {});
-        await waitUntil(() => stuck.waiting === 1, 'the step is blocked');
+        await eventually('the step is blocked', () => stuck.waiting === 1);
         expect((await bed.row(task.id)).worker_id).toBe('worker-closing');
 
         await bed.close(app);
@@ -412,10 +412,10 @@ describe('WorkerService', () => {
       const worker = app.get(WorkerService);
       try {
         const task = await app.get(WorkflowService).submit('finishing', { label: 'last' });
-        await waitUntil(() => barrier.waiting === 1, 'the step is blocked');
+        await eventually('the step is blocked', () => barrier.waiting === 1);
 
         const closing = bed.close(app);
-        await waitUntil(() => worker.stats().state === 'stopping', 'the worker is stopping');
+        await eventually('the worker is stopping', () => worker.stats().state === 'stopping');
         barrier.open();
         await closing;
 
@@ -454,7 +454,7 @@ describe('WorkerService', () => {
 
         const workers = apps.map((app) => app.get(WorkerService));
         await Promise.all(workers.map((worker) => worker.start()));
-        await waitUntil(async () => (await bed.countByStatus()).completed === 200, 'all 200 tasks completed', 25_000);
+        await eventually('all 200 tasks completed', async () => (await bed.countByStatus()).completed === 200, { timeoutMs: 25_000 });
 
         const { rows: duplicates } = await bed.db.client.query(
           `SELECT task_id, count(*)::int AS runs FROM executions GROUP BY task_id HAVING count(*) > 1`,
@@ -472,7 +472,7 @@ describe('WorkerService', () => {
           `SELECT e.task_id FROM executions e JOIN agent_tasks t ON t.id = e.task_id WHERE t.worker_id IS DISTINCT FROM e.worker`,
         );
         expect(mismatched).toEqual([]);
-        await waitUntil(() => workers[0].stats().completed + workers[1].stats().completed === 200, 'both workers counted their runs');
+        await eventually('both workers counted their runs', () => workers[0].stats().completed + workers[1].stats().completed === 200);
         const stats = workers.map((worker) => worker.stats());
         expect(stats.map((s) => s.completed > 0)).toEqual([true, true]);
         // A task claimed ahead (prefetch 'auto') and handed back unstarted counts as claimed and

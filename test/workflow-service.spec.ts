@@ -21,7 +21,7 @@ import { TASK_FINISHED_CHANNEL } from '../libs/duraflow/src/duraflow.constants';
 import { TaskNotifications } from '../libs/duraflow/src/notifications/task-notifications';
 import { StepBarrier } from './fixtures/worker/barrier';
 import { TestBed } from './fixtures/worker/test-bed';
-import { waitUntil } from './fixtures/worker/wait';
+import { eventually } from './support/waiting';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const SUBMIT_ONLY = { worker: { enabled: false } };
@@ -504,7 +504,7 @@ describe('WorkflowService', () => {
       const workflows = app.get(WorkflowService);
       try {
         await workflows.submit('blocker', {});
-        await waitUntil(() => barrier.waiting === 1, 'the only worker slot is busy');
+        await eventually('the only worker slot is busy', () => barrier.waiting === 1);
         const target = await workflows.submit('errand', { which: 'cancelled' }, { priority: 10 });
         const later = await workflows.submit('errand', { which: 'later' });
 
@@ -545,12 +545,12 @@ describe('WorkflowService', () => {
       const workflows = app.get(WorkflowService);
       const worker = app.get(WorkerService);
       const task = await workflows.submit('hanging', {});
-      await waitUntil(async () => (await bed.row(task.id)).status === 'running', 'the task is running');
+      await eventually('the task is running', async () => (await bed.row(task.id)).status === 'running');
 
       const cancelled = await workflows.cancel(task.id);
 
       expect(cancelled.status).toBe(TaskStatus.CANCELLED);
-      await waitUntil(() => aborted.length === 1 && worker.stats().stopped === 1, 'the worker stopped the run');
+      await eventually('the worker stopped the run', () => aborted.length === 1 && worker.stats().stopped === 1);
       expect(worker.stats()).toMatchObject({ running: 0, completed: 0, failed: 0 });
       expect(after).toEqual([]);
       expect((await workflows.waitFor(task.id, { timeoutMs: 1_000 })).status).toBe(TaskStatus.CANCELLED);
@@ -626,7 +626,7 @@ describe('WorkflowService', () => {
       const workflows = app.get(WorkflowService);
       try {
         const running = await workflows.submit('stuck', {});
-        await waitUntil(() => barrier.waiting === 1, 'the step is blocked');
+        await eventually('the step is blocked', () => barrier.waiting === 1);
         const waiting = await workflows.submit('stuck', {}, { scheduledAt: new Date(Date.now() + 3_600_000) });
 
         const runningError = await workflows.waitFor(running.id, { timeoutMs: 300 }).catch((error: unknown) => error);

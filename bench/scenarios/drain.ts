@@ -4,7 +4,8 @@ import { DRAIN_STEPS, DrainSteps } from '../config';
 import { BenchContext, rawSection } from '../context';
 import { drainRowId } from '../rows';
 import { countDelta } from '../query-counter';
-import { busyPercent, cpuMs, machineCpu, pollUntil, processCpuMs, progress } from '../stats';
+import { eventually } from '../../test/support/waiting';
+import { busyPercent, cpuMs, machineCpu, processCpuMs, progress } from '../stats';
 import { BenchWorkerProcess } from '../worker-process';
 import { NOOP_WORKFLOW } from '../workflows';
 
@@ -98,15 +99,14 @@ export async function timeDrain(ctx: BenchContext, workers: BenchWorkerProcess[]
   const started = performance.now();
   await Promise.all(workers.map((worker) => worker.startWorker()));
   const progressAt: Array<[number, number]> = [[0, 0]];
-  await pollUntil(
-    `${tasks} ${steps}-step tasks to complete`,
+  await eventually(
+    `${tasks} ${steps}-step tasks have completed`,
     async () => {
       const done = (await completed(workers)) - before;
       progressAt.push([performance.now() - started, done]);
       return done >= tasks;
     },
-    900_000,
-    20,
+    { timeoutMs: 900_000, everyMs: 20 },
   );
   const seconds = (performance.now() - started) / 1000;
   const machineBusyPercent = busyPercent(machineBefore, machineCpu());

@@ -1,4 +1,5 @@
 import { BenchContext, rawSection } from '../context';
+import { sleep } from '../../test/support/waiting';
 import { progress } from '../stats';
 import { bootWorkers, describeCpu, drainOnce, DrainResult } from './drain';
 
@@ -23,7 +24,7 @@ export async function memoryScenario(ctx: BenchContext): Promise<void> {
       while (draining) {
         const [stats, memory] = await Promise.all([worker.stats(), worker.memory()]);
         samples.push({ completed: stats.completed - startCompleted, rss: memory.rss, heapUsed: memory.heapUsed });
-        await new Promise((resolve) => setTimeout(resolve, 250));
+        await sleep(250);
       }
     })();
     let drain: DrainResult;

@@ -4,7 +4,8 @@ import { resolveDuraflowOptions } from '@duraflow/nestjs';
 import { SHORT_INTERVALS } from '../config';
 import { BenchContext, rawSection } from '../context';
 import { BenchDuraflowOptions } from '../protocol';
-import { median, pollUntil, progress, sleep } from '../stats';
+import { eventually, sleep } from '../../test/support/waiting';
+import { median, progress } from '../stats';
 import { BenchWorkerProcess } from '../worker-process';
 import { RECOVER_WORKFLOW } from '../workflows';
 
@@ -51,7 +52,7 @@ async function recoverOnce(ctx: BenchContext, run: number, cadenceWindowMs?: num
   let rescuer: BenchWorkerProcess | undefined;
   try {
     await victim.ready;
-    await pollUntil('the victim to lead the reaper', () => victim.isLeader(), 10_000);
+    await eventually('the victim leads the reaper', () => victim.isLeader(), { timeoutMs: 10_000 });
     rescuer = BenchWorkerProcess.start({ databaseUrl: ctx.db.url, label: `rescuer${run}`, duraflow: shortIntervals(`bench-rescuer-${tag}`, false) });
     await rescuer.ready;
 
@@ -59,10 +60,10 @@ async function recoverOnce(ctx: BenchContext, run: number, cadenceWindowMs?: num
     const taskId = rows[0].id;
     const read = async (): Promise<TaskRow> =>
       (await client.query<TaskRow>('SELECT status, worker_id, retry_count FROM agent_tasks WHERE id = $1', [taskId])).rows[0];
-    await pollUntil('the victim to claim the task', async () => {
+    await eventually('the victim claimed the task', async () => {
       const task = await read();
       return task.status === 'running' && task.worker_id === victim.workerId;
-    }, 10_000, 10);
+    }, { timeoutMs: 10_000, everyMs: 10 });
     await rescuer.startWorker();
     // A few heartbeats, and a kill at no particular phase of the heartbeat.
     await sleep(300 + Math.random() * SHORT_INTERVALS.heartbeatIntervalMs);
@@ -77,13 +78,13 @@ async function recoverOnce(ctx: BenchContext, run: number, cadenceWindowMs?: num
 
     let reclaimedAt: number | undefined;
     let last: TaskRow | undefined;
-    await pollUntil('the task to be completed by the other process', async () => {
+    await eventually('the task has ended in the other process', async () => {
       last = await read();
       if (reclaimedAt === undefined && last.worker_id === rescuer!.workerId && (last.status === 'running' || last.status === 'completed')) {
         reclaimedAt = performance.now();
       }
       return last.status === 'completed' || last.status === 'failed';
-    }, 30_000, 5);
+    }, { timeoutMs: 30_000, everyMs: 5 });
     const completedAt = performance.now();
     if (last?.status !== 'completed' || reclaimedAt === undefined) throw new Error(`the task ended ${JSON.stringify(last)}`);
     const reclaimedMs = reclaimedAt - killedAt;

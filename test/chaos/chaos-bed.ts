@@ -9,7 +9,7 @@ import {
 } from '../support/child-process';
 import { createTestDatabase, TestDatabase } from '../support/database';
 import { SHARED_REDIS_URL } from '../support/redis-server';
-import { sleep } from '../fixtures/worker/wait';
+import { sleep } from '../support/waiting';
 import { CHAOS_TABLES_SQL, ChaosEffects } from './effects';
 import { ChaosDuraflowOptions, ChaosScenarioName } from './protocol';
 import { chaosScenario } from './scenarios';

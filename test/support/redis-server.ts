@@ -2,7 +2,7 @@ import { ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort } from '../../src/db/embedded-database';
+import { freePort } from './ports';
 import { DEFAULT_REDIS_URL } from './shared-servers';
 
 /** The Redis the whole test run shares (never stopped by a test): REDIS_URL, set by the global setup when it starts one. */
