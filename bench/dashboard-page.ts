@@ -10,7 +10,7 @@
 import { WorkflowService } from '@duraflow/nestjs';
 import { OPERATOR_COOKIE, startDashboardApp } from '../test/fixtures/dashboard/dashboard-app';
 import { launchBrowser } from '../test/support/browser';
-import { createBenchDatabase } from './database';
+import { TestBed } from '../test/support/test-bed';
 import { median, progress, quantile } from './stats';
 
 const STEPS = 100;
@@ -18,8 +18,11 @@ const STEPS = 100;
 async function main(): Promise<void> {
   const loadsFlag = process.argv.indexOf('--loads');
   const loads = loadsFlag > 0 ? Number(process.argv[loadsFlag + 1]) : 20;
-  const db = await createBenchDatabase();
-  const app = await startDashboardApp(db);
+  const bed = new TestBed();
+  await bed.setUp({ prefix: 'duraflow_bench' });
+  const app = await startDashboardApp(bed);
+  // The browser keeps connections open: cut first, or closing the app would wait for them.
+  bed.beforeClosing(async () => app.app.getHttpServer().closeAllConnections());
   const chromium = await launchBrowser();
   try {
     const workflows = app.app.get(WorkflowService);
@@ -64,9 +67,7 @@ async function main(): Promise<void> {
     console.log(row('browser: navigation to load (page load time)', load));
   } finally {
     await chromium.close();
-    app.app.getHttpServer().closeAllConnections();
-    await app.close();
-    await db.drop();
+    await bed.tearDown();
   }
 }
 

@@ -1,6 +1,6 @@
 import { TaskStatus, WorkerService, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
 import { StepBarrier } from './fixtures/worker/barrier';
-import { TestBed } from './fixtures/worker/test-bed';
+import { useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
 
 /** Blocks the event loop for `ms`, as a CPU-bound handler in the host app would. */
@@ -12,10 +12,7 @@ function blockEventLoop(ms: number): void {
 }
 
 describe('Backpressure (seed 001)', () => {
-  const bed = new TestBed();
-
-  beforeEach(() => bed.setUp());
-  afterEach(() => bed.tearDown());
+  const bed = useTestBed({ databasePerTest: true });
 
   it('stops polling while the tasks held reach maxQueuedTasks, and resumes as they finish', async () => {
     const barrier = new StepBarrier();
@@ -34,11 +31,11 @@ describe('Backpressure (seed 001)', () => {
     await eventually('three tasks run', () => barrier.waiting === 3);
     await eventually('the queue is reported full', () => worker.stats().backpressure.queueFull);
     expect(worker.stats().backpressure).toMatchObject({ queued: 3, maxQueued: 3, queueFull: true });
-    expect(await bed.countByStatus()).toEqual({ running: 3, pending: 4 });
+    expect(await bed.rows.countByStatus()).toEqual({ running: 3, pending: 4 });
 
     barrier.releaseOne();
     await eventually('a fourth task took the freed place', () => barrier.waiting === 3 && barrier.entered === 4);
-    expect(await bed.countByStatus()).toEqual({ running: 3, pending: 3, completed: 1 });
+    expect(await bed.rows.countByStatus()).toEqual({ running: 3, pending: 3, completed: 1 });
 
     barrier.open();
     for (const id of ids) expect((await workflows.waitFor(id)).status).toBe(TaskStatus.COMPLETED);

@@ -1,15 +1,12 @@
 import { TaskStatus, WorkerStats } from '@duraflow/nestjs';
-import { ChaosBed } from './chaos/chaos-bed';
+import { useChaosBed } from './chaos/chaos-bed';
 import { eventually, sleep } from './support/waiting';
 import { withWorkerOutputOnFailure } from './support/child-process';
 
 const STEP_KEYS = ['s1', 's2', 's3', 's4', 's5'];
 
 describe('chaos: frozen workers, cancellation and graceful shutdown across processes', () => {
-  const bed = new ChaosBed(['chaos-steps']);
-
-  beforeEach(() => bed.setUp());
-  afterEach(() => bed.tearDown());
+  const bed = useChaosBed(['chaos-steps']);
 
   const checkpoints = async (taskId: string) =>
     (await bed.db.client.query(

@@ -1,15 +1,12 @@
 import { isTerminalStatus, TaskStatus } from '@duraflow/nestjs';
-import { ChaosBed } from './chaos/chaos-bed';
+import { useChaosBed } from './chaos/chaos-bed';
 import { eventually } from './support/waiting';
 import { withWorkerOutputOnFailure } from './support/child-process';
 
 const STEP_KEYS = ['s1', 's2', 's3', 's4', 's5'];
 
 describe('chaos: worker processes killed with SIGKILL', () => {
-  const bed = new ChaosBed(['chaos-steps', 'chaos-suicide']);
-
-  beforeEach(() => bed.setUp());
-  afterEach(() => bed.tearDown());
+  const bed = useChaosBed(['chaos-steps', 'chaos-suicide']);
 
   it(
     'lets another worker process finish a task whose worker died mid-workflow, without running its checkpointed steps again',

@@ -1,20 +1,18 @@
 import Redis from 'ioredis';
-import { ChaosBed } from './chaos/chaos-bed';
+import { useChaosBed } from './chaos/chaos-bed';
 import { eventually, sleep } from './support/waiting';
 import { SHARED_REDIS_URL } from './support/redis-server';
 import { withWorkerOutputOnFailure, WorkerProcess } from './support/child-process';
 
 describe('chaos: two reaper processes and the Redis leader key', () => {
-  const bed = new ChaosBed(['chaos-steps']);
+  const bed = useChaosBed(['chaos-steps']);
   let redis: Redis;
 
-  beforeEach(async () => {
-    await bed.setUp();
+  beforeEach(() => {
     redis = new Redis(SHARED_REDIS_URL);
   });
   afterEach(async () => {
     await redis.quit();
-    await bed.tearDown();
   });
 
   const isLeader = (worker: WorkerProcess) => worker.call<boolean>('ReaperService', 'isLeader');

@@ -1,6 +1,6 @@
 import { DataSource } from 'typeorm';
 import { WorkerStats } from '@duraflow/nestjs';
-import { CHAOS_TIMINGS, ChaosBed } from './chaos/chaos-bed';
+import { CHAOS_TIMINGS, useChaosBed } from './chaos/chaos-bed';
 import { eventually } from './support/waiting';
 import { withWorkerOutputOnFailure } from './support/child-process';
 
@@ -8,10 +8,7 @@ const TASKS = 300;
 
 describe('chaos: three worker processes on one queue', () => {
   // Nobody dies here: a generous staleness keeps a busy (not dead) worker from being reaped.
-  const bed = new ChaosBed(['chaos-steps'], { ...CHAOS_TIMINGS, staleAfterMs: 3_000 });
-
-  beforeEach(() => bed.setUp());
-  afterEach(() => bed.tearDown());
+  const bed = useChaosBed(['chaos-steps'], { ...CHAOS_TIMINGS, staleAfterMs: 3_000 });
 
   it(
     'completes every task, runs no step body twice and never lets two workers hold one task',
@@ -23,10 +20,11 @@ describe('chaos: three worker processes on one queue', () => {
       await bed.control.get(DataSource).transaction(async (manager) => {
         for (let i = 0; i < TASKS; i++) await bed.workflows.submit('chaos-steps', { steps: 3, stepMs: i % 3 }, { manager });
       });
-      await eventually(`all ${TASKS} tasks are completed`, async () => (await bed.db.client.query(`SELECT count(*)::int AS n FROM agent_tasks WHERE status = 'completed'`)).rows[0].n === TASKS, { timeoutMs: 30_000 });
+      await eventually(`all ${TASKS} tasks are completed`, async () => (await bed.rows.count('agent_tasks', `status = 'completed'`)) === TASKS, {
+        timeoutMs: 30_000,
+      });
 
-      const { rows: statuses } = await bed.db.client.query(`SELECT status, count(*)::int AS n FROM agent_tasks GROUP BY status`);
-      expect(statuses).toEqual([{ status: 'completed', n: TASKS }]);
+      expect(await bed.rows.countByStatus()).toEqual({ completed: TASKS });
       const { rows: totals } = await bed.db.client.query(
         `SELECT count(*)::int AS effects, count(DISTINCT (task_id, step_key))::int AS distinct_steps FROM chaos_effects`,
       );

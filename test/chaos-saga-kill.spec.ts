@@ -1,14 +1,11 @@
 import { isTerminalStatus, TaskStatus } from '@duraflow/nestjs';
-import { ChaosBed } from './chaos/chaos-bed';
+import { useChaosBed } from './chaos/chaos-bed';
 import { KILL_AFTER_FIRST_COMPENSATION_ENV } from './chaos/scenarios';
 import { eventually } from './support/waiting';
 import { withWorkerOutputOnFailure } from './support/child-process';
 
 describe('chaos: a worker process killed in the middle of a saga rollback', () => {
-  const bed = new ChaosBed(['chaos-saga']);
-
-  beforeEach(() => bed.setUp());
-  afterEach(() => bed.tearDown());
+  const bed = useChaosBed(['chaos-saga']);
 
   it(
     'has its rollback resumed by another worker, which undoes each remaining step once with its saved output',

@@ -1,7 +1,7 @@
 import { Client } from 'pg';
 import { clientExecutor, DuraflowDatabase } from '../libs/duraflow/src/persistence/duraflow-database';
 import { TaskStore } from '../libs/duraflow/src/persistence/task.store';
-import { createTestDatabase, TestDatabase } from './support/database';
+import { useTestBed } from './support/test-bed';
 
 /*
  * The claim's plan does not depend on the table's statistics. A queue's statistics are
@@ -46,16 +46,15 @@ function nodeTypes(node: PlanNode): string[] {
 }
 
 describe('The claim', () => {
-  let db: TestDatabase;
+  const bed = useTestBed();
   /** A connection that reports the plan of every statement it runs (auto_explain, as NOTICEs). */
   let explained: Client;
   let plans: PlanNode[] = [];
 
   beforeAll(async () => {
-    db = await createTestDatabase();
     // Nothing analyzes the table behind the test's back: its statistics are what each state says.
-    await db.client.query('ALTER TABLE agent_tasks SET (autovacuum_enabled = false)');
-    explained = new Client({ connectionString: db.url });
+    await bed.db.client.query('ALTER TABLE agent_tasks SET (autovacuum_enabled = false)');
+    explained = bed.closeLater(new Client({ connectionString: bed.db.url }), (client) => client.end());
     await explained.connect();
     explained.on('notice', (notice) => {
       const json = /plan:\n([\s\S]*)$/.exec(notice.message ?? '')?.[1];
@@ -66,17 +65,12 @@ describe('The claim', () => {
     }
   }, 60_000);
 
-  afterAll(async () => {
-    await explained?.end();
-    await db?.drop();
-  });
-
   /**
    * BACKLOG pending tasks, one statement: three priorities, most of them of the registered
    * workflows, some scheduled for tomorrow, some in the past, some soft-deleted.
    */
   async function insertBacklog(): Promise<void> {
-    await db.client.query(
+    await bed.db.client.query(
       `INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, deleted_at, created_at)
        SELECT CASE WHEN g % 11 = 0 THEN 'elsewhere' WHEN g % 7 = 0 THEN 'claim-b' ELSE 'claim-a' END,
               '{}', g % 3,
@@ -90,7 +84,7 @@ describe('The claim', () => {
 
   /** Rows the statistics believe the table holds (-1: never analyzed), and the rows it holds. */
   async function believedAndReal(): Promise<{ believed: number; real: number }> {
-    const { rows } = await db.client.query<{ believed: number; real: number }>(
+    const { rows } = await bed.db.client.query<{ believed: number; real: number }>(
       `SELECT (SELECT reltuples FROM pg_class WHERE oid = 'agent_tasks'::regclass)::int AS believed,
               (SELECT count(*) FROM agent_tasks)::int AS real`,
     );
@@ -99,7 +93,7 @@ describe('The claim', () => {
 
   /** The first `limit` runnable tasks of `names` in the claim order, read without the store. */
   async function firstInClaimOrder(names: string[], limit: number): Promise<string[]> {
-    const { rows } = await db.client.query<{ id: string }>(
+    const { rows } = await bed.db.client.query<{ id: string }>(
       `SELECT id FROM agent_tasks
        WHERE status = 'pending' AND deleted_at IS NULL AND (scheduled_at IS NULL OR scheduled_at <= now())
          AND workflow_name = ANY($1::varchar[])
@@ -148,8 +142,8 @@ describe('The claim', () => {
 
   describe('plan, on a table analyzed while it was empty', () => {
     beforeAll(async () => {
-      await db.client.query('TRUNCATE agent_tasks CASCADE');
-      await db.client.query('ANALYZE agent_tasks');
+      await bed.db.client.query('TRUNCATE agent_tasks CASCADE');
+      await bed.db.client.query('ANALYZE agent_tasks');
       await insertBacklog();
     });
 
@@ -161,14 +155,14 @@ describe('The claim', () => {
 
   describe('plan, on a table analyzed while every task was finished', () => {
     beforeAll(async () => {
-      await db.client.query('TRUNCATE agent_tasks CASCADE');
-      await db.client.query(`INSERT INTO agent_tasks (workflow_name, status) SELECT 'claim-a', 'completed' FROM generate_series(1, 20000)`);
-      await db.client.query('ANALYZE agent_tasks');
+      await bed.db.client.query('TRUNCATE agent_tasks CASCADE');
+      await bed.db.client.query(`INSERT INTO agent_tasks (workflow_name, status) SELECT 'claim-a', 'completed' FROM generate_series(1, 20000)`);
+      await bed.db.client.query('ANALYZE agent_tasks');
       await insertBacklog();
     });
 
     it('holds the backlog while its statistics know no pending task', async () => {
-      const { rows } = await db.client.query(`SELECT most_common_vals::text AS statuses FROM pg_stats WHERE tablename = 'agent_tasks' AND attname = 'status'`);
+      const { rows } = await bed.db.client.query(`SELECT most_common_vals::text AS statuses FROM pg_stats WHERE tablename = 'agent_tasks' AND attname = 'status'`);
       expect(rows).toEqual([{ statuses: '{completed}' }]);
       expect(await believedAndReal()).toEqual({ believed: 20_000, real: 20_000 + BACKLOG });
     });
@@ -176,19 +170,19 @@ describe('The claim', () => {
   });
 
   describe('plan, on a table analyzed with its backlog', () => {
-    beforeAll(() => db.client.query('ANALYZE agent_tasks'));
+    beforeAll(() => bed.db.client.query('ANALYZE agent_tasks'));
 
     expectOrderedWalks();
   });
 
   describe('semantics', () => {
     beforeAll(async () => {
-      await db.client.query('TRUNCATE agent_tasks CASCADE');
+      await bed.db.client.query('TRUNCATE agent_tasks CASCADE');
       await insertBacklog();
     });
 
     it('lets two claims at once pass each other: the second takes the next tasks in the claim order (SKIP LOCKED)', async () => {
-      const other = new Client({ connectionString: db.url });
+      const other = new Client({ connectionString: bed.db.url });
       await other.connect();
       try {
         await explained.query('BEGIN');
@@ -210,14 +204,14 @@ describe('The claim', () => {
     it('writes the worker id and matches workflow names as they are, quotes and backslashes included; each task gets its own token', async () => {
       const odd = `it's \\ "odd"`;
       const workerId = `O'Brien \\ "w" --`;
-      const { rows } = await db.client.query<{ id: string }>(
+      const { rows } = await bed.db.client.query<{ id: string }>(
         `INSERT INTO agent_tasks (workflow_name, priority) SELECT $1, 100 FROM generate_series(1, 2) RETURNING id`,
         [odd],
       );
       try {
-        const claimed = await storeOn(db.client).claimTasks(workerId, [odd], 5);
+        const claimed = await storeOn(bed.db.client).claimTasks(workerId, [odd], 5);
         expect(claimed.map(({ task }) => task.id).sort()).toEqual(rows.map((row) => row.id).sort());
-        const stored = await db.client.query(`SELECT worker_id, status, claim_token FROM agent_tasks WHERE workflow_name = $1 ORDER BY claim_token`, [odd]);
+        const stored = await bed.db.client.query(`SELECT worker_id, status, claim_token FROM agent_tasks WHERE workflow_name = $1 ORDER BY claim_token`, [odd]);
         expect(stored.rows.map((row) => [row.worker_id, row.status])).toEqual([
           [workerId, 'running'],
           [workerId, 'running'],
@@ -225,15 +219,15 @@ describe('The claim', () => {
         expect(claimed.map(({ claimToken }) => claimToken).sort()).toEqual(stored.rows.map((row) => row.claim_token));
         expect(new Set(stored.rows.map((row) => row.claim_token)).size).toBe(2);
       } finally {
-        await db.client.query(`DELETE FROM agent_tasks WHERE workflow_name = $1`, [odd]);
+        await bed.db.client.query(`DELETE FROM agent_tasks WHERE workflow_name = $1`, [odd]);
       }
     });
 
     it('refuses a limit that is not a whole number, and claims nothing', async () => {
-      const before = await db.client.query(`SELECT count(*)::int AS n FROM agent_tasks WHERE status = 'running'`);
-      await expect(storeOn(db.client).claimTasks('w', REGISTERED, 1.5)).rejects.toThrow(RangeError);
-      await expect(storeOn(db.client).claimTasks('w', REGISTERED, -1)).rejects.toThrow(RangeError);
-      const after = await db.client.query(`SELECT count(*)::int AS n FROM agent_tasks WHERE status = 'running'`);
+      const before = await bed.db.client.query(`SELECT count(*)::int AS n FROM agent_tasks WHERE status = 'running'`);
+      await expect(storeOn(bed.db.client).claimTasks('w', REGISTERED, 1.5)).rejects.toThrow(RangeError);
+      await expect(storeOn(bed.db.client).claimTasks('w', REGISTERED, -1)).rejects.toThrow(RangeError);
+      const after = await bed.db.client.query(`SELECT count(*)::int AS n FROM agent_tasks WHERE status = 'running'`);
       expect(after.rows).toEqual(before.rows);
     });
   });

@@ -6,8 +6,8 @@ import { TestingModule } from '@nestjs/testing';
 import { RedisLeaderElection, ReaperService, workflow } from '@duraflow/nestjs';
 import { SWC_REGISTER } from './support/child-process';
 import { eventually } from './support/waiting';
-import { startTestApp } from './support/app';
-import { createTestDatabase, SERVER_URL, TestDatabase } from './support/database';
+import { databaseUrl, TestDatabase } from './support/database';
+import { useTestBed } from './support/test-bed';
 import { SHARED_REDIS_URL } from './support/redis-server';
 
 const execFileAsync = promisify(execFile);
@@ -36,12 +36,6 @@ async function duraflow(args: string[], env: Record<string, string> = {}): Promi
   }
 }
 
-function urlOf(database: string): string {
-  const url = new URL(SERVER_URL);
-  url.pathname = `/${database}`;
-  return url.toString();
-}
-
 /** A failure is one line on stderr, nothing on stdout, and no stack trace. */
 function expectOneLineFailure(run: CliRun, code: number, message: RegExp): void {
   expect(run).toMatchObject({ code, stdout: '' });
@@ -51,16 +45,8 @@ function expectOneLineFailure(run: CliRun, code: number, message: RegExp): void 
 }
 
 describe('the duraflow command line', () => {
-  const scratch: TestDatabase[] = [];
-  const database = async (migrate: boolean) => {
-    const db = await createTestDatabase({ migrate, prefix: 'duraflow_cli' });
-    scratch.push(db);
-    return db;
-  };
-
-  afterAll(async () => {
-    await Promise.all(scratch.map((db) => db.drop()));
-  });
+  const bed = useTestBed({ database: false });
+  const database = (migrate: boolean) => bed.createDatabase({ migrate, prefix: 'duraflow_cli' });
 
   describe('migrate', () => {
     it('applies the migrations to --url, then finds nothing to do through DATABASE_URL', async () => {
@@ -133,16 +119,14 @@ describe('the duraflow command line', () => {
       const workerId = `cli-status-${randomBytes(3).toString('hex')}`;
 
       beforeAll(async () => {
-        app = await startTestApp({
-          db,
+        app = await bed.start({
+          databaseUrl: db.url,
           duraflow: { workerId, workflows: [workflow('gamma', async () => null)], worker: { enabled: false }, reaper: { intervalMs: 200 } },
         });
         await eventually('the app leads the reaper', () => app.get(ReaperService).isLeader());
       });
 
-      afterAll(async () => {
-        await app?.close();
-      });
+      afterAll(() => bed.close(app));
 
       it('names the worker that holds the PostgreSQL advisory lock', async () => {
         const run = await duraflow(['status', '--url', db.url]);
@@ -199,7 +183,7 @@ describe('the duraflow command line', () => {
       ['another scheme, without echoing the password', ['status'], { DATABASE_URL: 'mysql://root:s3cret@db/app' }, 2, /Invalid database URL "mysql:\/\/root:\*\*\*@db\/app": the scheme must be postgres:\/\//],
       ['an unreachable server (migrate)', ['migrate', '--url', unreachable], {}, 1, /Cannot connect to PostgreSQL at 127\.0\.0\.1:1\/duraflow_nowhere: connect ECONNREFUSED/],
       ['an unreachable server (status)', ['status'], { DATABASE_URL: unreachable }, 1, /Cannot connect to PostgreSQL at 127\.0\.0\.1:1\/duraflow_nowhere: connect ECONNREFUSED/],
-      ['a database that does not exist', ['migrate', '--url', urlOf('duraflow_cli_missing')], {}, 1, /database "duraflow_cli_missing" does not exist; create it, or fix the URL\./],
+      ['a database that does not exist', ['migrate', '--url', databaseUrl('duraflow_cli_missing')], {}, 1, /database "duraflow_cli_missing" does not exist; create it, or fix the URL\./],
       ['an unreachable Redis', ['status', '--url', MIGRATED, '--redis', 'redis://127.0.0.1:1'], {}, 1, /Cannot read the reaper leader from Redis at 127\.0\.0\.1:1: .*ECONNREFUSED/],
       ['an unknown command', ['migrat'], {}, 2, /Unknown command "migrat": use migrate or status/],
       ['an unknown option', ['status', '--verbose'], {}, 2, /Unknown option --verbose/],

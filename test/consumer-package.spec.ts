@@ -6,7 +6,8 @@ import { randomBytes } from 'node:crypto';
 import { HOST_APP_SOURCE, HostAppFlavour, HostAppProcess, PreparedHostApp, prepareHostApp, prepareVariant } from './fixtures/consumer/host-app';
 import { hostEnvironment, run, runOrThrow } from './fixtures/consumer/npm';
 import { eventually, sleep } from './support/waiting';
-import { createTestDatabase, TestDatabase } from './support/database';
+import { TestDatabase } from './support/database';
+import { useTestBed } from './support/test-bed';
 import { SHARED_REDIS_URL } from './support/redis-server';
 
 /**
@@ -62,7 +63,7 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
   let packed: Packed;
   let lowest: Promise<PreparedHostApp>;
   let highest: Promise<PreparedHostApp>;
-  const databases: TestDatabase[] = [];
+  const bed = useTestBed({ database: false });
   const summary: string[] = [];
 
   beforeAll(async () => {
@@ -77,15 +78,13 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
 
   afterAll(async () => {
     await Promise.allSettled([lowest, highest]);
-    await Promise.all(databases.map((db) => db.drop()));
     if (workDir) await rm(workDir, { recursive: true, force: true });
     if (summary.length) console.log(summary.join('\n'));
   }, STEP_TIMEOUT_MS);
 
-  async function database(): Promise<TestDatabase> {
-    const db = await createTestDatabase({ migrate: false, prefix: 'duraflow_host' });
-    databases.push(db);
-    return db;
+  /** A database of its own for one host app, which migrates it (dropped after the test). */
+  function database(): Promise<TestDatabase> {
+    return bed.createDatabase({ migrate: false, prefix: 'duraflow_host' });
   }
 
   describe('the tarball', () => {

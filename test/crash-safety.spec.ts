@@ -1,6 +1,6 @@
 import { TaskStatus, WorkerService, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
 import { TaskStore } from '../libs/duraflow/src/persistence/task.store';
-import { TestBed } from './fixtures/worker/test-bed';
+import { useTestBed } from './support/test-bed';
 import { eventually, sleep } from './support/waiting';
 
 /** A step that waits for its AbortSignal and records why it was aborted. */
@@ -15,10 +15,7 @@ function waitForAbort(aborted: unknown[]) {
 }
 
 describe('Crash safety in one process (heartbeat, fencing, cancellation)', () => {
-  const bed = new TestBed();
-
-  beforeEach(() => bed.setUp());
-  afterEach(() => bed.tearDown());
+  const bed = useTestBed({ databasePerTest: true });
 
   it('notices within a heartbeat a cancel that sent no NOTIFY, aborts the step and starts no other', async () => {
     const aborted: unknown[] = [];
@@ -31,7 +28,7 @@ describe('Crash safety in one process (heartbeat, fencing, cancellation)', () =>
     const app = await bed.start({ duraflow: { workflows: [hanging], heartbeatIntervalMs: 100 } });
     const worker = app.get(WorkerService);
     const task = await app.get(WorkflowService).submit('hanging', {});
-    await eventually('the task runs', async () => (await bed.row(task.id)).status === 'running');
+    await eventually('the task runs', async () => (await bed.rows.task(task.id)).status === 'running');
 
     // As another tool (or a LISTEN connection that is down) would: no NOTIFY reaches the worker.
     await bed.db.client.query(`UPDATE agent_tasks SET status = 'cancelled', completed_at = now() WHERE id = $1`, [task.id]);
@@ -40,7 +37,7 @@ describe('Crash safety in one process (heartbeat, fencing, cancellation)', () =>
     expect(String((aborted[0] as Error).message)).toContain('taken over');
     await sleep(300);
     expect(after).toEqual([]);
-    expect(await bed.row(task.id)).toMatchObject({ status: 'cancelled' });
+    expect(await bed.rows.task(task.id)).toMatchObject({ status: 'cancelled' });
     const { rows } = await bed.db.client.query(`SELECT step_key, status FROM step_runs WHERE task_id = $1`, [task.id]);
     expect(rows.filter((row) => row.status === 'completed')).toEqual([]);
   });
@@ -69,7 +66,7 @@ describe('Crash safety in one process (heartbeat, fencing, cancellation)', () =>
     });
     const task = await frozen.get(WorkflowService).submit('fenced', {});
     await eventually('the first run passed its first step', () => runs.includes('first@1'));
-    const firstClaim = (await bed.row(task.id)).claim_token;
+    const firstClaim = (await bed.rows.task(task.id)).claim_token;
 
     // Stale: the reaper re-queues it and a second worker takes it over.
     await bed.db.client.query(`UPDATE agent_tasks SET heartbeat_at = now() - interval '1 hour' WHERE id = $1`, [task.id]);
@@ -77,8 +74,8 @@ describe('Crash safety in one process (heartbeat, fencing, cancellation)', () =>
       { id: task.id, status: TaskStatus.PENDING, retryCount: 1, workflowName: 'fenced', errorCode: null, action: 'requeue' },
     ]);
     const rescuer = await bed.start({ duraflow: { workflows: [fenced] } });
-    await eventually('the rescuer claimed the task', async () => (await bed.row(task.id)).status === 'running');
-    expect((await bed.row(task.id)).claim_token).not.toBe(firstClaim);
+    await eventually('the rescuer claimed the task', async () => (await bed.rows.task(task.id)).status === 'running');
+    expect((await bed.rows.task(task.id)).claim_token).not.toBe(firstClaim);
 
     // The frozen run wakes up: its step body runs, but its checkpoint lands nowhere and it stops.
     gates.get(1)!.open();
@@ -86,7 +83,7 @@ describe('Crash safety in one process (heartbeat, fencing, cancellation)', () =>
     expect(runs).toContain('second@1');
     const { rows } = await bed.db.client.query(`SELECT step_key FROM step_runs WHERE task_id = $1 ORDER BY step_key`, [task.id]);
     expect(rows).toEqual([{ step_key: 'first' }]);
-    expect(await bed.row(task.id)).toMatchObject({ status: 'running', retry_count: 1 });
+    expect(await bed.rows.task(task.id)).toMatchObject({ status: 'running', retry_count: 1 });
 
     gates.get(2)!.open();
     const done = await rescuer.get(WorkflowService).waitFor(task.id);

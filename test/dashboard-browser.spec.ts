@@ -8,8 +8,8 @@ import { Page } from 'puppeteer-core';
 import { AgentTask, TaskStatus, WorkflowService } from '@duraflow/nestjs';
 import { RunningEngine } from '../src/engine';
 import { launchBrowser, TestBrowser } from './support/browser';
-import { createTestDatabase, TestDatabase } from './support/database';
-import { DashboardApp, OPERATOR_COOKIE, startDashboardApp } from './fixtures/dashboard/dashboard-app';
+import { TestHttpApp, useTestBed } from './support/test-bed';
+import { OPERATOR_COOKIE, startDashboardApp } from './fixtures/dashboard/dashboard-app';
 import { startTestEngine } from './fixtures/engine/engine-app';
 
 /**
@@ -31,22 +31,18 @@ mkdirSync(SCREENSHOTS, { recursive: true });
 
 jest.setTimeout(90_000);
 
-let db: TestDatabase;
-let app: DashboardApp;
+const bed = useTestBed();
+let app: TestHttpApp;
 let chromium: TestBrowser;
 let workflows: WorkflowService;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  app = await startDashboardApp(db);
+  app = await startDashboardApp(bed);
+  // The browser keeps connections open (some it opened ahead, with no request yet): a server
+  // waits for those on close, so they are cut first.
+  bed.beforeClosing(async () => app.app.getHttpServer().closeAllConnections());
   workflows = app.app.get(WorkflowService);
-  chromium = await launchBrowser();
-});
-afterAll(async () => {
-  await chromium?.close();
-  app?.app.getHttpServer().closeAllConnections();
-  await app?.close();
-  await db?.drop();
+  chromium = bed.closeLater(await launchBrowser());
 });
 
 /** A tab of its own, and every JavaScript error or console error it meets. */
@@ -172,7 +168,7 @@ it('follows a task live while it runs, then cancels it with compensation once co
   await page.evaluate(() => (window.sameDocument = true));
 
   // The task becomes due: a worker runs it, and the open page follows without a reload.
-  await db.client.query(`UPDATE agent_tasks SET scheduled_at = now() WHERE id = $1`, [task.id]);
+  await bed.db.client.query(`UPDATE agent_tasks SET scheduled_at = now() WHERE id = $1`, [task.id]);
   await page.waitForFunction(() => document.querySelector('h1 .badge')?.textContent === 'running', { timeout: 20_000 });
   await page.waitForFunction(() => document.querySelectorAll('table.timeline tbody tr').length === 1, { timeout: 20_000 });
   expect(await page.evaluate(() => window.sameDocument)).toBe(true);
@@ -195,19 +191,18 @@ it('follows a task live while it runs, then cancels it with compensation once co
 });
 
 describe('another site', () => {
-  let open: DashboardApp;
+  let open: TestHttpApp;
   let attacker: Server;
 
   beforeAll(async () => {
-    open = await startDashboardApp(db, { guards: [] }); // no guard: the CSRF check alone stands in the way
+    open = await startDashboardApp(bed, { guards: [] }); // no guard: the CSRF check alone stands in the way
   });
   afterAll(async () => {
-    // The browser keeps connections open (some it opened ahead, with no request yet): a server
-    // waits for those on close, so they are cut first.
+    // As above: the browser's connections are cut first.
     attacker?.closeAllConnections();
     await new Promise((done) => attacker?.close(done));
-    open?.app.getHttpServer().closeAllConnections();
-    await open?.close();
+    open.app.getHttpServer().closeAllConnections();
+    await bed.close(open);
   });
 
   it('cannot make a browser cancel a task: its form post is refused (CSRF)', async () => {
@@ -237,11 +232,11 @@ describe('the engine app', () => {
   let engine: RunningEngine;
 
   beforeAll(async () => {
-    engine = await startTestEngine(db.url, { DURAFLOW_API_KEY: 'operator-key-1' });
+    engine = await startTestEngine(bed, { DURAFLOW_API_KEY: 'operator-key-1' });
   });
   afterAll(async () => {
-    (engine?.app as INestApplication | undefined)?.getHttpServer().closeAllConnections();
-    await engine?.close();
+    (engine.app as INestApplication).getHttpServer().closeAllConnections();
+    await bed.close(engine);
   });
 
   it('mounts the dashboard at /duraflow behind its API key, with a sign-in form for browsers', async () => {

@@ -1,6 +1,6 @@
 import { AgentTask, InvalidDashboardOptionsError, resolveDashboardOptions, SagaService, TaskStatus, WorkflowService } from '@duraflow/nestjs';
-import { createTestDatabase, TestDatabase } from './support/database';
-import { DashboardApp, ODD_STEP_KEY, OPERATOR_HEADERS, startDashboardApp } from './fixtures/dashboard/dashboard-app';
+import { ODD_STEP_KEY, OPERATOR_HEADERS, startDashboardApp } from './fixtures/dashboard/dashboard-app';
+import { TestHttpApp, useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
 
 /** The dashboard over HTTP, as a browser's requests reach it (the browser itself: dashboard-browser.spec.ts). */
@@ -9,20 +9,15 @@ const MOUNT = '/ops/duraflow';
 /** What a browser sends with a form posted from the dashboard's own page. */
 const SAME_ORIGIN = { 'sec-fetch-site': 'same-origin' };
 
-let db: TestDatabase;
-let app: DashboardApp;
+const bed = useTestBed();
+let app: TestHttpApp;
 let workflows: WorkflowService;
 let saga: SagaService;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  app = await startDashboardApp(db, { pageSize: 3 });
+  app = await startDashboardApp(bed, { pageSize: 3 });
   workflows = app.app.get(WorkflowService);
   saga = app.app.get(SagaService);
-});
-afterAll(async () => {
-  await app?.close();
-  await db?.drop();
 });
 
 interface Answer {
@@ -31,7 +26,7 @@ interface Answer {
   headers: Headers;
 }
 
-async function request(path: string, options: { method?: string; auth?: boolean; headers?: Record<string, string>; on?: DashboardApp } = {}): Promise<Answer> {
+async function request(path: string, options: { method?: string; auth?: boolean; headers?: Record<string, string>; on?: TestHttpApp } = {}): Promise<Answer> {
   const response = await fetch(`${(options.on ?? app).url}${path}`, {
     method: options.method ?? 'GET',
     redirect: 'manual',
@@ -310,30 +305,26 @@ describe('live updates', () => {
   });
 
   it('ends open streams when the application closes, so closing never waits for a browser', async () => {
-    const own = await startDashboardApp(db);
+    const own = await startDashboardApp(bed);
     const task = await own.app.get(WorkflowService).submit('approval', {}, { scheduledAt: new Date(Date.now() + 3_600_000) });
     const response = await fetch(`${own.url}${MOUNT}/tasks/${task.id}/events`, { headers: OPERATOR_HEADERS });
     const stream = eventReader(response);
     await stream.readUntil('event: progress');
-    await own.close();
+    await bed.close(own);
     await expect(stream.readUntil('never sent')).resolves.toContain('event: progress');
   });
 });
 
 describe('mounting', () => {
   it('puts the host\'s global prefix in every link', async () => {
-    const prefixed = await startDashboardApp(db, {}, { globalPrefix: 'api' });
-    try {
-      const task = await prefixed.app.get(WorkflowService).submit('trip', { traveller: 'bo' });
-      const list = await request(`/api${MOUNT}`, { on: prefixed });
-      expect(list.text).toContain(`href="/api${MOUNT}/tasks/${task.id}"`);
-      expect(list.text).toContain(`<form class="filters" method="get" action="/api${MOUNT}"`);
-      const page = await request(`/api${MOUNT}/tasks/${task.id}/`, { on: prefixed });
-      expect(page.text).toContain(`href="/api${MOUNT}/dead-letters"`);
-      expect((await request(`${MOUNT}`, { on: prefixed })).status).toBe(404);
-    } finally {
-      await prefixed.close();
-    }
+    const prefixed = await startDashboardApp(bed, {}, { globalPrefix: 'api' });
+    const task = await prefixed.app.get(WorkflowService).submit('trip', { traveller: 'bo' });
+    const list = await request(`/api${MOUNT}`, { on: prefixed });
+    expect(list.text).toContain(`href="/api${MOUNT}/tasks/${task.id}"`);
+    expect(list.text).toContain(`<form class="filters" method="get" action="/api${MOUNT}"`);
+    const page = await request(`/api${MOUNT}/tasks/${task.id}/`, { on: prefixed });
+    expect(page.text).toContain(`href="/api${MOUNT}/dead-letters"`);
+    expect((await request(`${MOUNT}`, { on: prefixed })).status).toBe(404);
   });
 
   it.each([

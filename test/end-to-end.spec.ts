@@ -1,10 +1,7 @@
 import { Injectable } from '@nestjs/common';
-import { Test, TestingModule } from '@nestjs/testing';
-import { TypeOrmModule } from '@nestjs/typeorm';
+import { TestingModule } from '@nestjs/testing';
 import {
   Compensate,
-  DURAFLOW_ENTITIES,
-  DuraflowModule,
   Step,
   TaskStatus,
   Workflow,
@@ -12,8 +9,7 @@ import {
   WorkflowService,
   workflow,
 } from '@duraflow/nestjs';
-import { initTestingModule, startTestApp, TEST_DURAFLOW_OPTIONS } from './support/app';
-import { createTestDatabase, TestDatabase } from './support/database';
+import { useTestBed } from './support/test-bed';
 
 @Injectable()
 class Greeter {
@@ -47,16 +43,11 @@ const sum = workflow('sum', async (ctx: WorkflowContext<{ a: number; b: number }
 });
 
 describe('a host app with a decorated and a functional workflow', () => {
-  let db: TestDatabase;
+  const bed = useTestBed();
   let app: TestingModule;
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    app = await startTestApp({ db, providers: [Greeter, GreetingWorkflow], duraflow: { workflows: [sum] } });
-  });
-  afterAll(async () => {
-    await app?.close();
-    await db?.drop();
+    app = await bed.start({ providers: [Greeter, GreetingWorkflow], duraflow: { workflows: [sum] } });
   });
 
   it('runs a decorated and a functional workflow to completion', async () => {
@@ -77,23 +68,11 @@ describe('a host app with a decorated and a functional workflow', () => {
 });
 
 describe('a host app whose schema TypeORM synchronized from DURAFLOW_ENTITIES (no migrations)', () => {
-  let db: TestDatabase;
+  const bed = useTestBed({ database: { migrate: false } });
   let app: TestingModule;
 
   beforeAll(async () => {
-    db = await createTestDatabase({ migrate: false });
-    const moduleRef = await Test.createTestingModule({
-      imports: [
-        TypeOrmModule.forRoot({ type: 'postgres', url: db.url, entities: [...DURAFLOW_ENTITIES], synchronize: true }),
-        DuraflowModule.forRoot({ ...TEST_DURAFLOW_OPTIONS, workflows: [sum] }),
-      ],
-    }).compile();
-    moduleRef.useLogger(['error', 'warn']);
-    app = await initTestingModule(moduleRef);
-  });
-  afterAll(async () => {
-    await app?.close();
-    await db?.drop();
+    app = await bed.start({ typeorm: { synchronize: true }, duraflow: { workflows: [sum] } });
   });
 
   it('runs workflows, with idempotent submits, on the synchronized tables', async () => {
@@ -104,7 +83,6 @@ describe('a host app whose schema TypeORM synchronized from DURAFLOW_ENTITIES (n
     const done = await workflows.waitFor(first.id, { timeoutMs: 5000 });
     expect(done.status).toBe(TaskStatus.COMPLETED);
     expect(done.output).toEqual({ total: 3 });
-    const { rows } = await db.client.query(`SELECT count(*)::int AS n FROM agent_tasks`);
-    expect(rows[0].n).toBe(1);
+    expect(await bed.rows.count('agent_tasks')).toBe(1);
   });
 });

@@ -1,8 +1,9 @@
 import { status } from '@grpc/grpc-js';
-import { createTestDatabase, SERVER_URL, TestDatabase } from './support/database';
+import { SERVER_URL } from './support/database';
 import { TcpProxy } from './support/tcp-proxy';
 import { CapturedLogs } from './fixtures/engine/captured-logs';
 import { http, startTestEngine } from './fixtures/engine/engine-app';
+import { useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
 import { createDuraflowClient, DuraflowClient } from './fixtures/engine/grpc-client';
 import { seedDeadLetter } from './fixtures/engine/seeded-tasks';
@@ -35,25 +36,25 @@ async function raw(engine: RunningEngine, method: string, path: string, body: st
 }
 
 describe('the engine API: one error shape, typed errors, 503 while the database is away', () => {
-  let db: TestDatabase;
+  const bed = useTestBed();
   let proxy: TcpProxy;
   let engine: RunningEngine;
   let client: DuraflowClient;
   const logs = new CapturedLogs();
 
   beforeAll(async () => {
-    db = await createTestDatabase();
     const server = new URL(SERVER_URL);
-    proxy = await TcpProxy.start({ targetHost: server.hostname, targetPort: Number(server.port || 5432) });
-    engine = await startTestEngine(proxy.proxiedUrl(db.url), { DURAFLOW_API_KEY: KEY, DURAFLOW_MAX_INPUT_BYTES: String(MAX_INPUT_BYTES) }, { logger: logs });
-    client = createDuraflowClient(engine.grpcAddress!, AUTH);
-  });
-  afterAll(async () => {
-    client?.close();
-    if (proxy && !proxy.running) await proxy.restart().catch(() => undefined);
-    await engine?.close();
-    await proxy?.teardown();
-    await db?.drop();
+    proxy = bed.closeLater(await TcpProxy.start({ targetHost: server.hostname, targetPort: Number(server.port || 5432) }), (opened) => opened.teardown());
+    // A database the test left away comes back first, so the engine closes as it would in production.
+    bed.beforeClosing(async () => {
+      if (!proxy.running) await proxy.restart().catch(() => undefined);
+    });
+    engine = await startTestEngine(
+      bed,
+      { DURAFLOW_API_KEY: KEY, DURAFLOW_MAX_INPUT_BYTES: String(MAX_INPUT_BYTES) },
+      { logger: logs, databaseUrl: proxy.proxiedUrl(bed.db.url) },
+    );
+    client = bed.closeLater(createDuraflowClient(engine.grpcAddress!, AUTH), async (opened) => opened.close());
   });
 
   const finished = (id: string) =>
@@ -81,8 +82,7 @@ describe('the engine API: one error shape, typed errors, 503 while the database 
     const refused = await http(engine, 'POST', '/tasks', { body: { workflowName: 'booking', input: inputOf(160_000) }, headers: AUTH });
     expectErrorShape(refused, 413, 'INPUT_TOO_LARGE');
     expect(refused.body.details).toEqual({ workflowName: 'booking', bytes: expect.any(Number), limit: MAX_INPUT_BYTES });
-    const { rows } = await db.client.query(`SELECT count(*)::int AS n FROM agent_tasks WHERE length(input::text) > $1`, [150_000]);
-    expect(rows[0].n).toBe(0);
+    expect(await bed.rows.count('agent_tasks', 'length(input::text) > $1', [150_000])).toBe(0);
 
     // Over gRPC too: the message limit follows the same setting.
     const grpc = await client.SubmitTask({ workflow_name: 'booking', input: JSON.stringify(inputOf(160_000)) }).catch((e) => e);
@@ -136,10 +136,10 @@ describe('the engine API: one error shape, typed errors, 503 while the database 
   });
 
   it('refuses to discard a dead letter whose task is still rolling back (409)', async () => {
-    const seeded = await seedDeadLetter(db.client);
-    await db.client.query(`UPDATE agent_tasks SET status = 'running', completed_at = NULL WHERE id = $1`, [seeded.taskId]);
+    const seeded = await seedDeadLetter(bed.db.client);
+    await bed.db.client.query(`UPDATE agent_tasks SET status = 'running', completed_at = NULL WHERE id = $1`, [seeded.taskId]);
     expectErrorShape(await http(engine, 'POST', `/dead-letters/${seeded.deadLetterId}/discard`, { headers: AUTH }), 409, 'DEAD_LETTER_TASK_ACTIVE');
-    await db.client.query(`UPDATE agent_tasks SET status = 'partial_rollback', completed_at = now() WHERE id = $1`, [seeded.taskId]);
+    await bed.db.client.query(`UPDATE agent_tasks SET status = 'partial_rollback', completed_at = now() WHERE id = $1`, [seeded.taskId]);
   });
 
   it('answers 503 DATABASE_UNAVAILABLE (UNAVAILABLE over gRPC) while the database cannot be reached, and serves again after', async () => {

@@ -1,4 +1,4 @@
-import { createTestDatabase, TestDatabase } from './support/database';
+import { useTestBed } from './support/test-bed';
 import { startTestEngine } from './fixtures/engine/engine-app';
 import { RunningEngine } from '../src/engine';
 
@@ -7,14 +7,7 @@ import { RunningEngine } from '../src/engine';
 const KEY = 'engine-key-7';
 const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
 
-let db: TestDatabase;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(async () => {
-  await db?.drop();
-});
+const bed = useTestBed();
 
 async function call(engine: RunningEngine, path: string, init: RequestInit = {}): Promise<{ status: number; text: string; headers: Headers }> {
   const response = await fetch(`${engine.httpUrl}${path}`, { redirect: 'manual', ...init });
@@ -25,11 +18,9 @@ describe('with DURAFLOW_API_KEY', () => {
   let engine: RunningEngine;
 
   beforeAll(async () => {
-    engine = await startTestEngine(db.url, { DURAFLOW_API_KEY: KEY });
+    engine = await startTestEngine(bed, { DURAFLOW_API_KEY: KEY });
   });
-  afterAll(async () => {
-    await engine?.close();
-  });
+  afterAll(() => bed.close(engine));
 
   async function signIn(): Promise<string> {
     const answer = await call(engine, '/duraflow/login', { method: 'POST', headers: FORM, body: `apiKey=${KEY}` });
@@ -80,15 +71,11 @@ describe('with DURAFLOW_API_KEY', () => {
 
 describe('without an API key', () => {
   it('serves the dashboard to anyone who reaches it, and says so on the sign-in page', async () => {
-    const engine = await startTestEngine(db.url);
-    try {
-      const page = await call(engine, '/duraflow');
-      expect(page.status).toBe(200);
-      expect(page.text).toContain('<h1>Tasks</h1>');
-      expect(page.text).not.toContain('/duraflow/login'); // no sign-in link
-      expect((await call(engine, '/duraflow/login')).text).toContain('This engine has no API key');
-    } finally {
-      await engine.close();
-    }
+    const engine = await startTestEngine(bed);
+    const page = await call(engine, '/duraflow');
+    expect(page.status).toBe(200);
+    expect(page.text).toContain('<h1>Tasks</h1>');
+    expect(page.text).not.toContain('/duraflow/login'); // no sign-in link
+    expect((await call(engine, '/duraflow/login')).text).toContain('This engine has no API key');
   });
 });

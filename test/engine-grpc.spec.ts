@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Metadata, status } from '@grpc/grpc-js';
-import { createTestDatabase, TestDatabase } from './support/database';
 import { createDuraflowClient, DuraflowClient, grpcError } from './fixtures/engine/grpc-client';
 import { startTestEngine } from './fixtures/engine/engine-app';
+import { useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
 import { seedBookedFlight, seedDeadLetter, seedLargeTasks } from './fixtures/engine/seeded-tasks';
 import { RunningEngine } from '../src/engine';
@@ -12,19 +12,13 @@ const LATER = new Date(Date.now() + 3_600_000).toISOString();
 const booking = (extra: object = {}) => JSON.stringify({ customer: 'ada', from: 'AMS', to: 'LIS', ...extra });
 
 describe('the engine gRPC API (duraflow.v1.Duraflow), with a client generated from the proto', () => {
-  let db: TestDatabase;
+  const bed = useTestBed();
   let engine: RunningEngine;
   let client: DuraflowClient;
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    engine = await startTestEngine(db.url);
-    client = createDuraflowClient(engine.grpcAddress!);
-  });
-  afterAll(async () => {
-    client?.close();
-    await engine?.close();
-    await db?.drop();
+    engine = await startTestEngine(bed);
+    client = bed.closeLater(createDuraflowClient(engine.grpcAddress!), async (opened) => opened.close());
   });
 
   const finished = (id: string) =>
@@ -115,8 +109,8 @@ describe('the engine gRPC API (duraflow.v1.Duraflow), with a client generated fr
   });
 
   it('cancels with compensate: true, which also undoes the steps that completed', async () => {
-    const plain = await seedBookedFlight(db.client, 'pending');
-    const compensated = await seedBookedFlight(db.client, 'pending');
+    const plain = await seedBookedFlight(bed.db.client, 'pending');
+    const compensated = await seedBookedFlight(bed.db.client, 'pending');
     await client.CancelTask({ id: plain.taskId });
     await client.CancelTask({ id: compensated.taskId, compensate: true });
     const undone = async (taskId: string) => (await client.GetSteps({ task_id: taskId })).steps[0].compensated_at !== '';
@@ -127,7 +121,7 @@ describe('the engine gRPC API (duraflow.v1.Duraflow), with a client generated fr
   });
 
   it('lists dead letters and retries one: the compensation runs and the task is rolled_back', async () => {
-    const seeded = await seedDeadLetter(db.client);
+    const seeded = await seedDeadLetter(bed.db.client);
     const page = await client.ListDeadLetters({ task_id: seeded.taskId });
     expect(page.dead_letters).toEqual([
       expect.objectContaining({ id: seeded.deadLetterId, task_id: seeded.taskId, step_id: seeded.stepId, retry_count: 0 }),
@@ -156,7 +150,7 @@ describe('the engine gRPC API (duraflow.v1.Duraflow), with a client generated fr
       ['book-hotel', true],
       ['book-car', true],
     ]);
-    const { rows } = await db.client.query(
+    const { rows } = await bed.db.client.query(
       `SELECT max(octet_length(output::text)) AS largest FROM (
          SELECT output FROM step_runs UNION ALL SELECT output FROM agent_tasks) outputs`,
     );
@@ -164,7 +158,7 @@ describe('the engine gRPC API (duraflow.v1.Duraflow), with a client generated fr
   });
 
   it('pages ListTasks over tasks of a megabyte each within what a default client receives (4 MiB)', async () => {
-    const ids = await seedLargeTasks(db.client, 'grpc-bulk', 6, 500_000);
+    const ids = await seedLargeTasks(bed.db.client, 'grpc-bulk', 6, 500_000);
 
     const listed: string[] = [];
     let cursor = '';
@@ -231,26 +225,26 @@ describe('the engine gRPC API (duraflow.v1.Duraflow), with a client generated fr
     });
 
     it('input nested 3,000 and 5,000 levels deep: INVALID_ARGUMENT with error-code INVALID_INPUT, nothing written', async () => {
-      const before = (await db.client.query(`SELECT count(*)::int AS n FROM agent_tasks`)).rows[0].n;
+      const before = await bed.rows.count('agent_tasks');
       for (const depth of [3_000, 5_000]) {
         const input = `{"customer":"ada","from":"AMS","to":"LIS","notes":${'['.repeat(depth)}${']'.repeat(depth)}}`;
         const error = await client.SubmitTask({ workflow_name: 'booking', input }).catch((e) => e);
         expect(error).toEqual(grpcError(status.INVALID_ARGUMENT, /notes.*must not nest objects and arrays deeper than 100 levels/));
         expect(error.metadata.get('error-code')).toEqual(['INVALID_INPUT']);
       }
-      expect((await db.client.query(`SELECT count(*)::int AS n FROM agent_tasks`)).rows[0].n).toBe(before);
+      expect(await bed.rows.count('agent_tasks')).toBe(before);
     });
 
     it('unknown dead letter: NOT_FOUND; one whose compensation is not registered: FAILED_PRECONDITION', async () => {
       await expect(client.RetryDeadLetter({ id: MISSING_ID })).rejects.toEqual(grpcError(status.NOT_FOUND, /No dead letter/));
-      const orphan = await seedDeadLetter(db.client, 'booking.compensations.gone');
+      const orphan = await seedDeadLetter(bed.db.client, 'booking.compensations.gone');
       await expect(client.RetryDeadLetter({ id: orphan.deadLetterId })).rejects.toEqual(
         grpcError(status.FAILED_PRECONDITION, /booking\.compensations\.gone/),
       );
     });
 
     it('a call without the API key, when one is set: UNAUTHENTICATED', async () => {
-      const keyed = await startTestEngine(db.url, { DURAFLOW_API_KEY: 'grpc-secret' });
+      const keyed = await startTestEngine(bed, { DURAFLOW_API_KEY: 'grpc-secret' });
       const anonymous = createDuraflowClient(keyed.grpcAddress!);
       const wrong = createDuraflowClient(keyed.grpcAddress!, { 'x-api-key': 'guess' });
       const authorised = createDuraflowClient(keyed.grpcAddress!, { 'x-api-key': 'grpc-secret' });
@@ -263,7 +257,6 @@ describe('the engine gRPC API (duraflow.v1.Duraflow), with a client generated fr
         await expect(authorised.GetTask({ id: MISSING_ID })).rejects.toEqual(grpcError(status.NOT_FOUND));
       } finally {
         for (const c of [anonymous, wrong, authorised]) c.close();
-        await keyed.close();
       }
     });
   });

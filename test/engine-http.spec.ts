@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { DURAFLOW_MODULE_OPTIONS, DuraflowModuleOptions, REAPER_INTERVAL_NAME, WorkerService } from '@duraflow/nestjs';
-import { createTestDatabase, TestDatabase } from './support/database';
 import { RedisServer, SHARED_REDIS_URL } from './support/redis-server';
 import { http, startTestEngine } from './fixtures/engine/engine-app';
+import { useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
 import { seedBookedFlight, seedDeadLetter, seedLargeTasks } from './fixtures/engine/seeded-tasks';
 import { INestApplication } from '@nestjs/common';
@@ -16,24 +16,15 @@ const MISSING_ID = '00000000-0000-4000-8000-000000000000';
 const LATER = new Date(Date.now() + 3_600_000).toISOString();
 const BOOKING = { customer: 'ada', from: 'AMS', to: 'LIS' };
 
-let db: TestDatabase;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(async () => {
-  await db?.drop();
-});
+const bed = useTestBed();
 
 describe('the engine HTTP API', () => {
   let engine: RunningEngine;
 
   beforeAll(async () => {
-    engine = await startTestEngine(db.url);
+    engine = await startTestEngine(bed);
   });
-  afterAll(async () => {
-    await engine?.close();
-  });
+  afterAll(() => bed.close(engine));
 
   const finished = (id: string) =>
     eventually(`task ${id} has ended`, async () => (await http(engine, 'GET', `/tasks/${id}`)).body, {
@@ -79,11 +70,11 @@ describe('the engine HTTP API', () => {
     it('answers 409 IDEMPOTENCY_KEY_CONFLICT to a key reused with another input, and writes nothing', async () => {
       const body = { workflowName: 'booking', input: BOOKING, scheduledAt: LATER, idempotencyKey: 'http-conflict' };
       const first = await http(engine, 'POST', '/tasks', { body });
-      const before = (await db.client.query(`SELECT count(*)::int AS n FROM agent_tasks`)).rows[0].n;
+      const before = await bed.rows.count('agent_tasks');
       const conflict = await http(engine, 'POST', '/tasks', { body: { ...body, input: { ...BOOKING, customer: 'someone-else' } } });
       expect(conflict.status).toBe(409);
       expect(conflict.body).toMatchObject({ statusCode: 409, code: 'IDEMPOTENCY_KEY_CONFLICT', details: expect.objectContaining({ taskId: first.body.id }) });
-      expect((await db.client.query(`SELECT count(*)::int AS n FROM agent_tasks`)).rows[0].n).toBe(before);
+      expect(await bed.rows.count('agent_tasks')).toBe(before);
     });
 
     it('answers 404 for an unknown workflow', async () => {
@@ -180,9 +171,9 @@ describe('the engine HTTP API', () => {
     });
 
     it('undoes the completed steps with compensate: true, in the body or the query', async () => {
-      const plain = await seedBookedFlight(db.client, 'pending');
-      const byBody = await seedBookedFlight(db.client, 'pending');
-      const byQuery = await seedBookedFlight(db.client, 'pending');
+      const plain = await seedBookedFlight(bed.db.client, 'pending');
+      const byBody = await seedBookedFlight(bed.db.client, 'pending');
+      const byQuery = await seedBookedFlight(bed.db.client, 'pending');
       await http(engine, 'POST', `/tasks/${plain.taskId}/cancel?compensate=false`);
       await http(engine, 'POST', `/tasks/${byBody.taskId}/cancel`, { body: { compensate: true } });
       await http(engine, 'POST', `/tasks/${byQuery.taskId}/cancel?compensate=true`);
@@ -197,7 +188,7 @@ describe('the engine HTTP API', () => {
 
   describe('dead letters', () => {
     it('GET /dead-letters lists them by taskId; POST /dead-letters/:id/retry runs the compensation again', async () => {
-      const seeded = await seedDeadLetter(db.client);
+      const seeded = await seedDeadLetter(bed.db.client);
       const listed = await http(engine, 'GET', `/dead-letters?taskId=${seeded.taskId}&limit=10`);
       expect(listed.status).toBe(200);
       expect(listed.body).toEqual({
@@ -214,7 +205,7 @@ describe('the engine HTTP API', () => {
       const unknown = await http(engine, 'POST', `/dead-letters/${MISSING_ID}/retry`);
       expect(unknown.status).toBe(404);
       expect(unknown.body.code).toBe('DEAD_LETTER_NOT_FOUND');
-      const orphan = await seedDeadLetter(db.client, 'booking.compensations.gone');
+      const orphan = await seedDeadLetter(bed.db.client, 'booking.compensations.gone');
       const conflict = await http(engine, 'POST', `/dead-letters/${orphan.deadLetterId}/retry`);
       expect(conflict.status).toBe(409);
       expect(conflict.body.message).toMatch(/booking\.compensations\.gone/);
@@ -242,8 +233,6 @@ describe('the engine HTTP API', () => {
       return written.join('');
     }
 
-    const taskCount = async () => (await db.client.query(`SELECT count(*)::int AS n FROM agent_tasks`)).rows[0].n;
-
     it('answers 400 INVALID_CURSOR to a tampered cursor whose time overflows, on /tasks and /dead-letters', async () => {
       const cursor = Buffer.from(`9999999999999999999:${randomUUID()}`).toString('base64url');
       for (const path of [`/tasks?cursor=${cursor}`, `/dead-letters?cursor=${cursor}`]) {
@@ -254,7 +243,7 @@ describe('the engine HTTP API', () => {
     });
 
     it('answers 400 to a body nested 3,000 and 5,000 levels deep, before anything recurses into it, logging nothing', async () => {
-      const before = await taskCount();
+      const before = await bed.rows.count('agent_tasks');
       const responses: Array<{ status: number; body: any }> = [];
       const logs = await logsDuring(async () => {
         for (const depth of [3_000, 5_000]) {
@@ -283,7 +272,7 @@ describe('the engine HTTP API', () => {
         });
       }
       expect(logs).toBe('');
-      expect(await taskCount()).toBe(before);
+      expect(await bed.rows.count('agent_tasks')).toBe(before);
     });
 
     it('takes an input exactly 100 levels deep, as the library does', async () => {
@@ -298,7 +287,7 @@ describe('the engine HTTP API', () => {
 
     it('answers 409 to the retry of a dead letter whose compensation_fn names another workflow’s undo, and runs nothing', async () => {
       const refunds = jest.spyOn(engine.app.get(OrderGateway), 'refund');
-      const tampered = await seedDeadLetter(db.client, 'order-processing.refundCard');
+      const tampered = await seedDeadLetter(bed.db.client, 'order-processing.refundCard');
 
       const response = await http(engine, 'POST', `/dead-letters/${tampered.deadLetterId}/retry`);
 
@@ -312,7 +301,7 @@ describe('the engine HTTP API', () => {
     });
 
     it('keeps GET /tasks?limit=1000 within 2 MiB over tasks of a megabyte each, and pages through all of them', async () => {
-      const ids = await seedLargeTasks(db.client, 'bulk-export', 6, 500_000);
+      const ids = await seedLargeTasks(bed.db.client, 'bulk-export', 6, 500_000);
 
       const listed: string[] = [];
       let cursor = '';
@@ -351,11 +340,9 @@ describe('the engine HTTP API with DURAFLOW_API_KEY and REDIS_URL set', () => {
   const KEY = 'http-secret';
 
   beforeAll(async () => {
-    engine = await startTestEngine(db.url, { DURAFLOW_API_KEY: KEY, REDIS_URL: SHARED_REDIS_URL });
+    engine = await startTestEngine(bed, { DURAFLOW_API_KEY: KEY, REDIS_URL: SHARED_REDIS_URL });
   });
-  afterAll(async () => {
-    await engine?.close();
-  });
+  afterAll(() => bed.close(engine));
 
   const routes: Array<[string, string, object?]> = [
     ['POST', '/tasks', { workflowName: 'booking', input: BOOKING }],
@@ -399,63 +386,49 @@ describe('the engine HTTP API with DURAFLOW_API_KEY and REDIS_URL set', () => {
 
 describe('GET /health while Redis is down', () => {
   it('answers 503 with Redis down and the database up; only a caller with the API key sees why', async () => {
-    const redis = await RedisServer.start();
-    const engine = await startTestEngine(db.url, { REDIS_URL: redis.url, DURAFLOW_API_KEY: 'health-secret' });
-    try {
-      expect((await http(engine, 'GET', '/health')).status).toBe(200);
-      await redis.stop();
-      const response = await http(engine, 'GET', '/health');
-      expect(response.body).toEqual({
-        statusCode: 503,
-        code: 'UNHEALTHY',
-        message: 'Unhealthy: redis is down.',
-        details: { database: { status: 'up' }, redis: { status: 'down' } },
-      });
-      for (const headers of [{ 'x-api-key': 'guess' }, { authorization: 'Bearer guess' }] as Array<Record<string, string>>) {
-        expect((await http(engine, 'GET', '/health', { headers })).body.details.redis).toEqual({ status: 'down' });
-      }
-      const keyed = await http(engine, 'GET', '/health', { headers: { 'x-api-key': 'health-secret' } });
-      expect(keyed.status).toBe(503);
-      expect(keyed.body.details.redis).toEqual({ status: 'down', message: expect.any(String) });
-    } finally {
-      await engine.close();
-      await redis.teardown();
+    const redis = bed.closeLater(await RedisServer.start(), (server) => server.teardown());
+    const engine = await startTestEngine(bed, { REDIS_URL: redis.url, DURAFLOW_API_KEY: 'health-secret' });
+    expect((await http(engine, 'GET', '/health')).status).toBe(200);
+    await redis.stop();
+    const response = await http(engine, 'GET', '/health');
+    expect(response.body).toEqual({
+      statusCode: 503,
+      code: 'UNHEALTHY',
+      message: 'Unhealthy: redis is down.',
+      details: { database: { status: 'up' }, redis: { status: 'down' } },
+    });
+    for (const headers of [{ 'x-api-key': 'guess' }, { authorization: 'Bearer guess' }] as Array<Record<string, string>>) {
+      expect((await http(engine, 'GET', '/health', { headers })).body.details.redis).toEqual({ status: 'down' });
     }
+    const keyed = await http(engine, 'GET', '/health', { headers: { 'x-api-key': 'health-secret' } });
+    expect(keyed.status).toBe(503);
+    expect(keyed.body.details.redis).toEqual({ status: 'down', message: expect.any(String) });
   });
 });
 
 describe('a worker-only node (DURAFLOW_HTTP=false) and a submit-only node (DURAFLOW_WORKER=false)', () => {
   it('share the work: the submit-only node takes the task over HTTP, the worker-only node runs it', async () => {
-    const worker = await startTestEngine(db.url, { DURAFLOW_HTTP: 'false' });
-    const submitter = await startTestEngine(db.url, { DURAFLOW_WORKER: 'false' });
-    try {
-      expect(worker.httpUrl).toBeUndefined();
-      expect(worker.grpcAddress).toBeUndefined();
-      const created = await http(submitter, 'POST', '/tasks', { body: { workflowName: 'order-processing', input: { orderId: 'split' } } });
-      const done = await eventually('the worker engine completed the task', async () => (await http(submitter, 'GET', `/tasks/${created.body.id}`)).body, {
-        until: (task) => task.status === 'completed',
-      });
-      expect(done.workerId).toBe(worker.app.get(WorkerService).workerId);
-      expect(submitter.app.get(WorkerService).stats().claimed).toBe(0);
-    } finally {
-      await submitter.close();
-      await worker.close();
-    }
+    const worker = await startTestEngine(bed, { DURAFLOW_HTTP: 'false' });
+    const submitter = await startTestEngine(bed, { DURAFLOW_WORKER: 'false' });
+    expect(worker.httpUrl).toBeUndefined();
+    expect(worker.grpcAddress).toBeUndefined();
+    const created = await http(submitter, 'POST', '/tasks', { body: { workflowName: 'order-processing', input: { orderId: 'split' } } });
+    const done = await eventually('the worker engine completed the task', async () => (await http(submitter, 'GET', `/tasks/${created.body.id}`)).body, {
+      until: (task) => task.status === 'completed',
+    });
+    expect(done.workerId).toBe(worker.app.get(WorkerService).workerId);
+    expect(submitter.app.get(WorkerService).stats().claimed).toBe(0);
   });
 });
 
 describe('where the API listens (HOST)', () => {
   async function listening(env: Record<string, string>) {
     const logs = new CapturedLogs();
-    const engine = await startTestEngine(db.url, { DURAFLOW_WORKER: 'false', ...env }, { logger: logs });
-    try {
-      const { address, port } = (engine.app as INestApplication).getHttpServer().address() as AddressInfo;
-      const line = logs.lines.find((l) => l.includes('Duraflow engine listening'));
-      const warned = logs.lines.some((l) => /^WARN \[Engine\] HOST=.* reachable from other machines and DURAFLOW_API_KEY is not set/.test(l));
-      return { address, line, warned, port, grpcPort: engine.config.grpcPort };
-    } finally {
-      await engine.close();
-    }
+    const engine = await startTestEngine(bed, { DURAFLOW_WORKER: 'false', ...env }, { logger: logs });
+    const { address, port } = (engine.app as INestApplication).getHttpServer().address() as AddressInfo;
+    const line = logs.lines.find((l) => l.includes('Duraflow engine listening'));
+    const warned = logs.lines.some((l) => /^WARN \[Engine\] HOST=.* reachable from other machines and DURAFLOW_API_KEY is not set/.test(l));
+    return { address, line, warned, port, grpcPort: engine.config.grpcPort };
   }
 
   it('binds to 127.0.0.1 by default without an API key, and says so', async () => {

@@ -1,13 +1,10 @@
-import { Body, Controller, Get, INestApplication, Param, Post, Type, UseFilters } from '@nestjs/common';
+import { Body, Controller, Get, Param, Post, Type, UseFilters } from '@nestjs/common';
 import { APP_FILTER, HttpAdapterHost } from '@nestjs/core';
 import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-host';
-import { Test } from '@nestjs/testing';
-import { TypeOrmModule } from '@nestjs/typeorm';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import { IsInt, IsString, Min } from 'class-validator';
 import { firstValueFrom, isObservable, Observable } from 'rxjs';
 import {
-  DURAFLOW_ENTITIES,
   DuraflowError,
   DuraflowExceptionFilter,
   duraflowErrorStatus,
@@ -18,7 +15,7 @@ import {
   workflow,
   WorkflowService,
 } from '@duraflow/nestjs';
-import { createTestDatabase, TestDatabase } from './support/database';
+import { useTestBed } from './support/test-bed';
 
 class OrderInput {
   @IsString()
@@ -94,39 +91,29 @@ class ScopedController {
 const MISSING = '00000000-0000-4000-8000-000000000000';
 
 describe('DuraflowExceptionFilter in a Nest HTTP app', () => {
-  let db: TestDatabase;
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-  });
-  afterAll(async () => {
-    await db?.drop();
-  });
+  const bed = useTestBed();
 
   /** A host app on the test database: the filter registered by `register`, listening on a free port. */
   async function startHostApp(register: 'APP_FILTER' | 'useGlobalFilters' | 'new without HttpAdapterHost' | 'none', controllers: Type[] = [OrdersController]) {
-    const moduleRef = await Test.createTestingModule({
-      imports: [
-        TypeOrmModule.forRoot({ type: 'postgres', url: db.url, entities: [...DURAFLOW_ENTITIES] }),
-        DuraflowModule.forRoot({ workflows: [orders], worker: { enabled: false } }),
-      ],
+    const host = await bed.serve({
+      duraflowModule: DuraflowModule.forRoot({ workflows: [orders], worker: { enabled: false } }),
       controllers,
       providers: register === 'APP_FILTER' ? [{ provide: APP_FILTER, useClass: DuraflowExceptionFilter }] : [],
-    }).compile();
-    const app: INestApplication = moduleRef.createNestApplication({ logger: false });
-    if (register === 'useGlobalFilters') app.useGlobalFilters(new DuraflowExceptionFilter(app.get(HttpAdapterHost)));
-    if (register === 'new without HttpAdapterHost') app.useGlobalFilters(new DuraflowExceptionFilter());
-    await app.listen(0, '127.0.0.1');
-    const url = await app.getUrl();
+      logger: false,
+      configure: (app) => {
+        if (register === 'useGlobalFilters') app.useGlobalFilters(new DuraflowExceptionFilter(app.get(HttpAdapterHost)));
+        if (register === 'new without HttpAdapterHost') app.useGlobalFilters(new DuraflowExceptionFilter());
+      },
+    });
     const call = async (method: string, path: string, body?: unknown) => {
-      const response = await fetch(`${url.replace('[::1]', '127.0.0.1')}${path}`, {
+      const response = await fetch(`${host.url}${path}`, {
         method,
         headers: body === undefined ? {} : { 'content-type': 'application/json' },
         body: body === undefined ? undefined : JSON.stringify(body),
       });
       return { status: response.status, text: await response.text() };
     };
-    return { app, call };
+    return Object.assign(host, { call });
   }
 
   describe.each(['APP_FILTER', 'useGlobalFilters', 'new without HttpAdapterHost'] as const)('registered with %s', (register) => {
@@ -135,9 +122,7 @@ describe('DuraflowExceptionFilter in a Nest HTTP app', () => {
     beforeAll(async () => {
       host = await startHostApp(register);
     });
-    afterAll(async () => {
-      await host?.app.close();
-    });
+    afterAll(() => bed.close(host));
 
     it('answers an unknown workflow 404 with { statusCode, code, message, details } and nothing else', async () => {
       const response = await host.call('POST', '/tasks', { workflowName: 'nope', input: {} });
@@ -202,14 +187,10 @@ describe('DuraflowExceptionFilter in a Nest HTTP app', () => {
 
   it('works as @UseFilters(DuraflowExceptionFilter) on one controller, and only there', async () => {
     const host = await startHostApp('none', [ScopedController, OrdersController]);
-    try {
-      const scoped = await host.call('POST', '/scoped', { workflowName: 'nope', input: {} });
-      expect([scoped.status, JSON.parse(scoped.text).code]).toEqual([404, 'UNKNOWN_WORKFLOW']);
-      const unfiltered = await host.call('POST', '/tasks', { workflowName: 'nope', input: {} });
-      expect([unfiltered.status, JSON.parse(unfiltered.text)]).toEqual([500, { statusCode: 500, message: 'Internal server error' }]);
-    } finally {
-      await host.app.close();
-    }
+    const scoped = await host.call('POST', '/scoped', { workflowName: 'nope', input: {} });
+    expect([scoped.status, JSON.parse(scoped.text).code]).toEqual([404, 'UNKNOWN_WORKFLOW']);
+    const unfiltered = await host.call('POST', '/tasks', { workflowName: 'nope', input: {} });
+    expect([unfiltered.status, JSON.parse(unfiltered.text)]).toEqual([500, { statusCode: 500, message: 'Internal server error' }]);
   });
 
   it('passes the error on to an RPC handler as { code, message } with the gRPC status code', async () => {

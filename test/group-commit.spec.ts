@@ -4,7 +4,7 @@ import { CheckpointBatcher } from '../libs/duraflow/src/execution/checkpoint-bat
 import { CompletedStep, StepStore } from '../libs/duraflow/src/persistence/step.store';
 import { DuraflowDatabase } from '../libs/duraflow/src/persistence/duraflow-database';
 import { TaskStore } from '../libs/duraflow/src/persistence/task.store';
-import { TestBed } from './fixtures/worker/test-bed';
+import { useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
 
 /*
@@ -14,10 +14,7 @@ import { eventually } from './support/waiting';
  * already exists does not fail the other runs' steps of the same batch.
  */
 describe('Group commit', () => {
-  const bed = new TestBed();
-
-  beforeEach(() => bed.setUp());
-  afterEach(() => bed.tearDown());
+  const bed = useTestBed({ databasePerTest: true });
 
   /** A running task claimed with `token`, written past the library. */
   async function runningTask(token: string): Promise<string> {
@@ -42,7 +39,7 @@ describe('Group commit', () => {
     };
   }
 
-  async function stepRows(): Promise<Array<{ task_id: string; step_key: string; output: unknown; completion_seq: number }>> {
+  async function completedStepsOfEveryTask(): Promise<Array<{ task_id: string; step_key: string; output: unknown; completion_seq: number }>> {
     const { rows } = await bed.db.client.query(
       `SELECT task_id, step_key, output, completion_seq FROM step_runs WHERE status = 'completed' ORDER BY task_id, step_key`,
     );
@@ -66,7 +63,7 @@ describe('Group commit', () => {
       ]);
 
       expect(written).toEqual([true, false, true, true]);
-      const rows = await stepRows();
+      const rows = await completedStepsOfEveryTask();
       expect(rows).toHaveLength(3);
       expect(rows).toEqual(
         expect.arrayContaining([
@@ -95,7 +92,7 @@ describe('Group commit', () => {
       ]);
 
       expect(written).toEqual([false, false, true]);
-      expect(await stepRows()).toEqual([{ task_id: task, step_key: 'y', output: 'from the new run', completion_seq: 1 }]);
+      expect(await completedStepsOfEveryTask()).toEqual([{ task_id: task, step_key: 'y', output: 'from the new run', completion_seq: 1 }]);
     });
   });
 
@@ -103,7 +100,7 @@ describe('Group commit', () => {
     it('commits without waiting for its WAL flush, and leaves synchronous_commit and the planner settings as they were for everything else', async () => {
       const app = await bed.start({ duraflow: { worker: { enabled: false } } });
       const db = app.get(DuraflowDatabase, { strict: false });
-      for (let i = 0; i < 4; i++) await bed.insertTaskRow('claimed', { i });
+      for (let i = 0; i < 4; i++) await bed.rows.insertTask('claimed', { i });
 
       const inside = await db.transaction(async (executor) => {
         const claimed = await new TaskStore(executor as DuraflowDatabase).claimTasks('w', ['claimed'], 2);
@@ -120,7 +117,7 @@ describe('Group commit', () => {
         ),
       );
       expect(settings.map(({ rows }) => rows[0])).toEqual(Array(10).fill({ sync: 'on', sort: 'on', seqscan: 'on' }));
-      expect(await bed.countByStatus()).toEqual({ running: 4 });
+      expect(await bed.rows.countByStatus()).toEqual({ running: 4 });
     });
   });
 
@@ -143,7 +140,7 @@ describe('Group commit', () => {
 
       expect(results).toEqual([true, true, true, true, true, true]);
       expect(batches).toEqual([1, 5]);
-      expect((await stepRows()).map((row) => row.output).sort()).toEqual([0, 1, 2, 3, 4, 5]);
+      expect((await completedStepsOfEveryTask()).map((row) => row.output).sort()).toEqual([0, 1, 2, 3, 4, 5]);
     });
 
     it('writes the other steps of a batch when one of its rows already exists, and that one is not overwritten', async () => {
@@ -164,7 +161,7 @@ describe('Group commit', () => {
       ]);
 
       expect(results).toEqual([true, false, true]);
-      expect(await stepRows()).toEqual(
+      expect(await completedStepsOfEveryTask()).toEqual(
         [
           { task_id: first, step_key: 's', output: 'first', completion_seq: 1 },
           { task_id: twice, step_key: 's', output: 'kept', completion_seq: 1 },

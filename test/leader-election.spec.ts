@@ -12,7 +12,8 @@ import {
   RedisLeaderElectionOptions,
 } from '@duraflow/nestjs/leader';
 import { SWC_REGISTER } from './support/child-process';
-import { createTestDatabase, terminateBackends, TestDatabase } from './support/database';
+import { terminateBackends } from './support/database';
+import { useTestBed } from './support/test-bed';
 import { RedisServer, SHARED_REDIS_URL } from './support/redis-server';
 import { eventually, sleep } from './support/waiting';
 
@@ -348,17 +349,12 @@ describe('Reaper leader election', () => {
   });
 
   describe('on PostgreSQL (no Redis)', () => {
-    let db: TestDatabase;
-
-    beforeAll(async () => {
-      db = await createTestDatabase({ migrate: false });
-    });
-    afterAll(() => db.drop());
+    const bed = useTestBed({ database: { migrate: false } });
 
     function postgresNode(
       key: string,
       logger = new RecordingLogger(),
-      createClient = () => new Client({ connectionString: db.url }),
+      createClient = () => new Client({ connectionString: bed.db.url }),
     ): PostgresLeaderElection {
       const node = new PostgresLeaderElection({ key, createClient, logger });
       opened.push(node);
@@ -368,7 +364,7 @@ describe('Reaper leader election', () => {
     /** The backends holding this node's advisory lock (a bigint key shows as classid/objid halves). */
     async function lockHolders(node: PostgresLeaderElection): Promise<number[]> {
       const id = BigInt.asUintN(64, BigInt(node.lockId));
-      const { rows } = await db.client.query<{ pid: number }>(
+      const { rows } = await bed.db.client.query<{ pid: number }>(
         `SELECT pid FROM pg_locks
           WHERE locktype = 'advisory' AND granted AND objsubid = 1
             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
@@ -418,7 +414,7 @@ describe('Reaper leader election', () => {
       expect(await other.tick()).toBe(false);
       const oldPid = terminated.backendPid!;
 
-      expect(await terminateBackends(db.client, [oldPid], 5000)).toEqual([oldPid]);
+      expect(await terminateBackends(bed.db.client, [oldPid], 5000)).toEqual([oldPid]);
 
       expect(await terminated.tick()).toBe(false);
       expect(terminated.isLeader()).toBe(false);
@@ -440,9 +436,9 @@ describe('Reaper leader election', () => {
       const key = uniqueKey();
       const logger = new RecordingLogger();
       let reachable = false;
-      const unreachableUrl = new URL(db.url);
+      const unreachableUrl = new URL(bed.db.url);
       unreachableUrl.port = '1';
-      const node = postgresNode(key, logger, () => new Client({ connectionString: reachable ? db.url : unreachableUrl.toString() }));
+      const node = postgresNode(key, logger, () => new Client({ connectionString: reachable ? bed.db.url : unreachableUrl.toString() }));
 
       for (let attempt = 0; attempt < 3; attempt++) {
         expect(await node.tick()).toBe(false);

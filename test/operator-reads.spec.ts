@@ -1,7 +1,6 @@
 import { TestingModule } from '@nestjs/testing';
 import { InvalidListOptionsError, SagaService, TaskStatus, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
-import { startTestApp } from './support/app';
-import { createTestDatabase, TestDatabase } from './support/database';
+import { useTestBed } from './support/test-bed';
 import { FAST_BACKOFF } from './fixtures/saga/workflows';
 
 /** The reads an operator's view needs: counts, a time range, step previews, one step, progress. */
@@ -35,23 +34,18 @@ const failing = workflow(
   },
 );
 
-let db: TestDatabase;
+const bed = useTestBed();
 let app: TestingModule;
 let workflows: WorkflowService;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  app = await startTestApp({ db, duraflow: { workflows: [bigSteps, failing] } });
+  app = await bed.start({ duraflow: { workflows: [bigSteps, failing] } });
   workflows = app.get(WorkflowService);
-});
-afterAll(async () => {
-  await app?.close();
-  await db?.drop();
 });
 
 /** A task row of `workflowName` in `status`, created at `createdAt`, written past the library. */
 async function seedTask(workflowName: string, status: TaskStatus, createdAt: string): Promise<string> {
-  const { rows } = await db.client.query(
+  const { rows } = await bed.db.client.query(
     `INSERT INTO agent_tasks (workflow_name, status, created_at, scheduled_at) VALUES ($1, $2, $3, now() + interval '1 hour') RETURNING id`,
     [workflowName, status, createdAt],
   );
@@ -165,7 +159,7 @@ describe('getProgress', () => {
       deadLetters: { open: 0, retries: 0 },
     });
 
-    await db.client.query(`UPDATE agent_tasks SET scheduled_at = now() WHERE id = $1`, [task.id]); // the worker polls every 50 ms
+    await bed.db.client.query(`UPDATE agent_tasks SET scheduled_at = now() WHERE id = $1`, [task.id]); // the worker polls every 50 ms
     expect((await workflows.waitFor(task.id)).status).toBe(TaskStatus.PARTIAL_ROLLBACK);
     const failed = await workflows.getProgress(task.id);
     expect(failed).toMatchObject({

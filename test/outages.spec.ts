@@ -14,8 +14,8 @@ import {
 } from '@duraflow/nestjs';
 import { StepBarrier } from './fixtures/worker/barrier';
 import { eventually, sleep } from './support/waiting';
-import { startTestApp } from './support/app';
-import { createTestDatabase, SERVER_URL, terminateBackends, TestDatabase } from './support/database';
+import { SERVER_URL, terminateBackends, TestDatabase } from './support/database';
+import { useTestBed } from './support/test-bed';
 import { RedisServer } from './support/redis-server';
 import { TcpProxy } from './support/tcp-proxy';
 
@@ -115,47 +115,34 @@ function watchProcessErrors(): { seen: string[]; dispose(): void } {
 }
 
 describe('Outages (semantics 10)', () => {
-  let db: TestDatabase | undefined;
+  const bed = useTestBed({ databasePerTest: true });
   let proxy: TcpProxy | undefined;
   let redisServer: RedisServer | undefined;
-  const apps: TestingModule[] = [];
   let processErrors: ReturnType<typeof watchProcessErrors>;
 
   beforeEach(async () => {
     processErrors = watchProcessErrors();
-    db = await createTestDatabase();
-    await db.client.query(
+    proxy = undefined;
+    redisServer = undefined;
+    // Whatever the test left down comes back first, so the apps close as they would in production.
+    bed.beforeClosing(async () => {
+      if (proxy && !proxy.running) await proxy.restart().catch(() => undefined);
+      if (redisServer && !redisServer.running) await redisServer.restart().catch(() => undefined);
+    });
+    await bed.db.client.query(
       `CREATE TABLE outage_effects (id BIGSERIAL PRIMARY KEY, task_id UUID NOT NULL, step_key TEXT NOT NULL, token UUID NOT NULL)`,
     );
   });
 
-  afterEach(async () => {
-    try {
-      // Whatever the test left down comes back first, so the apps close as they would in production.
-      if (proxy && !proxy.running) await proxy.restart().catch(() => undefined);
-      if (redisServer && !redisServer.running) await redisServer.restart().catch(() => undefined);
-      for (const app of apps.splice(0).reverse()) await app.close().catch(() => undefined);
-    } finally {
-      await proxy?.teardown();
-      proxy = undefined;
-      await redisServer?.teardown();
-      redisServer = undefined;
-      await db?.drop();
-      db = undefined;
-      processErrors.dispose();
-    }
-    // A crash of the host app would show here (closing included).
+  afterEach(() => {
+    processErrors.dispose();
+    // A crash of the host app would show here (the bed has closed everything by now).
     expect(processErrors.seen).toEqual([]);
   });
 
-  async function startApp(url: string, duraflow: DuraflowModuleOptions): Promise<TestingModule> {
-    const app = await startTestApp({
-      db: { ...db!, url },
-      imports: [ScheduleModule.forRoot()],
-      duraflow,
-    });
-    apps.push(app);
-    return app;
+  /** An app (with ScheduleModule, as a host has it) connecting through `url`. */
+  function startApp(url: string, duraflow: DuraflowModuleOptions): Promise<TestingModule> {
+    return bed.start({ databaseUrl: url, imports: [ScheduleModule.forRoot()], duraflow });
   }
 
   async function submitAll(workflows: WorkflowService, inputs: OutageInput[], priority = 0): Promise<string[]> {
@@ -168,20 +155,12 @@ describe('Outages (semantics 10)', () => {
     return Array.from({ length: count }, (_, i) => ({ n: from + i, wave }));
   }
 
-  /** agent_tasks by status, read on the test's own connection (the truth, whatever the app can reach). */
-  async function countByStatus(): Promise<Record<string, number>> {
-    const { rows } = await db!.client.query<{ status: string; n: number }>(
-      `SELECT status, count(*)::int AS n FROM agent_tasks GROUP BY status ORDER BY status`,
-    );
-    return Object.fromEntries(rows.map((row) => [row.status, row.n]));
-  }
-
   async function waitForCompleted(total: number): Promise<void> {
     let last: Record<string, number> = {};
     await eventually(
       `all ${total} tasks are completed`,
       async () => {
-        last = await countByStatus();
+        last = await bed.rows.countByStatus();
         return last[TaskStatus.COMPLETED] === total;
       },
       { timeoutMs: EVENTUALLY_MS },
@@ -203,7 +182,7 @@ describe('Outages (semantics 10)', () => {
 
   /** The tasks whose step `a` is checkpointed (they ran up to step `b`). */
   async function tasksPastStepA(): Promise<string[]> {
-    const { rows } = await db!.client.query<{ task_id: string }>(
+    const { rows } = await bed.db.client.query<{ task_id: string }>(
       `SELECT task_id FROM step_runs WHERE step_key = 'a' AND status = 'completed' ORDER BY task_id`,
     );
     return rows.map((row) => row.task_id);
@@ -218,15 +197,15 @@ describe('Outages (semantics 10)', () => {
    */
   async function checkRuns(ids: string[], exactlyOnce: 'all' | Set<string>): Promise<string[]> {
     const problems: string[] = [];
-    const tasks = await db!.client.query<{ id: string; status: string; output: OutageOutput | null }>(
+    const tasks = await bed.db.client.query<{ id: string; status: string; output: OutageOutput | null }>(
       `SELECT id, status, output FROM agent_tasks WHERE id = ANY($1::uuid[])`,
       [ids],
     );
-    const steps = await db!.client.query<{ task_id: string; step_key: string; status: string; output: { token: string } | null }>(
+    const steps = await bed.db.client.query<{ task_id: string; step_key: string; status: string; output: { token: string } | null }>(
       `SELECT task_id, step_key, status, output FROM step_runs WHERE task_id = ANY($1::uuid[])`,
       [ids],
     );
-    const effects = await db!.client.query<{ task_id: string; step_key: string; token: string }>(
+    const effects = await bed.db.client.query<{ task_id: string; step_key: string; token: string }>(
       `SELECT task_id, step_key, token FROM outage_effects WHERE task_id = ANY($1::uuid[])`,
       [ids],
     );
@@ -254,18 +233,18 @@ describe('Outages (semantics 10)', () => {
   describe('PostgreSQL connections killed (pg_terminate_backend)', () => {
     /** Every backend of the test database but the test's own assertion connection: the app's pool, LISTEN and leader sessions. */
     async function terminateAppBackends(): Promise<number[]> {
-      const { rows } = await db!.client.query<{ pid: number }>(
+      const { rows } = await bed.db.client.query<{ pid: number }>(
         `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`,
-        [db!.name],
+        [bed.db.name],
       );
-      return terminateBackends(db!.client, rows.map((row) => row.pid));
+      return terminateBackends(bed.db.client, rows.map((row) => row.pid));
     }
 
     /** The backend of the app's LISTEN session, if there is one. */
     async function listenBackends(): Promise<number[]> {
-      const { rows } = await db!.client.query<{ pid: number }>(
+      const { rows } = await bed.db.client.query<{ pid: number }>(
         `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid() AND query ILIKE 'LISTEN %'`,
-        [db!.name],
+        [bed.db.name],
       );
       return rows.map((row) => row.pid);
     }
@@ -282,7 +261,7 @@ describe('Outages (semantics 10)', () => {
       const waves = [new StepBarrier(), new StepBarrier()];
       // Nothing is reaped here: a stale threshold well above a loaded machine's pauses, so a
       // run is never taken over while the suite's other files load the cores.
-      const app = await startApp(db!.url, { ...outageOptions({ staleAfterMs: 15_000 }), workflows: [outageWorkflow(db!, waves)] });
+      const app = await startApp(bed.db.url, { ...outageOptions({ staleAfterMs: 15_000 }), workflows: [outageWorkflow(bed.db, waves)] });
       const workflows = app.get(WorkflowService);
       const worker = app.get(WorkerService);
       await eventually('the worker LISTENs', async () => worker.stats().listening && (await listenBackends()).length === 1, { timeoutMs: EVENTUALLY_MS });
@@ -291,7 +270,7 @@ describe('Outages (semantics 10)', () => {
       // Wave 0 fills the pool and waits inside step b; wave 1 is queued behind it.
       const ids = [...(await submitAll(workflows, inputs(10, 0, 0), 1)), ...(await submitAll(workflows, inputs(10, 10, 1), 0))];
       await eventually('wave 0 waits in step b', () => waves[0].waiting === 10, { timeoutMs: EVENTUALLY_MS });
-      expect(await countByStatus()).toEqual({ pending: 10, running: 10 });
+      expect(await bed.rows.countByStatus()).toEqual({ pending: 10, running: 10 });
 
       const killedFirst = await terminateAppBackends();
       expect(killedFirst).toContain(firstListener);
@@ -307,10 +286,9 @@ describe('Outages (semantics 10)', () => {
       waves[1].open();
 
       await waitForCompleted(20);
-      expect(await countByStatus()).toEqual({ completed: 20 });
+      expect(await bed.rows.countByStatus()).toEqual({ completed: 20 });
       // No run was taken over by the reaper (a re-run after a reap may repeat an unrecorded step).
-      const { rows: reaped } = await db!.client.query(`SELECT count(*)::int AS n FROM agent_tasks WHERE retry_count > 0`);
-      expect(reaped[0].n).toBe(0);
+      expect(await bed.rows.count('agent_tasks', 'retry_count > 0')).toBe(0);
       // Every run waited for the kill at a barrier, so no write was cut off mid-flight: nothing ran twice.
       expect(await checkRuns(ids, 'all')).toEqual([]);
       await waitForWorkerCount(worker, 20);
@@ -329,11 +307,12 @@ describe('Outages (semantics 10)', () => {
      * more tasks are submitted. Returns what the variants check further.
      */
     async function runThroughOutage(options: { staleAfterMs: number; outage: (worker: WorkerService) => Promise<unknown> }) {
-      proxy = await TcpProxy.start({ targetHost: new URL(SERVER_URL).hostname, targetPort: Number(new URL(SERVER_URL).port || 5432) });
+      const server = new URL(SERVER_URL);
+      proxy = bed.closeLater(await TcpProxy.start({ targetHost: server.hostname, targetPort: Number(server.port || 5432) }), (opened) => opened.teardown());
       const barrier = new StepBarrier();
-      const app = await startApp(proxy.proxiedUrl(db!.url), {
+      const app = await startApp(proxy.proxiedUrl(bed.db.url), {
         ...outageOptions({ staleAfterMs: options.staleAfterMs }),
-        workflows: [outageWorkflow(db!, [barrier])],
+        workflows: [outageWorkflow(bed.db, [barrier])],
       });
       const workflows = app.get(WorkflowService);
       const worker = app.get(WorkerService);
@@ -342,7 +321,7 @@ describe('Outages (semantics 10)', () => {
       await eventually('10 runs wait in step b', () => barrier.waiting === 10, { timeoutMs: EVENTUALLY_MS });
       const inFlight = await tasksPastStepA();
       expect(inFlight).toHaveLength(10);
-      expect(await countByStatus()).toEqual({ pending: 10, running: 10 });
+      expect(await bed.rows.countByStatus()).toEqual({ pending: 10, running: 10 });
 
       await proxy.stop();
 
@@ -355,7 +334,7 @@ describe('Outages (semantics 10)', () => {
       await eventually('the runs passed the barrier', () => barrier.inFlight === 0, { timeoutMs: EVENTUALLY_MS });
       await options.outage(worker);
       // The database saw nothing of it: the app really was cut off.
-      expect(await countByStatus()).toEqual({ pending: 10, running: 10 });
+      expect(await bed.rows.countByStatus()).toEqual({ pending: 10, running: 10 });
       expect(worker.stats().state).toBe('running');
 
       await proxy.restart();
@@ -363,14 +342,14 @@ describe('Outages (semantics 10)', () => {
       // The worker claims again: tasks submitted after the outage complete.
       const after = await submitAll(workflows, inputs(5, 100));
       await waitForCompleted(25);
-      const { rows: half } = await db!.client.query(`SELECT id FROM agent_tasks WHERE (input->>'n')::int = -1`);
+      const { rows: half } = await bed.db.client.query(`SELECT id FROM agent_tasks WHERE (input->>'n')::int = -1`);
       expect(half).toEqual([]);
-      expect(await countByStatus()).toEqual({ completed: 25 });
+      expect(await bed.rows.countByStatus()).toEqual({ completed: 25 });
       await eventually('the worker LISTENs again', () => worker.stats().listening, { timeoutMs: EVENTUALLY_MS });
       expect(worker.stats().state).toBe('running');
       for (const id of [...batch, ...after]) expect((await workflows.get(id))?.status).toBe(TaskStatus.COMPLETED);
 
-      const { rows: retries } = await db!.client.query<{ id: string; retry_count: number }>(
+      const { rows: retries } = await bed.db.client.query<{ id: string; retry_count: number }>(
         `SELECT id, COALESCE(retry_count, 0) AS retry_count FROM agent_tasks`,
       );
       return { ids: [...batch, ...after], inFlight, worker, retries: new Map(retries.map((row) => [row.id, row.retry_count])) };
@@ -409,13 +388,13 @@ describe('Outages (semantics 10)', () => {
 
   describe('Redis unreachable', () => {
     it('loses the reaper leadership while Redis is away, keeps running tasks, and leads and reaps again once it is back', async () => {
-      redisServer = await RedisServer.start();
+      redisServer = bed.closeLater(await RedisServer.start(), (opened) => opened.teardown());
       const leaderKey = `duraflow:test:outage:${randomUUID()}`;
       const barrier = new StepBarrier();
       barrier.open();
-      const app = await startApp(db!.url, {
+      const app = await startApp(bed.db.url, {
         ...outageOptions({ redis: { url: redisServer.url }, leaderKey }),
-        workflows: [outageWorkflow(db!, [barrier])],
+        workflows: [outageWorkflow(bed.db, [barrier])],
       });
       const workflows = app.get(WorkflowService);
       const worker = app.get(WorkerService);
@@ -438,7 +417,7 @@ describe('Outages (semantics 10)', () => {
       for (const id of during) expect((await workflows.waitFor(id, { timeoutMs: EVENTUALLY_MS })).status).toBe(TaskStatus.COMPLETED);
 
       // A task whose worker died long ago: only a leader may reap it, and nobody leads.
-      const { rows } = await db!.client.query<{ id: string }>(
+      const { rows } = await bed.db.client.query<{ id: string }>(
         `INSERT INTO agent_tasks (workflow_name, input, status, worker_id, claim_token, started_at, heartbeat_at, max_retries, retry_count)
          VALUES ($1, '{"n": 50}'::jsonb, 'running', 'dead-worker', gen_random_uuid(), now() - interval '1 hour', now() - interval '1 hour', 3, 0)
          RETURNING id`,
@@ -448,7 +427,7 @@ describe('Outages (semantics 10)', () => {
       // Several reaper ticks (200 ms) go by without a leader: the stale task stays as it is.
       await sleep(1_000);
       expect(reaper.isLeader()).toBe(false);
-      const { rows: untouched } = await db!.client.query(`SELECT status, retry_count, worker_id FROM agent_tasks WHERE id = $1`, [stale]);
+      const { rows: untouched } = await bed.db.client.query(`SELECT status, retry_count, worker_id FROM agent_tasks WHERE id = $1`, [stale]);
       expect(untouched[0]).toEqual({ status: 'running', retry_count: 0, worker_id: 'dead-worker' });
 
       await redisServer.restart();

@@ -8,7 +8,7 @@ import {
   WorkflowContext,
   WorkflowService,
 } from '@duraflow/nestjs';
-import { TestBed } from './fixtures/worker/test-bed';
+import { useTestBed } from './support/test-bed';
 
 /*
  * Outputs and list pages have a size (issue 21, point 2): a step's or a run's output over
@@ -62,14 +62,12 @@ const deep = workflow('deep', async (ctx: WorkflowContext<{ depth: number }>) =>
 });
 
 describe('output and list page limits', () => {
-  const bed = new TestBed();
+  const bed = useTestBed({ databasePerTest: true });
 
-  beforeEach(async () => {
+  beforeEach(() => {
     exportRuns.length = 0;
     undone.length = 0;
-    await bed.setUp();
   });
-  afterEach(() => bed.tearDown());
 
   /** Every output stored (steps and tasks) as compact JSON bytes, largest first. */
   async function storedOutputSizes(): Promise<number[]> {
@@ -230,8 +228,8 @@ describe('output and list page limits', () => {
       const app = await bed.start({ duraflow: { worker: { enabled: false }, maxListPageBytes: PAGE_BYTES, workflows: [exporter] } });
       const workflows = app.get(WorkflowService);
       const ids: string[] = [];
-      for (let i = 0; i < 30; i++) ids.unshift(await bed.insertTaskRow('exporter', valueOfBytes(10_000)));
-      ids.unshift(await bed.insertTaskRow('exporter', valueOfBytes(200_000))); // the newest, alone over the budget
+      for (let i = 0; i < 30; i++) ids.unshift(await bed.rows.insertTask('exporter', valueOfBytes(10_000)));
+      ids.unshift(await bed.rows.insertTask('exporter', valueOfBytes(200_000))); // the newest, alone over the budget
 
       const pages = await allPages((cursor) => workflows.list({ limit: 1000, cursor }));
 
@@ -258,7 +256,7 @@ describe('output and list page limits', () => {
     it('still fills a page up to limit with small tasks', async () => {
       const app = await bed.start({ duraflow: { worker: { enabled: false }, maxListPageBytes: PAGE_BYTES, workflows: [exporter] } });
       const workflows = app.get(WorkflowService);
-      for (let i = 0; i < 12; i++) await bed.insertTaskRow('exporter', { i });
+      for (let i = 0; i < 12; i++) await bed.rows.insertTask('exporter', { i });
 
       const first = await workflows.list({ limit: 10 });
       const rest = await workflows.list({ limit: 10, cursor: first.nextCursor! });

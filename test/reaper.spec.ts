@@ -13,7 +13,7 @@ import {
 } from '@duraflow/nestjs';
 import { TaskStore } from '../libs/duraflow/src/persistence/task.store';
 import { StepBarrier } from './fixtures/worker/barrier';
-import { TestBed } from './fixtures/worker/test-bed';
+import { useTestBed } from './support/test-bed';
 import { eventually, sleep } from './support/waiting';
 
 const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
@@ -24,10 +24,7 @@ function reaperOptions(overrides: DuraflowModuleOptions['reaper'] = {}): Duraflo
 }
 
 describe('ReaperService', () => {
-  const bed = new TestBed();
-
-  beforeEach(() => bed.setUp());
-  afterEach(() => bed.tearDown());
+  const bed = useTestBed({ databasePerTest: true });
 
   /** A task as a worker that died mid-run leaves it: running, its heartbeat `ageMs` old. */
   async function insertStaleTask(options: { retryCount?: number; maxRetries?: number; ageMs?: number } = {}): Promise<string> {
@@ -57,8 +54,8 @@ describe('ReaperService', () => {
       const result = await app.get(ReaperService).reapOnce();
 
       expect(result).toEqual({ requeued: [stale], rollingBack: [], failed: [], ended: [] });
-      expect(await bed.row(stale)).toMatchObject({ status: 'pending', retry_count: 1, worker_id: null, claim_token: null, heartbeat_at: null });
-      expect(await bed.row(fresh)).toMatchObject({ status: 'running', retry_count: 0, worker_id: 'dead-worker' });
+      expect(await bed.rows.task(stale)).toMatchObject({ status: 'pending', retry_count: 1, worker_id: null, claim_token: null, heartbeat_at: null });
+      expect(await bed.rows.task(fresh)).toMatchObject({ status: 'running', retry_count: 0, worker_id: 'dead-worker' });
       expect(await app.get(ReaperService).reapOnce()).toEqual({ requeued: [], rollingBack: [], failed: [], ended: [] });
     });
 
@@ -69,7 +66,7 @@ describe('ReaperService', () => {
       const result = await app.get(ReaperService).reapOnce();
 
       expect(result).toEqual({ requeued: [], rollingBack: [], failed: [id], ended: [{ id, status: TaskStatus.FAILED }] });
-      const row = await bed.row(id);
+      const row = await bed.rows.task(id);
       expect(row).toMatchObject({ status: 'failed', retry_count: 2, worker_id: null });
       expect(row.completed_at).toBeInstanceOf(Date);
       expect(row.error).toMatchObject({ code: 'MAX_RETRIES_EXCEEDED', name: 'MaxRetriesExceededError' });
@@ -106,8 +103,8 @@ describe('ReaperService', () => {
         expect(leader.get(SchedulerRegistry).getIntervals()).toContain(REAPER_INTERVAL_NAME);
 
         const id = await insertStaleTask();
-        await eventually('the scheduled reaper re-queued the task', async () => (await bed.row(id)).status === 'pending');
-        expect(await bed.row(id)).toMatchObject({ retry_count: 1 });
+        await eventually('the scheduled reaper re-queued the task', async () => (await bed.rows.task(id)).status === 'pending');
+        expect(await bed.rows.task(id)).toMatchObject({ retry_count: 1 });
         await sleep(300); // a few more of the follower's ticks
         expect(follower.get(ReaperService).isLeader()).toBe(false);
         // Every pass ran on the leader's store; the follower never reaped.
@@ -128,13 +125,13 @@ describe('ReaperService', () => {
       await bed.close(leader);
       await eventually('the follower took over', () => follower.get(ReaperService).isLeader());
       const id = await insertStaleTask();
-      await eventually('the new leader reaped', async () => (await bed.row(id)).status === 'pending');
+      await eventually('the new leader reaped', async () => (await bed.rows.task(id)).status === 'pending');
     });
 
     it('runs on a timer of its own when the host did not import ScheduleModule', async () => {
       const app = await bed.start({ duraflow: { worker: { enabled: false }, reaper: reaperOptions() } });
       const id = await insertStaleTask();
-      await eventually('the reaper re-queued the task', async () => (await bed.row(id)).status === 'pending');
+      await eventually('the reaper re-queued the task', async () => (await bed.rows.task(id)).status === 'pending');
       expect(app.get(ReaperService).isLeader()).toBe(true);
     });
 
@@ -143,7 +140,7 @@ describe('ReaperService', () => {
       const id = await insertStaleTask();
       await sleep(400);
       expect(app.get(ReaperService).isLeader()).toBe(false);
-      expect(await bed.row(id)).toMatchObject({ status: 'running', retry_count: 0 });
+      expect(await bed.rows.task(id)).toMatchObject({ status: 'running', retry_count: 0 });
     });
   });
 
@@ -169,7 +166,7 @@ describe('ReaperService', () => {
       expect(ttl).toBeLessThanOrEqual(1_000);
 
       const id = await insertStaleTask();
-      await eventually('the leader reaped', async () => (await bed.row(id)).status === 'pending');
+      await eventually('the leader reaped', async () => (await bed.rows.task(id)).status === 'pending');
 
       await bed.close(leader);
       await eventually('the follower took over', () => follower.get(ReaperService).isLeader());

@@ -1,18 +1,12 @@
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { TestingModule } from '@nestjs/testing';
 import { Client } from 'pg';
 import {
-  AgentTask,
   CompensationNotRegisteredError,
   CompensationTimeoutError,
   DeadLetterBusyError,
   DeadLetterNotFoundError,
   DeadLetterOrphanedError,
   DeadLetterTaskActiveError,
-  DuraflowModuleOptions,
-  FunctionalWorkflowDefinition,
   InvalidCursorError,
   InvalidListOptionsError,
   ReaperService,
@@ -27,20 +21,13 @@ import {
 } from '@duraflow/nestjs';
 import { DEAD_WORKER_ID, writeCrashedRun } from './fixtures/saga/crashed-run';
 import { scenario, VendorError } from './fixtures/saga/scenario';
-import {
-  CHAIN_LINKS,
-  FAST_BACKOFF,
-  FUNCTIONAL_SAGA_WORKFLOWS,
-  functionalUndoName,
-  KEEPSAKES,
-  SAGA_PROVIDERS,
-  shipmentWorkflow,
-  TRIP,
-} from './fixtures/saga/workflows';
+import { CHAIN_LINKS, FAST_BACKOFF, functionalUndoName, KEEPSAKES, shipmentWorkflow, TRIP } from './fixtures/saga/workflows';
 import { Gate } from './fixtures/steps/controls';
+import { FIND_COMPENSABLE_STEPS, FIND_FAILED_COMPENSATIONS, forTask, SEED_TEXT } from './fixtures/schema/seed-queries';
+import { partialRollback, startSagaApp, STEP_FAILED_BY_BREAK, useSagaBed } from './fixtures/saga/saga-bed';
+import { runToEnd } from './support/tasks';
+import { SUBMIT_ONLY } from './support/test-bed';
 import { eventually } from './support/waiting';
-import { startTestApp } from './support/app';
-import { createTestDatabase, TestDatabase } from './support/database';
 
 /*
  * The saga against PostgreSQL (DESIGN semantics 3 and 4): LIFO rollback with each step's
@@ -50,158 +37,26 @@ import { createTestDatabase, TestDatabase } from './support/database';
  * `scenario` (test/fixtures/saga); everything the engine does goes through the real database.
  */
 
-const SEED_TEXT = readFileSync(join(__dirname, 'fixtures/schema/seed-000-database-schema.txt'), 'utf8');
-
-// Seed 000, byte for byte: "Saga Rollback" (its first query) and "Find failed compensations".
-const SEED_SAGA_ROLLBACK_QUERY = `SELECT * FROM step_runs
-WHERE task_id = 'task-id'
-AND status = 'completed'
-AND compensation_fn IS NOT NULL
-ORDER BY completed_at DESC;  -- LIFO`;
-const SEED_FIND_FAILED_COMPENSATIONS = `SELECT dlq.*, at.workflow_name
-FROM dead_letter_queue dlq
-JOIN agent_tasks at ON dlq.task_id = at.id
-ORDER BY dlq.created_at DESC;`;
-
-let db: TestDatabase;
-const openApps = new Set<TestingModule>();
-
-/**
- * A Nest app on the test database with every saga fixture workflow, its worker on, the
- * periodic reaper off (tests call reapOnce), and fast compensation backoff (timeout and
- * retries stay the defaults: 30 s, 2).
- */
-async function boot(options: { workflows?: FunctionalWorkflowDefinition[]; duraflow?: DuraflowModuleOptions } = {}) {
-  const duraflow = options.duraflow ?? {};
-  const app = await startTestApp({
-    db,
-    providers: SAGA_PROVIDERS,
-    duraflow: {
-      compensation: { backoff: FAST_BACKOFF },
-      ...duraflow,
-      workflows: options.workflows ?? FUNCTIONAL_SAGA_WORKFLOWS,
-      reaper: { enabled: false, ...duraflow.reaper },
-      worker: { shutdownTimeoutMs: 100, ...duraflow.worker },
-    },
-  });
-  openApps.add(app);
-  return app;
-}
-
-const SUBMIT_ONLY: DuraflowModuleOptions = { worker: { enabled: false } };
-
-async function closeApp(app: TestingModule): Promise<void> {
-  openApps.delete(app);
-  await app.close();
-}
-
-/** Submits a task and waits for its terminal status. */
-async function runToEnd(app: TestingModule, name: string, input: unknown = {}): Promise<AgentTask> {
-  const workflows = app.get(WorkflowService);
-  const task = await workflows.submit(name, input);
-  return workflows.waitFor(task.id, { timeoutMs: 15_000 });
-}
-
-async function taskRow(id: string) {
-  const { rows } = await db.client.query(`SELECT * FROM agent_tasks WHERE id = $1`, [id]);
-  return rows[0];
-}
-
-/** step_runs of a task in completion order, the unfinished last. */
-async function stepRows(taskId: string) {
-  const { rows } = await db.client.query(
-    `SELECT id, step_key, status, output, output IS NULL AS output_is_sql_null, compensation_fn, compensated_at, completion_seq
-     FROM step_runs WHERE task_id = $1 ORDER BY completion_seq NULLS LAST, created_at`,
-    [taskId],
-  );
-  return rows;
-}
-
-async function stepRow(taskId: string, stepKey: string) {
-  const row = (await stepRows(taskId)).find((step) => step.step_key === stepKey);
-  if (!row) throw new Error(`No step_runs row ${stepKey} for task ${taskId}`);
-  return row;
-}
-
-/** The steps of a task marked undone, in the order they were marked. */
-async function compensatedSteps(taskId: string): Promise<string[]> {
-  const { rows } = await db.client.query(
-    `SELECT step_key FROM step_runs WHERE task_id = $1 AND compensated_at IS NOT NULL ORDER BY compensated_at`,
-    [taskId],
-  );
-  return rows.map((row) => row.step_key);
-}
-
-/** dead_letter_queue rows (of one task, or all), newest first, with their step's key. */
-async function deadLetterRows(taskId?: string) {
-  const { rows } = await db.client.query(
-    `SELECT d.*, s.step_key FROM dead_letter_queue d JOIN step_runs s ON s.id = d.step_id
-     WHERE $1::uuid IS NULL OR d.task_id = $1 ORDER BY d.created_at DESC, d.id DESC`,
-    [taskId ?? null],
-  );
-  return rows;
-}
-
-/** Sessions on the test database blocked on a lock right now. */
-async function sessionsWaitingForLocks(): Promise<number> {
-  const { rows } = await db.client.query(
-    `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
-  );
-  return rows[0].n;
-}
-
-/** The seed's placeholder 'task-id' swapped for a real id; nothing else in its text changes. */
-function forTask(seedQuery: string, taskId: string): string {
-  expect(seedQuery.split("'task-id'")).toHaveLength(2);
-  return seedQuery.replace("'task-id'", `'${taskId}'`);
-}
-
-/** Runs `chain` with `links` steps whose compensations all fail for good: a partial rollback. */
-async function partialRollback(app: TestingModule, links: number) {
-  for (const key of CHAIN_LINKS.slice(0, links)) scenario.undo(key, { fails: 'always' });
-  const task = await runToEnd(app, 'chain', { links });
-  expect(task.status).toBe(TaskStatus.PARTIAL_ROLLBACK);
-  for (const key of CHAIN_LINKS) scenario.undo(key, undefined);
-  return { task, deadLetters: await deadLetterRows(task.id) };
-}
-
-const STEP_FAILED_BY_BREAK = {
-  code: 'STEP_FAILED',
-  name: 'ChainBrokenError',
-  message: 'the last link broke',
-  stepKey: 'break',
-  attempts: 1,
-};
-
 describe('saga', () => {
-  beforeAll(async () => {
-    db = await createTestDatabase();
-  });
+  const bed = useSagaBed();
 
-  beforeEach(async () => {
-    scenario.reset();
-    await db.client.query(`TRUNCATE agent_tasks, step_runs, dead_letter_queue`);
-  });
-
-  afterEach(async () => {
-    for (const app of [...openApps].reverse()) await closeApp(app);
-  });
-
-  afterAll(async () => {
-    for (const app of [...openApps]) await closeApp(app);
-    await db?.drop();
-  });
+  /** Sessions on the test database blocked on a lock right now. */
+  async function sessionsWaitingForLocks(): Promise<number> {
+    return (await bed.db.client.query(
+      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+    )).rows[0].n;
+  }
 
   it('quotes the seed’s "Saga Rollback" and "Find failed compensations" queries byte for byte', () => {
-    expect(SEED_TEXT).toContain(SEED_SAGA_ROLLBACK_QUERY);
-    expect(SEED_TEXT).toContain(SEED_FIND_FAILED_COMPENSATIONS);
+    expect(SEED_TEXT).toContain(FIND_COMPENSABLE_STEPS);
+    expect(SEED_TEXT).toContain(FIND_FAILED_COMPENSATIONS);
   });
 
   describe('rollback when a step fails for good', () => {
     it('undoes the completed steps newest first, each with its saved output, and ends rolled_back keeping the step failure', async () => {
-      const app = await boot();
+      const app = await startSagaApp(bed);
       scenario.failStep('charge-card', new VendorError('CardDeclinedError', 'card declined: insufficient funds'));
-      scenario.beforeUndo = (call) => compensatedSteps(call.taskId);
+      scenario.beforeUndo = (call) => bed.rows.compensatedStepKeys(call.taskId);
 
       const done = await runToEnd(app, 'trip', TRIP);
 
@@ -227,7 +82,7 @@ describe('saga', () => {
       expect(scenario.undone(done.id)).toEqual(['rent-car', 'book-hotel', 'book-flight']);
 
       // Each compensation received its step's saved output: the JSON round trip of what the step returned.
-      const steps = await stepRows(done.id);
+      const steps = await bed.rows.steps(done.id);
       for (const call of scenario.undoCallsOf(done.id)) {
         const returned = scenario.stepCalls.find((step) => step.taskId === done.id && step.stepKey === call.stepKey)!.returned;
         expect(call.output).toStrictEqual(JSON.parse(JSON.stringify(returned)));
@@ -239,7 +94,7 @@ describe('saga', () => {
 
       // compensated_at is written as each compensation succeeds, not at the end.
       expect(scenario.undoCallsOf(done.id).map((call) => call.observed)).toEqual([[], ['rent-car'], ['rent-car', 'book-hotel']]);
-      expect(await compensatedSteps(done.id)).toEqual(['rent-car', 'book-hotel', 'book-flight']);
+      expect(await bed.rows.compensatedStepKeys(done.id)).toEqual(['rent-car', 'book-hotel', 'book-flight']);
 
       expect(steps.map((step) => [step.step_key, step.status, step.compensation_fn, step.compensated_at !== null])).toEqual([
         ['book-flight', 'completed', 'trip.cancelFlight', true],
@@ -247,23 +102,23 @@ describe('saga', () => {
         ['rent-car', 'completed', 'trip.returnCar', true],
         ['charge-card', 'failed', null, false],
       ]);
-      expect(await deadLetterRows(done.id)).toEqual([]);
+      expect(await bed.rows.deadLetters(done.id)).toEqual([]);
       expect(app.get(WorkerService).stats()).toMatchObject({ rolledBack: 1, failed: 0, partialRollback: 0 });
     });
 
     it('undoes in the order of the seed’s "Saga Rollback" query (completed_at DESC)', async () => {
-      const app = await boot();
+      const app = await startSagaApp(bed);
       const done = await runToEnd(app, 'chain', { links: 5 });
 
       expect(done.status).toBe(TaskStatus.ROLLED_BACK);
-      const { rows } = await db.client.query(forTask(SEED_SAGA_ROLLBACK_QUERY, done.id));
+      const { rows } = await bed.db.client.query(forTask(FIND_COMPENSABLE_STEPS, done.id));
       expect(rows.map((row) => row.step_key)).toEqual(['link-5', 'link-4', 'link-3', 'link-2', 'link-1']);
       expect(scenario.undone(done.id)).toEqual(rows.map((row) => row.step_key));
       expect(rows.map((row) => row.compensation_fn)).toEqual(rows.map((row) => functionalUndoName('chain', row.step_key)));
     });
 
     it('passes each compensation the JSON round trip of its step’s output, undefined and null included', async () => {
-      const app = await boot();
+      const app = await startSagaApp(bed);
       const done = await runToEnd(app, 'keepsakes');
 
       expect(done.status).toBe(TaskStatus.ROLLED_BACK);
@@ -283,13 +138,13 @@ describe('saga', () => {
       expect(received.get('nothing')).toBeUndefined();
 
       // undefined is stored as SQL NULL, null as the JSON null: the two stay apart.
-      const steps = await stepRows(done.id);
+      const steps = await bed.rows.steps(done.id);
       expect(steps.find((step) => step.step_key === 'nothing').output_is_sql_null).toBe(true);
       expect(steps.find((step) => step.step_key === 'json-null').output_is_sql_null).toBe(false);
     });
 
     it('ends failed, running no compensation, when no completed step has one', async () => {
-      const app = await boot();
+      const app = await startSagaApp(bed);
       scenario.failStep('reserve-stock', new VendorError('StockError', 'out of stock'));
 
       const newsletter = await runToEnd(app, 'newsletter');
@@ -307,29 +162,29 @@ describe('saga', () => {
       expect(order.status).toBe(TaskStatus.FAILED);
       expect(order.error).toMatchObject({ code: 'STEP_FAILED', stepKey: 'reserve-stock', message: 'out of stock' });
       expect(scenario.undoCalls).toEqual([]);
-      expect((await stepRows(newsletter.id)).map((step) => [step.step_key, step.status, step.compensated_at])).toEqual([
+      expect((await bed.rows.steps(newsletter.id)).map((step) => [step.step_key, step.status, step.compensated_at])).toEqual([
         ['render', 'completed', null],
         ['send', 'completed', null],
         ['archive', 'failed', null],
       ]);
-      expect(await deadLetterRows()).toEqual([]);
+      expect(await bed.rows.deadLetters()).toEqual([]);
     });
 
     it('skips a completed step that has no compensation: it is never undone and never gets compensated_at', async () => {
-      const app = await boot();
+      const app = await startSagaApp(bed);
       const done = await runToEnd(app, 'order');
 
       expect(done.status).toBe(TaskStatus.ROLLED_BACK);
       expect(done.error).toMatchObject({ code: 'STEP_FAILED', stepKey: 'ship', name: 'CarrierError' });
       expect(scenario.stepsRun(done.id).map(([key]) => key)).toEqual(['reserve-stock', 'send-email', 'charge-card']);
       expect(scenario.undone(done.id)).toEqual(['charge-card', 'reserve-stock']);
-      const email = await stepRow(done.id, 'send-email');
+      const email = await bed.rows.step(done.id, 'send-email');
       expect(email).toMatchObject({ status: 'completed', compensation_fn: null, compensated_at: null });
-      expect(await compensatedSteps(done.id)).toEqual(['charge-card', 'reserve-stock']);
+      expect(await bed.rows.compensatedStepKeys(done.id)).toEqual(['charge-card', 'reserve-stock']);
     });
 
     it('dead-letters a compensation that fails for good with its full error, still runs the rest, and ends partial_rollback', async () => {
-      const app = await boot();
+      const app = await startSagaApp(bed);
       scenario.failStep('charge-card', new VendorError('CardDeclinedError', 'card declined'));
       scenario.undo('book-hotel', {
         fails: 'always',
@@ -350,10 +205,10 @@ describe('saga', () => {
       ]);
       expect(scenario.undone(done.id)).toEqual(['rent-car', 'book-flight']);
 
-      const hotel = await stepRow(done.id, 'book-hotel');
+      const hotel = await bed.rows.step(done.id, 'book-hotel');
       expect(hotel.compensated_at).toBeNull();
-      expect(await compensatedSteps(done.id)).toEqual(['rent-car', 'book-flight']);
-      const deadLetters = await deadLetterRows(done.id);
+      expect(await bed.rows.compensatedStepKeys(done.id)).toEqual(['rent-car', 'book-flight']);
+      const deadLetters = await bed.rows.deadLetters(done.id);
       expect(deadLetters).toHaveLength(1);
       expect(deadLetters[0]).toMatchObject({ task_id: done.id, step_id: hotel.id, retry_count: 0 });
       expect(deadLetters[0].error).toMatchObject({
@@ -370,7 +225,7 @@ describe('saga', () => {
 
   describe('compensation timeout and retries', () => {
     it('aborts a compensation that runs past its timeout and sends it to the dead-letter queue as COMPENSATION_TIMEOUT', async () => {
-      const app = await boot();
+      const app = await startSagaApp(bed);
       scenario.undo('hold-deposit', { hangs: true });
 
       const done = await runToEnd(app, 'stay');
@@ -385,7 +240,7 @@ describe('saga', () => {
         ['reserve-room', 1],
       ]);
       expect(scenario.undone(done.id)).toEqual(['notify-guest', 'reserve-room']);
-      const [deadLetter] = await deadLetterRows(done.id);
+      const [deadLetter] = await bed.rows.deadLetters(done.id);
       expect(deadLetter.step_key).toBe('hold-deposit');
       expect(deadLetter.error).toMatchObject({
         code: 'COMPENSATION_TIMEOUT',
@@ -397,7 +252,7 @@ describe('saga', () => {
     });
 
     it('retries a failing compensation up to its retries, passing attempt 1, 2, 3 and the same output each time', async () => {
-      const app = await boot();
+      const app = await startSagaApp(bed);
       scenario.undo('reserve-room', { fails: 'times', times: 2 });
 
       const done = await runToEnd(app, 'stay');
@@ -410,12 +265,12 @@ describe('saga', () => {
         [3, 'undone'],
       ]);
       for (const call of room) expect(call.output).toStrictEqual({ roomId: 'R-101', nights: 2 });
-      expect((await stepRow(done.id, 'reserve-room')).compensated_at).not.toBeNull();
-      expect(await deadLetterRows()).toEqual([]);
+      expect((await bed.rows.step(done.id, 'reserve-room')).compensated_at).not.toBeNull();
+      expect(await bed.rows.deadLetters()).toEqual([]);
     });
 
     it('takes timeout and retries from @Compensate over the workflow option over the module option', async () => {
-      const app = await boot({ duraflow: { compensation: { retries: 0, timeout: 5_000, backoff: FAST_BACKOFF } } });
+      const app = await startSagaApp(bed, { duraflow: { compensation: { retries: 0, timeout: 5_000, backoff: FAST_BACKOFF } } });
       for (const key of ['reserve-room', 'hold-deposit', 'notify-guest', 'charge']) scenario.undo(key, { fails: 'always' });
 
       const stay = await runToEnd(app, 'stay');
@@ -430,7 +285,7 @@ describe('saga', () => {
         ['reserve-room', 2],
         ['reserve-room', 3],
       ]);
-      expect((await deadLetterRows(stay.id)).map((row) => [row.step_key, row.error.attempt])).toEqual([
+      expect((await bed.rows.deadLetters(stay.id)).map((row) => [row.step_key, row.error.attempt])).toEqual([
         ['reserve-room', 3],
         ['hold-deposit', 1],
         ['notify-guest', 2],
@@ -450,7 +305,7 @@ describe('saga', () => {
     });
 
     it('gives a compensation 30 s and 2 retries when nothing says otherwise', async () => {
-      const app = await boot({ duraflow: { ...SUBMIT_ONLY, compensation: undefined } });
+      const app = await startSagaApp(bed, { duraflow: { ...SUBMIT_ONLY, compensation: undefined } });
       const registry = app.get(WorkflowRegistry);
 
       expect(registry.resolveCompensation('undo-defaults', 'charge', 'undo-defaults.compensations.charge')!.options).toMatchObject({
@@ -465,15 +320,15 @@ describe('saga', () => {
   describe('compensation_fn across processes', () => {
     it('undoes steps completed by app A with the compensations of app B, resolved by the stored name', async () => {
       const gate = scenario.blockStep('charge');
-      const appA = await boot({ workflows: [shipmentWorkflow('A')] });
+      const appA = await startSagaApp(bed, { workflows: [shipmentWorkflow('A')] });
       const submitted = await appA.get(WorkflowService).submit('shipment', {});
       await gate.reached.promise;
 
       // App A stops while "charge" is blocked: the task goes back to pending with three checkpoints.
-      await closeApp(appA);
+      await bed.close(appA);
       expect(gate.aborts).toHaveLength(1);
-      expect((await taskRow(submitted.id)).status).toBe(TaskStatus.PENDING);
-      const saved = await stepRows(submitted.id);
+      expect((await bed.rows.task(submitted.id)).status).toBe(TaskStatus.PENDING);
+      const saved = await bed.rows.steps(submitted.id);
       expect(saved.map((step) => [step.step_key, step.compensation_fn])).toEqual([
         ['reserve-stock', 'shipment.compensations.reserve-stock'],
         ['print-label', 'shipment.compensations.print-label'],
@@ -483,7 +338,7 @@ describe('saga', () => {
       // App B: a new module with its own definition of "shipment"; there "charge" fails.
       scenario.releaseStep('charge');
       scenario.failStep('charge', new VendorError('PaymentGatewayError', 'gateway unreachable'));
-      const appB = await boot({ workflows: [shipmentWorkflow('B')] });
+      const appB = await startSagaApp(bed, { workflows: [shipmentWorkflow('B')] });
       const done = await appB.get(WorkflowService).waitFor(submitted.id, { timeoutMs: 15_000 });
 
       expect(done.status).toBe(TaskStatus.ROLLED_BACK);
@@ -507,7 +362,7 @@ describe('saga', () => {
     });
 
     it('dead-letters a step whose compensation_fn resolves to nothing (COMPENSATION_NOT_REGISTERED) and undoes the rest', async () => {
-      const { taskId, stepIds } = await writeCrashedRun(db.client, {
+      const { taskId, stepIds } = await writeCrashedRun(bed.db.client, {
         workflowName: 'chain',
         status: 'pending',
         rollbackReason: 'failed',
@@ -518,12 +373,12 @@ describe('saga', () => {
           { key: 'break', status: 'failed' },
         ],
       });
-      const app = await boot();
+      const app = await startSagaApp(bed);
       const done = await app.get(WorkflowService).waitFor(taskId, { timeoutMs: 15_000 });
 
       expect(done.status).toBe(TaskStatus.PARTIAL_ROLLBACK);
       expect(scenario.undone(taskId)).toEqual(['link-1']);
-      const [deadLetter] = await deadLetterRows(taskId);
+      const [deadLetter] = await bed.rows.deadLetters(taskId);
       expect(deadLetter).toMatchObject({ step_id: stepIds['link-2'], retry_count: 0 });
       expect(deadLetter.error).toMatchObject({
         code: 'COMPENSATION_NOT_REGISTERED',
@@ -537,8 +392,8 @@ describe('saga', () => {
       const retry = app.get(SagaService).retryDeadLetter(deadLetter.id);
       await expect(retry).rejects.toBeInstanceOf(CompensationNotRegisteredError);
       await expect(retry).rejects.toMatchObject({ code: 'COMPENSATION_NOT_REGISTERED' });
-      expect(await deadLetterRows(taskId)).toEqual([deadLetter]);
-      expect((await taskRow(taskId)).status).toBe(TaskStatus.PARTIAL_ROLLBACK);
+      expect(await bed.rows.deadLetters(taskId)).toEqual([deadLetter]);
+      expect((await bed.rows.task(taskId)).status).toBe(TaskStatus.PARTIAL_ROLLBACK);
     });
 
     it('resolves a name only to its own workflow’s compensation of that step: a tampered compensation_fn is dead-lettered, and so is its retry', async () => {
@@ -548,7 +403,7 @@ describe('saga', () => {
         'link-2': functionalUndoName('chain', 'link-3'), // this workflow, another step's undo
         'link-3': 'trip.cancelFlight', // a decorated workflow's undo
       };
-      const { taskId, stepIds } = await writeCrashedRun(db.client, {
+      const { taskId, stepIds } = await writeCrashedRun(bed.db.client, {
         workflowName: 'chain',
         status: 'pending',
         rollbackReason: 'failed',
@@ -559,12 +414,12 @@ describe('saga', () => {
           { key: 'break', status: 'failed' as const },
         ],
       });
-      const app = await boot();
+      const app = await startSagaApp(bed);
       const done = await app.get(WorkflowService).waitFor(taskId, { timeoutMs: 15_000 });
 
       expect(done.status).toBe(TaskStatus.PARTIAL_ROLLBACK);
       expect(scenario.undoCalls.map((call) => [call.taskId, call.stepKey])).toEqual([[taskId, 'link-4']]);
-      const deadLetters = await deadLetterRows(taskId);
+      const deadLetters = await bed.rows.deadLetters(taskId);
       expect(deadLetters.map((row) => [row.step_id, row.error.code, row.error.compensationFn]).sort()).toEqual(
         Object.entries(tampered)
           .map(([key, compensationFn]) => [stepIds[key], 'COMPENSATION_NOT_REGISTERED', compensationFn])
@@ -580,14 +435,14 @@ describe('saga', () => {
         });
       }
       expect(scenario.undoCalls).toHaveLength(1);
-      expect(await deadLetterRows(taskId)).toEqual(deadLetters);
-      expect(await compensatedSteps(taskId)).toEqual(['link-4']);
+      expect(await bed.rows.deadLetters(taskId)).toEqual(deadLetters);
+      expect(await bed.rows.compensatedStepKeys(taskId)).toEqual(['link-4']);
     });
   });
 
   describe('resuming an interrupted rollback', () => {
     it('runs only the compensations not yet recorded, never the workflow body, when a worker claims a task left mid-rollback', async () => {
-      const { taskId, stepIds } = await writeCrashedRun(db.client, {
+      const { taskId, stepIds } = await writeCrashedRun(bed.db.client, {
         workflowName: 'chain',
         status: 'pending',
         rollbackReason: 'failed',
@@ -598,10 +453,10 @@ describe('saga', () => {
         ],
       });
       // The crashed rollback had undone link-4 (the newest) and recorded it.
-      await db.client.query(`UPDATE step_runs SET compensated_at = now() - interval '5 minutes' WHERE id = $1`, [stepIds['link-4']]);
-      const link4CompensatedAt = (await stepRow(taskId, 'link-4')).compensated_at;
+      await bed.db.client.query(`UPDATE step_runs SET compensated_at = now() - interval '5 minutes' WHERE id = $1`, [stepIds['link-4']]);
+      const link4CompensatedAt = (await bed.rows.step(taskId, 'link-4')).compensated_at;
 
-      const app = await boot();
+      const app = await startSagaApp(bed);
       const done = await app.get(WorkflowService).waitFor(taskId, { timeoutMs: 15_000 });
 
       expect(done.status).toBe(TaskStatus.ROLLED_BACK);
@@ -614,14 +469,14 @@ describe('saga', () => {
         ['link-1', 1],
       ]);
       for (const call of scenario.undoCallsOf(taskId)) expect(call.output).toStrictEqual({ link: call.stepKey });
-      expect((await stepRow(taskId, 'link-4')).compensated_at).toEqual(link4CompensatedAt);
-      expect(await compensatedSteps(taskId)).toEqual(['link-4', 'link-3', 'link-2', 'link-1']);
-      expect((await taskRow(taskId)).retry_count).toBe(0);
+      expect((await bed.rows.step(taskId, 'link-4')).compensated_at).toEqual(link4CompensatedAt);
+      expect(await bed.rows.compensatedStepKeys(taskId)).toEqual(['link-4', 'link-3', 'link-2', 'link-1']);
+      expect((await bed.rows.task(taskId)).retry_count).toBe(0);
     });
 
     it('breaks a tie in completed_at by the order the run completed the steps (completion_seq DESC)', async () => {
       const sameInstant = new Date(Date.now() - 60_000);
-      const { taskId } = await writeCrashedRun(db.client, {
+      const { taskId } = await writeCrashedRun(bed.db.client, {
         workflowName: 'chain',
         status: 'pending',
         rollbackReason: 'failed',
@@ -633,7 +488,7 @@ describe('saga', () => {
         ],
       });
 
-      const app = await boot();
+      const app = await startSagaApp(bed);
       const done = await app.get(WorkflowService).waitFor(taskId, { timeoutMs: 15_000 });
 
       expect(done.status).toBe(TaskStatus.ROLLED_BACK);
@@ -641,7 +496,7 @@ describe('saga', () => {
     });
 
     it('resumes a rollback whose worker died once the reaper hands the stale task back', async () => {
-      const { taskId } = await writeCrashedRun(db.client, {
+      const { taskId } = await writeCrashedRun(bed.db.client, {
         workflowName: 'chain',
         status: 'running',
         rollbackReason: 'failed',
@@ -655,13 +510,13 @@ describe('saga', () => {
           { key: 'break', status: 'failed' },
         ],
       });
-      expect(await taskRow(taskId)).toMatchObject({ status: 'running', worker_id: DEAD_WORKER_ID });
-      const app = await boot({ duraflow: { ...SUBMIT_ONLY, reaper: { staleAfterMs: 1_000 } } });
+      expect(await bed.rows.task(taskId)).toMatchObject({ status: 'running', worker_id: DEAD_WORKER_ID });
+      const app = await startSagaApp(bed, { duraflow: { ...SUBMIT_ONLY, reaper: { staleAfterMs: 1_000 } } });
 
       const reaped = await app.get(ReaperService).reapOnce();
 
       expect(reaped).toMatchObject({ requeued: [taskId], rollingBack: [], failed: [], ended: [] });
-      expect(await taskRow(taskId)).toMatchObject({
+      expect(await bed.rows.task(taskId)).toMatchObject({
         status: 'pending',
         retry_count: 1,
         rollback_reason: 'failed',
@@ -683,7 +538,7 @@ describe('saga', () => {
     });
 
     it('finishes a cancel rollback whose canceller died: the task ends cancelled', async () => {
-      const { taskId } = await writeCrashedRun(db.client, {
+      const { taskId } = await writeCrashedRun(bed.db.client, {
         workflowName: 'chain',
         status: 'running',
         rollbackReason: 'cancelled',
@@ -692,7 +547,7 @@ describe('saga', () => {
           { key: 'link-2', output: { link: 'link-2' }, compensationFn: functionalUndoName('chain', 'link-2') },
         ],
       });
-      const app = await boot({ duraflow: { ...SUBMIT_ONLY, reaper: { staleAfterMs: 1_000 } } });
+      const app = await startSagaApp(bed, { duraflow: { ...SUBMIT_ONLY, reaper: { staleAfterMs: 1_000 } } });
 
       expect(await app.get(ReaperService).reapOnce()).toMatchObject({ requeued: [taskId] });
       await app.get(WorkerService).start();
@@ -708,7 +563,7 @@ describe('saga', () => {
 
   describe('the reaper', () => {
     it('sends a stale task whose retries are used up through the saga: pending with MAX_RETRIES_EXCEEDED, then rolled_back', async () => {
-      const { taskId } = await writeCrashedRun(db.client, {
+      const { taskId } = await writeCrashedRun(bed.db.client, {
         workflowName: 'chain',
         status: 'running',
         input: { links: 3 },
@@ -719,12 +574,12 @@ describe('saga', () => {
           { key: 'link-2', output: { link: 'link-2' }, compensationFn: functionalUndoName('chain', 'link-2') },
         ],
       });
-      const app = await boot({ duraflow: { ...SUBMIT_ONLY, reaper: { staleAfterMs: 1_000 } } });
+      const app = await startSagaApp(bed, { duraflow: { ...SUBMIT_ONLY, reaper: { staleAfterMs: 1_000 } } });
 
       const reaped = await app.get(ReaperService).reapOnce();
 
       expect(reaped).toMatchObject({ requeued: [], rollingBack: [taskId], failed: [], ended: [] });
-      const row = await taskRow(taskId);
+      const row = await bed.rows.task(taskId);
       expect(row).toMatchObject({ status: 'pending', rollback_reason: 'failed', retry_count: 2, worker_id: null, claim_token: null });
       expect(row.error).toMatchObject({ code: 'MAX_RETRIES_EXCEEDED', name: 'MaxRetriesExceededError' });
 
@@ -738,7 +593,7 @@ describe('saga', () => {
     });
 
     it('gives up on a stale rollback with its retries used up: the undos not run are dead-lettered, the task ends partial_rollback', async () => {
-      const { taskId, stepIds } = await writeCrashedRun(db.client, {
+      const { taskId, stepIds } = await writeCrashedRun(bed.db.client, {
         workflowName: 'chain',
         status: 'running',
         rollbackReason: 'failed',
@@ -752,7 +607,7 @@ describe('saga', () => {
           { key: 'break', status: 'failed' },
         ],
       });
-      const app = await boot({ duraflow: { reaper: { staleAfterMs: 1_000 } } });
+      const app = await startSagaApp(bed, { duraflow: { reaper: { staleAfterMs: 1_000 } } });
 
       const reaped = await app.get(ReaperService).reapOnce();
 
@@ -762,8 +617,8 @@ describe('saga', () => {
         failed: [],
         ended: [{ id: taskId, status: TaskStatus.PARTIAL_ROLLBACK }],
       });
-      expect(await taskRow(taskId)).toMatchObject({ status: 'partial_rollback', error: STEP_FAILED_BY_BREAK });
-      const deadLetters = await deadLetterRows(taskId);
+      expect(await bed.rows.task(taskId)).toMatchObject({ status: 'partial_rollback', error: STEP_FAILED_BY_BREAK });
+      const deadLetters = await bed.rows.deadLetters(taskId);
       expect(deadLetters.map((row) => row.step_id).sort()).toEqual([stepIds['link-1'], stepIds['link-3']].sort());
       for (const row of deadLetters) {
         expect(row.error).toMatchObject({
@@ -780,23 +635,23 @@ describe('saga', () => {
       const last = await saga.retryDeadLetter(deadLetters[1].id);
       expect(last.task?.status).toBe(TaskStatus.ROLLED_BACK);
       expect(scenario.undone(taskId).sort()).toEqual(['link-1', 'link-3']);
-      expect((await stepRow(taskId, 'link-2')).compensated_at).not.toBeNull();
+      expect((await bed.rows.step(taskId, 'link-2')).compensated_at).not.toBeNull();
     });
 
     it('fails a stale task whose retries are used up and that has nothing to undo, with MAX_RETRIES_EXCEEDED', async () => {
-      const { taskId } = await writeCrashedRun(db.client, {
+      const { taskId } = await writeCrashedRun(bed.db.client, {
         workflowName: 'newsletter',
         status: 'running',
         retryCount: 1,
         maxRetries: 1,
         steps: [{ key: 'render', output: { html: '<h1>News</h1>' } }],
       });
-      const app = await boot({ duraflow: { reaper: { staleAfterMs: 1_000 } } });
+      const app = await startSagaApp(bed, { duraflow: { reaper: { staleAfterMs: 1_000 } } });
 
       const reaped = await app.get(ReaperService).reapOnce();
 
       expect(reaped).toMatchObject({ requeued: [], rollingBack: [], failed: [taskId], ended: [{ id: taskId, status: TaskStatus.FAILED }] });
-      const row = await taskRow(taskId);
+      const row = await bed.rows.task(taskId);
       expect(row.status).toBe('failed');
       expect(row.error).toMatchObject({ code: 'MAX_RETRIES_EXCEEDED' });
       expect(row.rollback_reason).toBeNull();
@@ -805,22 +660,22 @@ describe('saga', () => {
 
   describe('cancel with compensate', () => {
     it('refuses, writing nothing, in a process that does not register the workflow (its compensations run there)', async () => {
-      const app = await boot({ duraflow: { worker: { enabled: false } } });
-      const { rows } = await db.client.query<{ id: string }>(
+      const app = await startSagaApp(bed, { duraflow: { worker: { enabled: false } } });
+      const { rows } = await bed.db.client.query<{ id: string }>(
         `INSERT INTO agent_tasks (workflow_name, status) VALUES ('registered-elsewhere', 'pending') RETURNING id`,
       );
-      const before = await taskRow(rows[0].id);
+      const before = await bed.rows.task(rows[0].id);
 
       const attempt = app.get(WorkflowService).cancel(rows[0].id, { compensate: true });
 
       await expect(attempt).rejects.toBeInstanceOf(UnknownWorkflowError);
       await expect(attempt).rejects.toMatchObject({ code: 'UNKNOWN_WORKFLOW', workflowName: 'registered-elsewhere' });
-      expect(await taskRow(rows[0].id)).toEqual(before);
+      expect(await bed.rows.task(rows[0].id)).toEqual(before);
     });
 
     it('undoes the completed steps of a task blocked in its third step, newest first, aborts that step and ends cancelled', async () => {
       const gate = scenario.blockStep('rent-car');
-      const app = await boot();
+      const app = await startSagaApp(bed);
       const workflows = app.get(WorkflowService);
       const worker = app.get(WorkerService);
       const task = await workflows.submit('trip', TRIP);
@@ -831,24 +686,24 @@ describe('saga', () => {
       expect(cancelled.status).toBe(TaskStatus.CANCELLED);
       // cancel resolves once the rollback is over.
       expect(scenario.undone(task.id)).toEqual(['book-hotel', 'book-flight']);
-      const steps = await stepRows(task.id);
+      const steps = await bed.rows.steps(task.id);
       for (const call of scenario.undoCallsOf(task.id)) {
         expect(call.output).toStrictEqual(steps.find((step) => step.step_key === call.stepKey).output);
       }
-      expect(await compensatedSteps(task.id)).toEqual(['book-hotel', 'book-flight']);
+      expect(await bed.rows.compensatedStepKeys(task.id)).toEqual(['book-hotel', 'book-flight']);
       await eventually("rent-car's signal aborted", () => gate.aborts.length === 1);
       await eventually('the worker let go of the run', () => worker.stats().running === 0);
 
       expect(steps.map((step) => step.step_key)).toEqual(['book-flight', 'book-hotel']);
       expect(scenario.stepsRun(task.id).map(([key]) => key)).toEqual(['book-flight', 'book-hotel']);
-      expect(await taskRow(task.id)).toMatchObject({ status: 'cancelled', error: null, output: null, rollback_reason: 'cancelled' });
+      expect(await bed.rows.task(task.id)).toMatchObject({ status: 'cancelled', error: null, output: null, rollback_reason: 'cancelled' });
       expect(worker.stats()).toMatchObject({ stopped: 1, completed: 0, rolledBack: 0, failed: 0 });
     });
 
     it('dead-letters a compensation that fails during the cancel; the task still ends cancelled, and stays so after a retry', async () => {
       const gate = scenario.blockStep('rent-car');
       scenario.undo('book-flight', { fails: 'always', error: () => new VendorError('AirlineError', 'the airline refuses refunds today') });
-      const app = await boot();
+      const app = await startSagaApp(bed);
       const workflows = app.get(WorkflowService);
       const task = await workflows.submit('trip', TRIP);
       await gate.reached.promise;
@@ -857,31 +712,31 @@ describe('saga', () => {
 
       expect(cancelled.status).toBe(TaskStatus.CANCELLED);
       expect(scenario.undone(task.id)).toEqual(['book-hotel']);
-      const deadLetters = await deadLetterRows(task.id);
+      const deadLetters = await bed.rows.deadLetters(task.id);
       expect(deadLetters.map((row) => [row.step_key, row.error.name, row.error.attempt])).toEqual([['book-flight', 'AirlineError', 3]]);
 
       scenario.undo('book-flight', undefined);
       const retried = await app.get(SagaService).retryDeadLetter(deadLetters[0].id);
       expect(retried.outcome).toBe('compensated');
       expect(retried.task?.status).toBe(TaskStatus.CANCELLED);
-      expect(await deadLetterRows(task.id)).toEqual([]);
+      expect(await bed.rows.deadLetters(task.id)).toEqual([]);
     });
 
     it('plainly cancels a pending task that has no completed step', async () => {
-      const app = await boot({ duraflow: SUBMIT_ONLY });
+      const app = await startSagaApp(bed, { duraflow: SUBMIT_ONLY });
       const workflows = app.get(WorkflowService);
       const task = await workflows.submit('trip', TRIP);
 
       const cancelled = await workflows.cancel(task.id, { compensate: true });
 
       expect(cancelled.status).toBe(TaskStatus.CANCELLED);
-      expect(await taskRow(task.id)).toMatchObject({ status: 'cancelled', rollback_reason: null, claim_token: null });
+      expect(await bed.rows.task(task.id)).toMatchObject({ status: 'cancelled', rollback_reason: null, claim_token: null });
       expect(scenario.undoCalls).toEqual([]);
-      expect(await stepRows(task.id)).toEqual([]);
+      expect(await bed.rows.steps(task.id)).toEqual([]);
     });
 
     it('undoes, in the caller, the steps a pending task completed before its worker went away', async () => {
-      const { taskId } = await writeCrashedRun(db.client, {
+      const { taskId } = await writeCrashedRun(bed.db.client, {
         workflowName: 'chain',
         status: 'pending',
         input: { links: 2 },
@@ -891,28 +746,28 @@ describe('saga', () => {
           { key: 'link-2', output: { link: 'link-2' }, compensationFn: functionalUndoName('chain', 'link-2') },
         ],
       });
-      const app = await boot({ duraflow: SUBMIT_ONLY });
+      const app = await startSagaApp(bed, { duraflow: SUBMIT_ONLY });
 
       const cancelled = await app.get(WorkflowService).cancel(taskId, { compensate: true });
 
       expect(cancelled.status).toBe(TaskStatus.CANCELLED);
       expect(scenario.undone(taskId)).toEqual(['link-2', 'link-1']);
       expect(scenario.bodyRuns).toEqual([]);
-      expect(await compensatedSteps(taskId)).toEqual(['link-2', 'link-1']);
+      expect(await bed.rows.compensatedStepKeys(taskId)).toEqual(['link-2', 'link-1']);
     });
 
     it('refuses a finished task with TaskAlreadyFinishedError and runs no compensation; an unknown id gets TaskNotFoundError', async () => {
-      const app = await boot();
+      const app = await startSagaApp(bed);
       const done = await runToEnd(app, 'chain', { links: 2 });
       expect(done.status).toBe(TaskStatus.ROLLED_BACK);
-      const before = await taskRow(done.id);
+      const before = await bed.rows.task(done.id);
       const calls = scenario.undoCalls.length;
 
       const cancel = app.get(WorkflowService).cancel(done.id, { compensate: true });
 
       await expect(cancel).rejects.toBeInstanceOf(TaskAlreadyFinishedError);
       await expect(cancel).rejects.toMatchObject({ code: 'TASK_ALREADY_FINISHED', status: 'rolled_back' });
-      expect(await taskRow(done.id)).toEqual(before);
+      expect(await bed.rows.task(done.id)).toEqual(before);
       expect(scenario.undoCalls).toHaveLength(calls);
       await expect(app.get(WorkflowService).cancel(randomUUID(), { compensate: true })).rejects.toBeInstanceOf(TaskNotFoundError);
     });
@@ -920,10 +775,10 @@ describe('saga', () => {
 
   describe('dead-letter queue', () => {
     it('lists dead letters newest first in keyset pages, optionally of one task', async () => {
-      const app = await boot();
+      const app = await startSagaApp(bed);
       const saga = app.get(SagaService);
-      const five = await partialRollback(app, 5);
-      const one = await partialRollback(app, 1);
+      const five = await partialRollback(bed, app, 5);
+      const one = await partialRollback(bed, app, 1);
 
       const pages = [];
       let cursor: string | undefined;
@@ -955,7 +810,7 @@ describe('saga', () => {
     });
 
     it('rejects a bad limit, taskId or cursor with a typed error', async () => {
-      const app = await boot({ duraflow: SUBMIT_ONLY });
+      const app = await startSagaApp(bed, { duraflow: SUBMIT_ONLY });
       const saga = app.get(SagaService);
 
       for (const limit of [0, 1001, 2.5, Number.NaN, '2' as unknown as number]) {
@@ -968,11 +823,11 @@ describe('saga', () => {
     });
 
     it('retries a dead letter with its saved output: the entry goes, compensated_at is set, the last one makes the task rolled_back', async () => {
-      const app = await boot();
+      const app = await startSagaApp(bed);
       const saga = app.get(SagaService);
-      const { task, deadLetters } = await partialRollback(app, 2);
+      const { task, deadLetters } = await partialRollback(bed, app, 2);
       expect(deadLetters.map((row) => row.step_key)).toEqual(['link-1', 'link-2']);
-      const saved = await stepRows(task.id);
+      const saved = await bed.rows.steps(task.id);
 
       const first = await saga.retryDeadLetter(deadLetters[0].id);
 
@@ -982,21 +837,21 @@ describe('saga', () => {
       const call = scenario.undoCallsOf(task.id).at(-1)!;
       expect(call).toMatchObject({ stepKey: 'link-1', outcome: 'undone', attempt: 1 });
       expect(call.output).toStrictEqual(saved.find((step) => step.step_key === 'link-1').output);
-      expect((await stepRow(task.id, 'link-1')).compensated_at).not.toBeNull();
-      expect((await deadLetterRows(task.id)).map((row) => row.id)).toEqual([deadLetters[1].id]);
-      expect((await taskRow(task.id)).status).toBe('partial_rollback');
+      expect((await bed.rows.step(task.id, 'link-1')).compensated_at).not.toBeNull();
+      expect((await bed.rows.deadLetters(task.id)).map((row) => row.id)).toEqual([deadLetters[1].id]);
+      expect((await bed.rows.task(task.id)).status).toBe('partial_rollback');
 
       const second = await saga.retryDeadLetter(deadLetters[1].id);
 
       expect(second.outcome).toBe('compensated');
       expect(second.task?.status).toBe(TaskStatus.ROLLED_BACK);
-      expect(await deadLetterRows(task.id)).toEqual([]);
-      expect(await compensatedSteps(task.id)).toEqual(['link-1', 'link-2']);
-      expect((await taskRow(task.id)).error).toEqual(task.error);
+      expect(await bed.rows.deadLetters(task.id)).toEqual([]);
+      expect(await bed.rows.compensatedStepKeys(task.id)).toEqual(['link-1', 'link-2']);
+      expect((await bed.rows.task(task.id)).error).toEqual(task.error);
     });
 
     it('retries with the saved output of the step, undefined and null kept apart', async () => {
-      const app = await boot();
+      const app = await startSagaApp(bed);
       const saga = app.get(SagaService);
       scenario.undo('nothing', { fails: 'always' });
       scenario.undo('json-null', { fails: 'always' });
@@ -1005,7 +860,7 @@ describe('saga', () => {
       scenario.undo('nothing', undefined);
       scenario.undo('json-null', undefined);
 
-      for (const row of await deadLetterRows(task.id)) await saga.retryDeadLetter(row.id);
+      for (const row of await bed.rows.deadLetters(task.id)) await saga.retryDeadLetter(row.id);
 
       const retried = scenario.undoCallsOf(task.id).filter((call) => call.outcome === 'undone' && ['nothing', 'json-null'].includes(call.stepKey));
       expect(retried.map((call) => [call.stepKey, call.output])).toEqual([
@@ -1013,13 +868,13 @@ describe('saga', () => {
         ['nothing', undefined],
       ]);
       expect(retried.find((call) => call.stepKey === 'nothing')!.output).toBeUndefined();
-      expect((await taskRow(task.id)).status).toBe('rolled_back');
+      expect((await bed.rows.task(task.id)).status).toBe('rolled_back');
     });
 
     it('keeps a dead letter whose retry fails again, counting the retry and keeping the new error', async () => {
-      const app = await boot();
+      const app = await startSagaApp(bed);
       const saga = app.get(SagaService);
-      const { task, deadLetters } = await partialRollback(app, 1);
+      const { task, deadLetters } = await partialRollback(bed, app, 1);
       let refusals = 0;
       scenario.undo('link-1', { fails: 'always', error: () => new VendorError('RefundError', `refund refused (${++refusals})`) });
 
@@ -1031,17 +886,17 @@ describe('saga', () => {
       expect(first.deadLetter?.error).toMatchObject({ message: 'refund refused (1)', name: 'RefundError', stepKey: 'link-1', attempt: 1 });
       expect(second.deadLetter).toMatchObject({ id: deadLetters[0].id, retryCount: 2 });
       expect(second.task?.status).toBe(TaskStatus.PARTIAL_ROLLBACK);
-      const [row] = await deadLetterRows(task.id);
+      const [row] = await bed.rows.deadLetters(task.id);
       expect(row).toMatchObject({ id: deadLetters[0].id, retry_count: 2 });
       expect(row.error).toMatchObject({ message: 'refund refused (2)', stack: expect.stringContaining('RefundError: refund refused (2)') });
-      expect((await stepRow(task.id, 'link-1')).compensated_at).toBeNull();
+      expect((await bed.rows.step(task.id, 'link-1')).compensated_at).toBeNull();
     });
 
     it('throws DeadLetterNotFoundError for an unknown id and writes nothing', async () => {
-      const app = await boot();
+      const app = await startSagaApp(bed);
       const saga = app.get(SagaService);
-      const { task } = await partialRollback(app, 1);
-      const before = { deadLetters: await deadLetterRows(), task: await taskRow(task.id), calls: scenario.undoCalls.length };
+      const { task } = await partialRollback(bed, app, 1);
+      const before = { deadLetters: await bed.rows.deadLetters(), task: await bed.rows.task(task.id), calls: scenario.undoCalls.length };
 
       for (const id of [randomUUID(), 'not-an-id']) {
         await expect(saga.retryDeadLetter(id)).rejects.toBeInstanceOf(DeadLetterNotFoundError);
@@ -1049,15 +904,15 @@ describe('saga', () => {
         await expect(saga.discardDeadLetter(id)).rejects.toBeInstanceOf(DeadLetterNotFoundError);
       }
 
-      expect(await deadLetterRows()).toEqual(before.deadLetters);
-      expect(await taskRow(task.id)).toEqual(before.task);
+      expect(await bed.rows.deadLetters()).toEqual(before.deadLetters);
+      expect(await bed.rows.task(task.id)).toEqual(before.task);
       expect(scenario.undoCalls).toHaveLength(before.calls);
     });
 
     it('runs the compensation once when one dead letter is retried twice at once: the other call gets DeadLetterBusyError', async () => {
-      const app = await boot();
+      const app = await startSagaApp(bed);
       const saga = app.get(SagaService);
-      const { task, deadLetters } = await partialRollback(app, 1);
+      const { task, deadLetters } = await partialRollback(bed, app, 1);
       const gate = new Gate();
       scenario.undo('link-1', { waitsAt: gate });
       const callsBefore = scenario.undoCalls.length;
@@ -1076,18 +931,18 @@ describe('saga', () => {
         { status: 'fulfilled', value: expect.objectContaining({ outcome: 'compensated' }) },
       ]);
       expect(scenario.undoCalls.length - callsBefore).toBe(1);
-      expect(await deadLetterRows()).toEqual([]);
-      expect((await taskRow(task.id)).status).toBe('rolled_back');
+      expect(await bed.rows.deadLetters()).toEqual([]);
+      expect((await bed.rows.task(task.id)).status).toBe('rolled_back');
     });
 
     it('rolls the task back when its last two dead letters are retried at the same time', async () => {
-      const app = await boot();
+      const app = await startSagaApp(bed);
       const saga = app.get(SagaService);
-      const { task, deadLetters } = await partialRollback(app, 2);
+      const { task, deadLetters } = await partialRollback(bed, app, 2);
 
       // The test holds both steps' rows, so each retry stops in its transaction with its
       // compensation done and its entry deleted; then both are let go at the same instant.
-      const holder = new Client({ connectionString: db.url });
+      const holder = new Client({ connectionString: bed.db.url });
       await holder.connect();
       try {
         await holder.query('BEGIN');
@@ -1102,14 +957,14 @@ describe('saga', () => {
       }
 
       expect(scenario.undone(task.id)).toHaveLength(2);
-      expect(await deadLetterRows()).toEqual([]);
-      expect((await taskRow(task.id)).status).toBe('rolled_back');
+      expect(await bed.rows.deadLetters()).toEqual([]);
+      expect((await bed.rows.task(task.id)).status).toBe('rolled_back');
     });
 
     it('discards a dead letter without running its compensation; the task is rolled_back once none is left', async () => {
-      const app = await boot();
+      const app = await startSagaApp(bed);
       const saga = app.get(SagaService);
-      const { task, deadLetters } = await partialRollback(app, 2);
+      const { task, deadLetters } = await partialRollback(bed, app, 2);
       const calls = scenario.undoCalls.length;
 
       const afterFirst = await saga.discardDeadLetter(deadLetters[0].id);
@@ -1118,14 +973,14 @@ describe('saga', () => {
 
       expect(afterSecond?.status).toBe(TaskStatus.ROLLED_BACK);
       expect(scenario.undoCalls).toHaveLength(calls);
-      expect(await deadLetterRows()).toEqual([]);
+      expect(await bed.rows.deadLetters()).toEqual([]);
       // The engine did not undo these steps: compensated_at stays empty.
-      expect(await compensatedSteps(task.id)).toEqual([]);
+      expect(await bed.rows.compensatedStepKeys(task.id)).toEqual([]);
       await expect(saga.retryDeadLetter(deadLetters[0].id)).rejects.toBeInstanceOf(DeadLetterNotFoundError);
     });
 
     it('refuses to discard a dead letter while its task is still rolling back (the rollback would run it again)', async () => {
-      const { taskId, stepIds } = await writeCrashedRun(db.client, {
+      const { taskId, stepIds } = await writeCrashedRun(bed.db.client, {
         workflowName: 'chain',
         status: 'running',
         rollbackReason: 'failed',
@@ -1137,29 +992,29 @@ describe('saga', () => {
           { key: 'break', status: 'failed' },
         ],
       });
-      await db.client.query(`INSERT INTO dead_letter_queue (task_id, step_id, error) VALUES ($1, $2, '{"message":"x"}')`, [
+      await bed.db.client.query(`INSERT INTO dead_letter_queue (task_id, step_id, error) VALUES ($1, $2, '{"message":"x"}')`, [
         taskId,
         stepIds['link-2'],
       ]);
-      const app = await boot();
-      const [deadLetter] = await deadLetterRows(taskId);
+      const app = await startSagaApp(bed);
+      const [deadLetter] = await bed.rows.deadLetters(taskId);
 
       const discard = app.get(SagaService).discardDeadLetter(deadLetter.id);
       await expect(discard).rejects.toBeInstanceOf(DeadLetterTaskActiveError);
       await expect(discard).rejects.toMatchObject({ code: 'DEAD_LETTER_TASK_ACTIVE', taskId, status: 'running' });
-      expect(await deadLetterRows(taskId)).toEqual([deadLetter]);
+      expect(await bed.rows.deadLetters(taskId)).toEqual([deadLetter]);
     });
 
     it('retries of an orphaned dead letter (its task deleted) fail with DeadLetterOrphanedError; it can be discarded', async () => {
-      const app = await boot();
+      const app = await startSagaApp(bed);
       const saga = app.get(SagaService);
-      const { task, deadLetters } = await partialRollback(app, 1);
-      await db.client.query(`DELETE FROM agent_tasks WHERE id = $1`, [task.id]); // step_runs go with it
+      const { task, deadLetters } = await partialRollback(bed, app, 1);
+      await bed.db.client.query(`DELETE FROM agent_tasks WHERE id = $1`, [task.id]); // step_runs go with it
       const calls = scenario.undoCalls.length;
 
       await expect(saga.retryDeadLetter(deadLetters[0].id)).rejects.toBeInstanceOf(DeadLetterOrphanedError);
       expect(scenario.undoCalls).toHaveLength(calls);
-      const count = async () => (await db.client.query(`SELECT count(*)::int AS n FROM dead_letter_queue`)).rows[0].n;
+      const count = () => bed.rows.count('dead_letter_queue');
       expect(await count()).toBe(1);
       expect((await saga.listDeadLetters()).items.map((item) => item.id)).toEqual([deadLetters[0].id]);
       expect(await saga.discardDeadLetter(deadLetters[0].id)).toBeNull();
@@ -1167,16 +1022,16 @@ describe('saga', () => {
     });
 
     it('the seed’s "Find failed compensations" query returns the dead letters of partial rollbacks with their workflow name', async () => {
-      const app = await boot();
+      const app = await startSagaApp(bed);
       scenario.failStep('charge-card', new VendorError('CardDeclinedError', 'card declined'));
       scenario.undo('book-hotel', { fails: 'always' });
       const trip = await runToEnd(app, 'trip', TRIP);
-      const chain = await partialRollback(app, 2);
+      const chain = await partialRollback(bed, app, 2);
       expect(trip.status).toBe(TaskStatus.PARTIAL_ROLLBACK);
 
-      const { rows } = await db.client.query(SEED_FIND_FAILED_COMPENSATIONS);
+      const { rows } = await bed.db.client.query(FIND_FAILED_COMPENSATIONS);
 
-      const hotel = await stepRow(trip.id, 'book-hotel');
+      const hotel = await bed.rows.step(trip.id, 'book-hotel');
       expect(rows.map((row) => [row.task_id, row.workflow_name, row.step_id])).toEqual([
         [chain.task.id, 'chain', chain.deadLetters[0].step_id],
         [chain.task.id, 'chain', chain.deadLetters[1].step_id],

@@ -1,15 +1,22 @@
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Client } from 'pg';
 import { DataSource, IsNull } from 'typeorm';
 import { AgentTask, DeadLetter, DURAFLOW_ENTITIES, runDuraflowMigrations, StepRun } from '@duraflow/nestjs';
-import { createTestDatabase, TestDatabase } from './support/database';
+import {
+  CHECK_STEP_MEMOIZATION,
+  FIND_COMPENSABLE_STEPS,
+  FIND_FAILED_COMPENSATIONS,
+  FIND_PENDING_TASKS,
+  FIND_STALE_RUNNING_TASKS,
+  forTask,
+  SEED_TEXT,
+} from './fixtures/schema/seed-queries';
+import { useTestBed } from './support/test-bed';
 
 const execFileAsync = promisify(execFile);
 const REPO_ROOT = join(__dirname, '..');
-const SEED_TEXT = readFileSync(join(__dirname, 'fixtures/schema/seed-000-database-schema.txt'), 'utf8');
 const MIGRATIONS = ['SeedSchema1700000000000', 'EngineColumns1700000000001', 'SagaColumns1700000000002'];
 /** npx and tsx start slowly when other suites load the machine. */
 const CHILD_PROCESS_TIMEOUT_MS = 120_000;
@@ -92,37 +99,6 @@ WHERE compensation_fn IS NOT NULL;`,
   idx_dlq_task_id: `CREATE INDEX idx_dlq_task_id ON dead_letter_queue(task_id);`,
 };
 
-// Seed 000's SELECTs, byte for byte ("Saga Rollback" and "Query Examples").
-const FIND_COMPENSABLE_STEPS = `SELECT * FROM step_runs
-WHERE task_id = 'task-id'
-AND status = 'completed'
-AND compensation_fn IS NOT NULL
-ORDER BY completed_at DESC;  -- LIFO`;
-const FIND_PENDING_TASKS = `SELECT * FROM agent_tasks
-WHERE status = 'pending'
-ORDER BY priority DESC, created_at ASC
-LIMIT 10;`;
-const FIND_STALE_RUNNING_TASKS = `SELECT * FROM agent_tasks
-WHERE status = 'running'
-AND heartbeat_at < NOW() - INTERVAL '30 seconds';`;
-const CHECK_STEP_MEMOIZATION = `SELECT * FROM step_runs
-WHERE task_id = 'task-id'
-AND step_key = 'validate-order'
-AND status = 'completed';`;
-const FIND_FAILED_COMPENSATIONS = `SELECT dlq.*, at.workflow_name
-FROM dead_letter_queue dlq
-JOIN agent_tasks at ON dlq.task_id = at.id
-ORDER BY dlq.created_at DESC;`;
-
-/**
- * The seed writes the literal 'task-id' where a task's UUID goes. This swaps in a real UUID for
- * that placeholder and changes nothing else in the seed's text.
- */
-function forTask(seedQuery: string, taskId: string): string {
-  expect(seedQuery.split("'task-id'")).toHaveLength(2);
-  return seedQuery.replace("'task-id'", `'${taskId}'`);
-}
-
 /**
  * One spelling for the seed's CREATE INDEX and PostgreSQL's pg_indexes.indexdef: no schema
  * prefix, no `USING btree`, no casts PostgreSQL adds (`(status)::text = 'pending'::text`), no
@@ -194,18 +170,11 @@ async function inRolledBackTransaction(client: Client, fn: () => Promise<void>):
 const at = (minute: number) => new Date(Date.UTC(2024, 0, 1, 10, minute));
 
 describe('schema (seed 000 "Database Schema")', () => {
-  let db: TestDatabase;
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-  });
-  afterAll(async () => {
-    await db?.drop();
-  });
+  const bed = useTestBed();
 
   describe('tables', () => {
     it('has the three seed tables and TypeORM migrations table, and no other table', async () => {
-      expect(await publicTables(db.client)).toEqual(['agent_tasks', 'dead_letter_queue', 'migrations', 'step_runs']);
+      expect(await publicTables(bed.db.client)).toEqual(['agent_tasks', 'dead_letter_queue', 'migrations', 'step_runs']);
     });
 
     it.each([
@@ -215,12 +184,12 @@ describe('schema (seed 000 "Database Schema")', () => {
     ])(
       '%s has exactly the seed columns (type, length, nullability, default) in seed order, then only the engine extras',
       async (table, seedColumns) => {
-        expect(await columnsOf(db.client, table)).toEqual([...seedColumns, ...ENGINE_EXTRA_COLUMNS[table]]);
+        expect(await columnsOf(bed.db.client, table)).toEqual([...seedColumns, ...ENGINE_EXTRA_COLUMNS[table]]);
       },
     );
 
     it('keeps each column default in pg_attrdef as the seed spells it', async () => {
-      const { rows } = await db.client.query(
+      const { rows } = await bed.db.client.query(
         `SELECT c.relname AS table, a.attname AS column, pg_get_expr(d.adbin, d.adrelid) AS default
          FROM pg_attrdef d
          JOIN pg_class c ON c.oid = d.adrelid
@@ -244,7 +213,7 @@ describe('schema (seed 000 "Database Schema")', () => {
   describe('constraints', () => {
     it('has exactly the seed constraints: the primary keys, the foreign key, UNIQUE(task_id, step_key)', async () => {
       // PostgreSQL 18 (the embedded one) also lists each NOT NULL here (contype n): nullability is the columns' test above.
-      const { rows } = await db.client.query(
+      const { rows } = await bed.db.client.query(
         `SELECT conrelid::regclass::text AS table, contype, pg_get_constraintdef(oid) AS definition
          FROM pg_constraint
          WHERE conrelid IN ('agent_tasks'::regclass, 'step_runs'::regclass, 'dead_letter_queue'::regclass)
@@ -265,7 +234,7 @@ describe('schema (seed 000 "Database Schema")', () => {
     });
 
     it('references agent_tasks(id) from step_runs.task_id with ON DELETE CASCADE (confdeltype c)', async () => {
-      const { rows } = await db.client.query(
+      const { rows } = await bed.db.client.query(
         `SELECT confrelid::regclass::text AS referenced, confdeltype,
                 (SELECT array_agg(attname::text) FROM pg_attribute
                  WHERE attrelid = conrelid AND attnum = ANY (conkey)) AS columns,
@@ -280,39 +249,39 @@ describe('schema (seed 000 "Database Schema")', () => {
     });
 
     it('deletes a task’s step runs when the task is deleted', async () => {
-      await inRolledBackTransaction(db.client, async () => {
-        const taskId = await insertTask(db.client, { workflow_name: 'order-processing' });
-        await insertStep(db.client, { task_id: taskId, step_key: 'validate-order' });
-        await insertStep(db.client, { task_id: taskId, step_key: 'charge-card' });
-        await db.client.query('DELETE FROM agent_tasks WHERE id = $1', [taskId]);
-        const { rows } = await db.client.query('SELECT count(*)::int AS n FROM step_runs WHERE task_id = $1', [taskId]);
+      await inRolledBackTransaction(bed.db.client, async () => {
+        const taskId = await insertTask(bed.db.client, { workflow_name: 'order-processing' });
+        await insertStep(bed.db.client, { task_id: taskId, step_key: 'validate-order' });
+        await insertStep(bed.db.client, { task_id: taskId, step_key: 'charge-card' });
+        await bed.db.client.query('DELETE FROM agent_tasks WHERE id = $1', [taskId]);
+        const { rows } = await bed.db.client.query('SELECT count(*)::int AS n FROM step_runs WHERE task_id = $1', [taskId]);
         expect(rows[0].n).toBe(0);
       });
     });
 
     it('rejects a step run for a task that does not exist', async () => {
-      await inRolledBackTransaction(db.client, async () => {
+      await inRolledBackTransaction(bed.db.client, async () => {
         await expect(
-          insertStep(db.client, { task_id: '00000000-0000-4000-8000-000000000000', step_key: 'validate-order' }),
+          insertStep(bed.db.client, { task_id: '00000000-0000-4000-8000-000000000000', step_key: 'validate-order' }),
         ).rejects.toMatchObject({ code: '23503', constraint: 'step_runs_task_id_fkey' });
       });
     });
 
     it('rejects a second step run with the same task_id and step_key', async () => {
-      await inRolledBackTransaction(db.client, async () => {
-        const taskId = await insertTask(db.client, { workflow_name: 'order-processing' });
-        await insertStep(db.client, { task_id: taskId, step_key: 'validate-order' });
-        await expect(insertStep(db.client, { task_id: taskId, step_key: 'validate-order' })).rejects.toMatchObject({
+      await inRolledBackTransaction(bed.db.client, async () => {
+        const taskId = await insertTask(bed.db.client, { workflow_name: 'order-processing' });
+        await insertStep(bed.db.client, { task_id: taskId, step_key: 'validate-order' });
+        await expect(insertStep(bed.db.client, { task_id: taskId, step_key: 'validate-order' })).rejects.toMatchObject({
           code: '23505',
         });
       });
     });
 
     it('lets dead_letter_queue rows outlive their task and step (the seed declares no foreign key there)', async () => {
-      await inRolledBackTransaction(db.client, async () => {
+      await inRolledBackTransaction(bed.db.client, async () => {
         const orphan = '00000000-0000-4000-8000-000000000001';
-        await db.client.query('INSERT INTO dead_letter_queue (task_id, step_id) VALUES ($1, $1)', [orphan]);
-        const { rows } = await db.client.query('SELECT count(*)::int AS n FROM dead_letter_queue WHERE task_id = $1', [
+        await bed.db.client.query('INSERT INTO dead_letter_queue (task_id, step_id) VALUES ($1, $1)', [orphan]);
+        const { rows } = await bed.db.client.query('SELECT count(*)::int AS n FROM dead_letter_queue WHERE task_id = $1', [
           orphan,
         ]);
         expect(rows[0].n).toBe(1);
@@ -322,7 +291,7 @@ describe('schema (seed 000 "Database Schema")', () => {
 
   describe('indexes', () => {
     it.each(Object.entries(SEED_INDEXES))('has the seed index %s with the seed definition', async (name, seedSql) => {
-      const { rows } = await db.client.query(
+      const { rows } = await bed.db.client.query(
         `SELECT indexdef FROM pg_indexes WHERE schemaname = 'public' AND indexname = $1`,
         [name],
       );
@@ -331,7 +300,7 @@ describe('schema (seed 000 "Database Schema")', () => {
     });
 
     it('keeps the partial indexes partial: pending, running and compensable rows only', async () => {
-      const { rows } = await db.client.query(
+      const { rows } = await bed.db.client.query(
         `SELECT c.relname AS index, pg_get_expr(i.indpred, i.indrelid) AS predicate
          FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
          WHERE c.relname = ANY ($1)
@@ -348,7 +317,7 @@ describe('schema (seed 000 "Database Schema")', () => {
     });
 
     it('has no index beyond the seed’s, the constraints’ and the engine’s documented ones', async () => {
-      const { rows } = await db.client.query(
+      const { rows } = await bed.db.client.query(
         `SELECT indexname FROM pg_indexes
          WHERE schemaname = 'public' AND tablename IN ('agent_tasks', 'step_runs', 'dead_letter_queue')
          ORDER BY indexname`,
@@ -395,8 +364,8 @@ describe('schema (seed 000 "Database Schema")', () => {
       const pendingByRank: string[] = [];
 
       beforeAll(async () => {
-        await db.client.query('TRUNCATE agent_tasks, step_runs, dead_letter_queue');
-        const c = db.client;
+        await bed.db.client.query('TRUNCATE agent_tasks, step_runs, dead_letter_queue');
+        const c = bed.db.client;
 
         // Twelve pending tasks: two urgent ones created after ten ordinary ones, so the order
         // (priority DESC, created_at ASC) and the LIMIT both show in the result.
@@ -477,7 +446,7 @@ describe('schema (seed 000 "Database Schema")', () => {
       });
 
       it('"Saga Rollback" finds the completed steps with a compensation, last completed first', async () => {
-        const { rows } = await db.client.query(forTask(FIND_COMPENSABLE_STEPS, sagaTask));
+        const { rows } = await bed.db.client.query(forTask(FIND_COMPENSABLE_STEPS, sagaTask));
         expect(rows.map((r) => [r.step_key, r.compensation_fn])).toEqual([
           ['book-car', 'trip.cancelCar'],
           ['book-hotel', 'trip.cancelHotel'],
@@ -487,20 +456,20 @@ describe('schema (seed 000 "Database Schema")', () => {
       });
 
       it('"Find pending tasks" returns ten pending tasks, by priority, then oldest first', async () => {
-        const { rows } = await db.client.query(FIND_PENDING_TASKS);
+        const { rows } = await bed.db.client.query(FIND_PENDING_TASKS);
         expect(rows.map((r) => r.id)).toEqual(pendingByRank);
         expect(rows.every((r) => r.status === 'pending')).toBe(true);
         expect(rows.map((r) => r.priority)).toEqual([5, 5, 0, 0, 0, 0, 0, 0, 0, 0]);
       });
 
       it('"Find stale running tasks" returns only running tasks whose heartbeat is older than 30 seconds', async () => {
-        const { rows } = await db.client.query(FIND_STALE_RUNNING_TASKS);
+        const { rows } = await bed.db.client.query(FIND_STALE_RUNNING_TASKS);
         expect(rows.map((r) => [r.id, r.worker_id])).toEqual([[staleRunner, 'worker-dead']]);
         expect(rows.map((r) => r.id)).not.toContain(freshRunner);
       });
 
       it('"Check step memoization" returns the completed step of that task with its output', async () => {
-        const { rows } = await db.client.query(forTask(CHECK_STEP_MEMOIZATION, orderTask));
+        const { rows } = await bed.db.client.query(forTask(CHECK_STEP_MEMOIZATION, orderTask));
         expect(rows).toHaveLength(1);
         expect(rows[0]).toMatchObject({
           task_id: orderTask,
@@ -511,12 +480,12 @@ describe('schema (seed 000 "Database Schema")', () => {
       });
 
       it('"Check step memoization" returns nothing while the step has not completed', async () => {
-        const { rows } = await db.client.query(forTask(CHECK_STEP_MEMOIZATION, inFlightTask));
+        const { rows } = await bed.db.client.query(forTask(CHECK_STEP_MEMOIZATION, inFlightTask));
         expect(rows).toEqual([]);
       });
 
       it('"Find failed compensations" lists DLQ entries with their workflow name, newest first', async () => {
-        const { rows } = await db.client.query(FIND_FAILED_COMPENSATIONS);
+        const { rows } = await bed.db.client.query(FIND_FAILED_COMPENSATIONS);
         expect(rows.map((r) => [r.task_id, r.workflow_name, r.error.message])).toEqual([
           [sagaTask, 'book-trip', 'car API down'],
           [orderTask, 'order-processing', 'refund rejected'],
@@ -531,23 +500,14 @@ describe('schema (seed 000 "Database Schema")', () => {
   });
 
   describe('migrations', () => {
-    const scratch: TestDatabase[] = [];
-    const scratchDatabase = async () => {
-      const fresh = await createTestDatabase({ migrate: false });
-      scratch.push(fresh);
-      return fresh;
-    };
+    const scratchDatabase = () => bed.createDatabase({ migrate: false });
     /** Runs a command from the repository root, as a user would, against the database at `url`. */
     const runFromRepoRoot = (command: string, args: string[], url: string) =>
       execFileAsync(command, args, { cwd: REPO_ROOT, env: { ...process.env, DATABASE_URL: url } });
 
-    afterAll(async () => {
-      await Promise.all(scratch.map((fresh) => fresh.drop()));
-    });
-
     it('applies nothing when run a second time', async () => {
-      expect(await runDuraflowMigrations(db.url)).toEqual([]);
-      const { rows } = await db.client.query('SELECT name FROM migrations ORDER BY timestamp');
+      expect(await runDuraflowMigrations(bed.db.url)).toEqual([]);
+      const { rows } = await bed.db.client.query('SELECT name FROM migrations ORDER BY timestamp');
       expect(rows.map((r) => r.name)).toEqual(MIGRATIONS);
     });
 
@@ -590,17 +550,12 @@ describe('schema (seed 000 "Database Schema")', () => {
   });
 
   describe('TypeORM entities (DURAFLOW_ENTITIES)', () => {
-    let entitiesDb: TestDatabase;
+    const entitiesBed = useTestBed();
     let dataSource: DataSource;
 
     beforeAll(async () => {
-      entitiesDb = await createTestDatabase();
-      dataSource = new DataSource({ type: 'postgres', url: entitiesDb.url, entities: DURAFLOW_ENTITIES });
-      await dataSource.initialize();
-    });
-    afterAll(async () => {
-      await dataSource?.destroy();
-      await entitiesDb?.drop();
+      dataSource = new DataSource({ type: 'postgres', url: entitiesBed.db.url, entities: DURAFLOW_ENTITIES });
+      entitiesBed.closeLater(await dataSource.initialize(), (opened) => opened.destroy());
     });
 
     it('need no schema change against the migrated tables', async () => {
@@ -641,7 +596,7 @@ describe('schema (seed 000 "Database Schema")', () => {
       expect(task.createdAt).toBeInstanceOf(Date);
       expect(task.updatedAt).toBeInstanceOf(Date);
 
-      const { rows } = await entitiesDb.client.query(
+      const { rows } = await entitiesBed.db.client.query(
         'SELECT status, priority, retry_count, max_retries, input FROM agent_tasks WHERE id = $1',
         [id],
       );

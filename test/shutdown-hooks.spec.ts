@@ -3,8 +3,7 @@ import { TestingModule } from '@nestjs/testing';
 import { workflow } from '@duraflow/nestjs';
 import { SHUTDOWN_HOOKS_CHECK_DELAY_MS } from '../libs/duraflow/src/lifecycle/shutdown-hooks.check';
 import { eventually, sleep } from './support/waiting';
-import { startTestApp } from './support/app';
-import { createTestDatabase, TestDatabase } from './support/database';
+import { useTestBed } from './support/test-bed';
 
 const noop = workflow('noop', async () => null);
 const WARNING = /Shutdown hooks are not enabled: call app\.enableShutdownHooks\(\)/;
@@ -20,14 +19,9 @@ class CapturingLogger implements LoggerService {
 }
 
 describe('the warning when the host has not enabled shutdown hooks', () => {
-  let db: TestDatabase;
-  let app: TestingModule | undefined;
+  const bed = useTestBed();
   let nodeEnv: string | undefined;
   let logger: CapturingLogger;
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-  });
 
   beforeEach(() => {
     nodeEnv = process.env.NODE_ENV;
@@ -37,18 +31,12 @@ describe('the warning when the host has not enabled shutdown hooks', () => {
     expect(process.listenerCount('SIGTERM')).toBe(0);
   });
 
-  afterEach(async () => {
-    await app?.close();
-    app = undefined;
+  afterEach(() => {
     process.env.NODE_ENV = nodeEnv;
   });
 
-  afterAll(async () => {
-    await db?.drop();
-  });
-
   async function start(worker = true): Promise<TestingModule> {
-    app = await startTestApp({ db, duraflow: { workflows: [noop], worker: { enabled: worker } } });
+    const app = await bed.start({ duraflow: { workflows: [noop], worker: { enabled: worker } } });
     app.useLogger(logger);
     return app;
   }

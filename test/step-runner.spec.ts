@@ -17,8 +17,8 @@ import {
 } from '@duraflow/nestjs';
 import { Gate, SideEffects } from './fixtures/steps/controls';
 import { eventually, sleep } from './support/waiting';
-import { startTestApp } from './support/app';
-import { createTestDatabase, TestDatabase } from './support/database';
+import { runToEnd } from './support/tasks';
+import { useTestBed } from './support/test-bed';
 
 /*
  * The step runner against PostgreSQL: memoization across processes, duplicate and nested
@@ -27,62 +27,18 @@ import { createTestDatabase, TestDatabase } from './support/database';
  * table the engine knows nothing about, so "ran once" is counted from outside the engine.
  */
 
-let db: TestDatabase;
+const bed = useTestBed();
 let effects: SideEffects;
 /** Which app (Nest module) a step body is running in, as the test last set it. */
 let appLabel = 'A';
-const openApps = new Set<TestingModule>();
 
-async function boot(options: {
-  workflows?: FunctionalWorkflowDefinition[];
-  providers?: Provider[];
-  duraflow?: DuraflowModuleOptions;
-}): Promise<TestingModule> {
+/** An app on the test database with these workflows, its worker quick to hand back on close. */
+function startApp(options: { workflows?: FunctionalWorkflowDefinition[]; providers?: Provider[]; duraflow?: DuraflowModuleOptions }): Promise<TestingModule> {
   const duraflow = options.duraflow ?? {};
-  const app = await startTestApp({
-    db,
+  return bed.start({
     providers: options.providers,
-    duraflow: {
-      ...duraflow,
-      workflows: options.workflows ?? [],
-      worker: { shutdownTimeoutMs: 100, ...duraflow.worker },
-    },
+    duraflow: { ...duraflow, workflows: options.workflows ?? [], worker: { shutdownTimeoutMs: 100, ...duraflow.worker } },
   });
-  openApps.add(app);
-  return app;
-}
-
-async function closeApp(app: TestingModule): Promise<void> {
-  openApps.delete(app);
-  await app.close();
-}
-
-async function taskRow(id: string) {
-  const { rows } = await db.client.query(
-    `SELECT status, output, error, retry_count, claim_token FROM agent_tasks WHERE id = $1`,
-    [id],
-  );
-  return rows[0];
-}
-
-async function stepRows(id: string) {
-  const { rows } = await db.client.query(
-    `SELECT step_key, status, output, output IS NULL AS output_is_sql_null, error, attempt
-     FROM step_runs WHERE task_id = $1 ORDER BY completion_seq NULLS LAST, created_at, step_key`,
-    [id],
-  );
-  return rows;
-}
-
-async function completedStepKeys(id: string): Promise<string[]> {
-  return (await stepRows(id)).filter((row) => row.status === 'completed').map((row) => row.step_key);
-}
-
-/** Submits a task in `app` and waits for its terminal status. */
-async function runToEnd(app: TestingModule, name: string, input: unknown = {}) {
-  const workflows = app.get(WorkflowService);
-  const task = await workflows.submit(name, input);
-  return workflows.waitFor(task.id, { timeoutMs: 15_000 });
 }
 
 // ---------------------------------------------------------------- memoization
@@ -387,8 +343,7 @@ const fenced = workflow('fenced', async (ctx: WorkflowContext) => {
 
 describe('step runner', () => {
   beforeAll(async () => {
-    db = await createTestDatabase();
-    effects = new SideEffects(db.client);
+    effects = new SideEffects(bed.db.client);
     await effects.createTable();
   });
 
@@ -396,31 +351,22 @@ describe('step runner', () => {
     appLabel = 'A';
   });
 
-  afterEach(async () => {
-    for (const app of [...openApps]) await closeApp(app);
-  });
-
-  afterAll(async () => {
-    for (const app of [...openApps]) await closeApp(app);
-    await db?.drop();
-  });
-
   describe('memoization across a fresh module', () => {
     it('does not run completed ctx.step.run steps again when another module resumes the task, and returns their saved outputs', async () => {
       checkoutGate = new Gate();
-      const appA = await boot({ workflows: [checkout] });
+      const appA = await startApp({ workflows: [checkout] });
       const task = await appA.get(WorkflowService).submit('checkout', {});
       await checkoutGate.reached.promise;
 
       // App A shuts down while "charge-card" is blocked: its signal aborts and the task is handed back.
-      await closeApp(appA);
+      await bed.close(appA);
       expect(checkoutGate.aborts).toHaveLength(1);
-      expect((await taskRow(task.id)).status).toBe(TaskStatus.PENDING);
-      expect(await completedStepKeys(task.id)).toEqual(['create-order', 'reserve-stock']);
+      expect((await bed.rows.task(task.id)).status).toBe(TaskStatus.PENDING);
+      expect(await bed.rows.completedStepKeys(task.id)).toEqual(['create-order', 'reserve-stock']);
 
       checkoutGate.open();
       appLabel = 'B';
-      const appB = await boot({ workflows: [checkout] });
+      const appB = await startApp({ workflows: [checkout] });
       const done = await appB.get(WorkflowService).waitFor(task.id, { timeoutMs: 15_000 });
 
       expect(done.status).toBe(TaskStatus.COMPLETED);
@@ -437,30 +383,30 @@ describe('step runner', () => {
         charge: { chargeId: charges[0].detail.chargeId },
         attempt: 1,
       });
-      expect(await completedStepKeys(task.id)).toEqual(['create-order', 'reserve-stock', 'charge-card']);
+      expect(await bed.rows.completedStepKeys(task.id)).toEqual(['create-order', 'reserve-stock', 'charge-card']);
     });
 
     it('does not run completed @Step methods again after the reaper re-queues a task whose worker went silent', async () => {
       tripGate = new Gate();
       // No heartbeat and one task at a time: app A neither refreshes nor re-claims the task.
       // The scheduled reaper stays out of the way; this test reaps by hand.
-      const appA = await boot({
+      const appA = await startApp({
         providers: [TripWorkflow],
         duraflow: { heartbeatIntervalMs: 60_000, worker: { concurrency: 1 }, reaper: { intervalMs: 3_600_000 } },
       });
       const task = await appA.get(WorkflowService).submit('trip', {});
       await tripGate.reached.promise;
 
-      await db.client.query(`UPDATE agent_tasks SET heartbeat_at = now() - interval '1 hour' WHERE id = $1`, [task.id]);
+      await bed.db.client.query(`UPDATE agent_tasks SET heartbeat_at = now() - interval '1 hour' WHERE id = $1`, [task.id]);
       const reaped = await appA.get(ReaperService).reapOnce();
       expect(reaped.requeued).toEqual([task.id]);
-      await closeApp(appA);
-      expect(await taskRow(task.id)).toMatchObject({ status: TaskStatus.PENDING, retry_count: 1 });
-      expect(await completedStepKeys(task.id)).toEqual(['book-flight', 'book-hotel']);
+      await bed.close(appA);
+      expect(await bed.rows.task(task.id)).toMatchObject({ status: TaskStatus.PENDING, retry_count: 1 });
+      expect(await bed.rows.completedStepKeys(task.id)).toEqual(['book-flight', 'book-hotel']);
 
       tripGate.open();
       appLabel = 'B';
-      const appB = await boot({ providers: [TripWorkflow] });
+      const appB = await startApp({ providers: [TripWorkflow] });
       const done = await appB.get(WorkflowService).waitFor(task.id, { timeoutMs: 15_000 });
 
       expect(done.status).toBe(TaskStatus.COMPLETED);
@@ -482,62 +428,62 @@ describe('step runner', () => {
 
   describe('step keys', () => {
     it('fails the task with DUPLICATE_STEP_KEY when ctx.step.run uses a key twice, keeping the first output', async () => {
-      const app = await boot({ workflows: [duplicateKey] });
+      const app = await startApp({ workflows: [duplicateKey] });
       const done = await runToEnd(app, 'duplicate-key');
 
       expect(done.status).toBe(TaskStatus.FAILED);
       expect(done.error).toMatchObject({ code: 'DUPLICATE_STEP_KEY', name: 'DuplicateStepKeyError' });
       expect(done.error!.message).toContain('"send-email"');
       expect((await effects.of(done.id, 'send-email')).map((row) => row.detail)).toEqual([{ which: 'first' }]);
-      expect(await stepRows(done.id)).toMatchObject([{ step_key: 'send-email', status: 'completed', output: { which: 'first' } }]);
+      expect(await bed.rows.steps(done.id)).toMatchObject([{ step_key: 'send-email', status: 'completed', output: { which: 'first' } }]);
     });
 
     it('fails the task with DUPLICATE_STEP_KEY when a @Step method is called twice in one run', async () => {
-      const app = await boot({ providers: [NewsletterWorkflow] });
+      const app = await startApp({ providers: [NewsletterWorkflow] });
       const done = await runToEnd(app, 'newsletter');
 
       expect(done.status).toBe(TaskStatus.FAILED);
       expect(done.error).toMatchObject({ code: 'DUPLICATE_STEP_KEY' });
       expect((await effects.of(done.id, 'notify')).map((row) => row.detail)).toEqual([{ which: 'first' }]);
-      expect(await stepRows(done.id)).toMatchObject([{ step_key: 'notify', status: 'completed', output: { which: 'first' } }]);
+      expect(await bed.rows.steps(done.id)).toMatchObject([{ step_key: 'notify', status: 'completed', output: { which: 'first' } }]);
     });
 
     it('fails the task with NESTED_STEP when a step is started inside another step, without running the inner one', async () => {
-      const app = await boot({ workflows: [nestedSteps] });
+      const app = await startApp({ workflows: [nestedSteps] });
       const done = await runToEnd(app, 'nested-steps');
 
       expect(done.status).toBe(TaskStatus.FAILED);
       expect(done.error).toMatchObject({ code: 'NESTED_STEP', name: 'NestedStepError', stepKey: 'outer' });
       expect(await effects.count(done.id, 'inner')).toBe(0);
       expect(await effects.count(done.id, 'outer')).toBe(0);
-      expect(await stepRows(done.id)).toMatchObject([{ step_key: 'outer', status: 'failed', error: { code: 'NESTED_STEP' } }]);
+      expect(await bed.rows.steps(done.id)).toMatchObject([{ step_key: 'outer', status: 'failed', error: { code: 'NESTED_STEP' } }]);
     });
 
     it('fails the task with NESTED_STEP when a @Step method is called inside a ctx.step.run body', async () => {
-      const app = await boot({ providers: [NestedStepMethodWorkflow] });
+      const app = await startApp({ providers: [NestedStepMethodWorkflow] });
       const done = await runToEnd(app, 'nested-step-method');
 
       expect(done.status).toBe(TaskStatus.FAILED);
       expect(done.error).toMatchObject({ code: 'NESTED_STEP', stepKey: 'outer' });
       expect(await effects.count(done.id, 'inner')).toBe(0);
-      expect((await stepRows(done.id)).map((row) => row.step_key)).toEqual(['outer']);
+      expect((await bed.rows.steps(done.id)).map((row) => row.step_key)).toEqual(['outer']);
     });
   });
 
   describe('retries', () => {
     it('completes a step that fails twice then succeeds with retries: 3, recording attempt 3', async () => {
-      const app = await boot({ workflows: [flakyApi] });
+      const app = await startApp({ workflows: [flakyApi] });
       const done = await runToEnd(app, 'flaky-api');
 
       expect(done.status).toBe(TaskStatus.COMPLETED);
       expect(done.output).toEqual({ answeredOnAttempt: 3 });
       expect(attemptsSeen.get(done.id)).toEqual([1, 2, 3]);
       expect(await effects.count(done.id, 'call-api')).toBe(3);
-      expect(await stepRows(done.id)).toMatchObject([{ step_key: 'call-api', status: 'completed', attempt: 3, error: null }]);
+      expect(await bed.rows.steps(done.id)).toMatchObject([{ step_key: 'call-api', status: 'completed', attempt: 3, error: null }]);
     });
 
     it('makes exactly retries + 1 attempts of a step that always fails, then fails the task with STEP_FAILED', async () => {
-      const app = await boot({ workflows: [declinedPayment] });
+      const app = await startApp({ workflows: [declinedPayment] });
       const done = await runToEnd(app, 'declined-payment');
 
       expect(done.status).toBe(TaskStatus.FAILED);
@@ -552,7 +498,7 @@ describe('step runner', () => {
         stepKey: 'charge',
         attempts: 3,
       });
-      const [step] = await stepRows(done.id);
+      const [step] = await bed.rows.steps(done.id);
       expect(step).toMatchObject({
         step_key: 'charge',
         status: 'failed',
@@ -562,7 +508,7 @@ describe('step runner', () => {
     });
 
     it('waits at least the jitter floor of the exponential backoff between attempts', async () => {
-      const app = await boot({ workflows: [backoffProbe] });
+      const app = await startApp({ workflows: [backoffProbe] });
       const done = await runToEnd(app, 'backoff-probe');
 
       expect(done.status).toBe(TaskStatus.COMPLETED);
@@ -577,7 +523,7 @@ describe('step runner', () => {
 
   describe('timeouts', () => {
     it('aborts the signal of a step that honours it when its timeout passes, counting each timeout as a failed attempt', async () => {
-      const app = await boot({ workflows: [slowHonouring] });
+      const app = await startApp({ workflows: [slowHonouring] });
       const done = await runToEnd(app, 'slow-honouring');
 
       expect(done.status).toBe(TaskStatus.FAILED);
@@ -589,12 +535,12 @@ describe('step runner', () => {
         { attempt: 2, aborted: true },
       ]);
       expect(aborts.map(({ reason }) => (reason as Error).name)).toEqual(['StepTimeoutError', 'StepTimeoutError']);
-      expect(await stepRows(done.id)).toMatchObject([{ step_key: 'fetch-report', status: 'failed', attempt: 2, error: { code: 'STEP_TIMEOUT' } }]);
+      expect(await bed.rows.steps(done.id)).toMatchObject([{ step_key: 'fetch-report', status: 'failed', attempt: 2, error: { code: 'STEP_TIMEOUT' } }]);
     });
 
     it('times out a step that ignores its signal, and its late result is never recorded', async () => {
       lateResolutions = 0;
-      const app = await boot({ workflows: [slowIgnoring] });
+      const app = await startApp({ workflows: [slowIgnoring] });
       const done = await runToEnd(app, 'slow-ignoring');
 
       expect(done.status).toBe(TaskStatus.FAILED);
@@ -607,17 +553,17 @@ describe('step runner', () => {
 
       await eventually('both late results have arrived', () => lateResolutions === 2);
       await sleep(100);
-      expect(await stepRows(done.id)).toMatchObject([{ step_key: 'fetch-report', status: 'failed', output: null, error: { code: 'STEP_TIMEOUT' } }]);
-      expect((await taskRow(done.id)).status).toBe(TaskStatus.FAILED);
+      expect(await bed.rows.steps(done.id)).toMatchObject([{ step_key: 'fetch-report', status: 'failed', output: null, error: { code: 'STEP_TIMEOUT' } }]);
+      expect((await bed.rows.task(done.id)).status).toBe(TaskStatus.FAILED);
     });
 
     it('retries a step after a timeout and completes it when the next attempt answers in time', async () => {
-      const app = await boot({ workflows: [slowOnce] });
+      const app = await startApp({ workflows: [slowOnce] });
       const done = await runToEnd(app, 'slow-once');
 
       expect(done.status).toBe(TaskStatus.COMPLETED);
       expect(done.output).toEqual({ servedOnAttempt: 2 });
-      expect(await stepRows(done.id)).toMatchObject([{ step_key: 'fetch-report', status: 'completed', attempt: 2 }]);
+      expect(await bed.rows.steps(done.id)).toMatchObject([{ step_key: 'fetch-report', status: 'completed', attempt: 2 }]);
     });
   });
 
@@ -625,14 +571,14 @@ describe('step runner', () => {
     it('returns the same JSON values to the run on its first execution and on replay: a Date as its ISO string, undefined, null', async () => {
       jsonGate = new Gate();
       jsonSeen.length = 0;
-      const appA = await boot({ workflows: [jsonRoundTrip] });
+      const appA = await startApp({ workflows: [jsonRoundTrip] });
       const task = await appA.get(WorkflowService).submit('json-round-trip', {});
       await jsonGate.reached.promise;
-      await closeApp(appA);
+      await bed.close(appA);
 
       jsonGate.open();
       appLabel = 'B';
-      const appB = await boot({ workflows: [jsonRoundTrip] });
+      const appB = await startApp({ workflows: [jsonRoundTrip] });
       const done = await appB.get(WorkflowService).waitFor(task.id, { timeoutMs: 15_000 });
 
       expect(done.status).toBe(TaskStatus.COMPLETED);
@@ -643,7 +589,7 @@ describe('step runner', () => {
         expect(seen.empty).toBeNull();
       }
       expect(done.output).toEqual({ date: STAMP, empty: null, nothingWasUndefined: true });
-      const rows = await stepRows(task.id);
+      const rows = await bed.rows.steps(task.id);
       expect(rows.map((row) => [row.step_key, row.output, row.output_is_sql_null])).toEqual([
         ['stamp', STAMP, false],
         ['log-only', null, true],
@@ -653,20 +599,20 @@ describe('step runner', () => {
     });
 
     it('fails the task with NOT_SERIALIZABLE when a step returns a BigInt, recording no output', async () => {
-      const app = await boot({ workflows: [bigintOutput] });
+      const app = await startApp({ workflows: [bigintOutput] });
       const done = await runToEnd(app, 'bigint-output');
 
       expect(done.status).toBe(TaskStatus.FAILED);
       expect(done.error).toMatchObject({ code: 'NOT_SERIALIZABLE', stepKey: 'count-rows' });
       expect(done.error!.message).toContain('BigInt');
-      expect(await completedStepKeys(done.id)).toEqual([]);
+      expect(await bed.rows.completedStepKeys(done.id)).toEqual([]);
       expect(await effects.count(done.id, 'after-count')).toBe(0);
     });
   });
 
   describe('workflow outcome', () => {
     it('fails the task with WORKFLOW_FAILED and no stepKey when the workflow throws outside any step', async () => {
-      const app = await boot({ workflows: [throwsOutsideSteps] });
+      const app = await startApp({ workflows: [throwsOutsideSteps] });
       const done = await runToEnd(app, 'throws-outside-steps');
 
       expect(done.status).toBe(TaskStatus.FAILED);
@@ -677,32 +623,32 @@ describe('step runner', () => {
         stack: expect.stringContaining('RangeError'),
       });
       expect(done.error).not.toHaveProperty('stepKey');
-      expect(await completedStepKeys(done.id)).toEqual(['load-cart']);
+      expect(await bed.rows.completedStepKeys(done.id)).toEqual(['load-cart']);
     });
 
     it('completes a workflow that catches a failed step and carries on', async () => {
-      const app = await boot({ workflows: [recoversFromStep] });
+      const app = await startApp({ workflows: [recoversFromStep] });
       const done = await runToEnd(app, 'recovers-from-step');
 
       expect(done.status).toBe(TaskStatus.COMPLETED);
       expect(done.output).toEqual({ quote: { price: 100, source: 'fallback' }, total: 200 });
-      expect(await stepRows(done.id)).toMatchObject([{ step_key: 'fetch-quote', status: 'failed' }]);
+      expect(await bed.rows.steps(done.id)).toMatchObject([{ step_key: 'fetch-quote', status: 'failed' }]);
     });
 
     it("stores the workflow's return value in agent_tasks.output", async () => {
-      const app = await boot({ workflows: [returnsValue] });
+      const app = await startApp({ workflows: [returnsValue] });
       const done = await runToEnd(app, 'returns-value', { a: 2, b: 40 });
 
       expect(done.status).toBe(TaskStatus.COMPLETED);
-      expect((await taskRow(done.id)).output).toEqual({ sum: 42, label: 'sum is 42', items: [42, null, true] });
-      expect((await taskRow(done.id)).error).toBeNull();
+      expect((await bed.rows.task(done.id)).output).toEqual({ sum: 42, label: 'sum is 42', items: [42, null, true] });
+      expect((await bed.rows.task(done.id)).error).toBeNull();
     });
   });
 
   describe('cancellation', () => {
     it('aborts the running step of a cancelled task, starts no further step and stays cancelled', async () => {
       approvalGate = new Gate();
-      const app = await boot({ workflows: [awaitsApproval] });
+      const app = await startApp({ workflows: [awaitsApproval] });
       const workflows = app.get(WorkflowService);
       const worker = app.get(WorkerService);
       const task = await workflows.submit('awaits-approval', {});
@@ -720,8 +666,8 @@ describe('step runner', () => {
       expect(await effects.count(task.id, 'reserve')).toBe(1);
       expect(await effects.count(task.id, 'await-approval')).toBe(0);
       expect(await effects.count(task.id, 'ship')).toBe(0);
-      expect(await completedStepKeys(task.id)).toEqual(['reserve']);
-      expect(await taskRow(task.id)).toMatchObject({ status: TaskStatus.CANCELLED, output: null });
+      expect(await bed.rows.completedStepKeys(task.id)).toEqual(['reserve']);
+      expect(await bed.rows.task(task.id)).toMatchObject({ status: TaskStatus.CANCELLED, output: null });
     });
   });
 
@@ -729,19 +675,19 @@ describe('step runner', () => {
     it('writes no checkpoint and does not complete the task when the claim was replaced while a step ran', async () => {
       fencedGate = new Gate();
       // No heartbeat during the test: only the checkpoint itself can notice the lost claim.
-      const app = await boot({ workflows: [fenced], duraflow: { heartbeatIntervalMs: 60_000 } });
+      const app = await startApp({ workflows: [fenced], duraflow: { heartbeatIntervalMs: 60_000 } });
       const worker = app.get(WorkerService);
       const task = await app.get(WorkflowService).submit('fenced', {});
       await fencedGate.reached.promise;
 
-      await db.client.query(`UPDATE agent_tasks SET claim_token = gen_random_uuid() WHERE id = $1`, [task.id]);
+      await bed.db.client.query(`UPDATE agent_tasks SET claim_token = gen_random_uuid() WHERE id = $1`, [task.id]);
       fencedGate.open();
       await eventually('the worker stopped the run', () => worker.stats().stopped === 1);
 
       expect(await effects.count(task.id, 'blocked')).toBe(1);
       expect(await effects.count(task.id, 'after')).toBe(0);
-      expect(await completedStepKeys(task.id)).toEqual(['before']);
-      expect(await taskRow(task.id)).toMatchObject({ status: TaskStatus.RUNNING, output: null });
+      expect(await bed.rows.completedStepKeys(task.id)).toEqual(['before']);
+      expect(await bed.rows.task(task.id)).toMatchObject({ status: TaskStatus.RUNNING, output: null });
       expect(worker.stats()).toMatchObject({ completed: 0, failed: 0 });
     });
   });

@@ -22,10 +22,8 @@ import {
   WorkflowService,
 } from '@duraflow/nestjs';
 import { BookingInput, BookingWorkflow } from './fixtures/definitions/booking.workflow';
-import { bootFailure } from './fixtures/definitions/boot';
 import { FlightsApi } from './fixtures/definitions/flights-api';
-import { startTestApp } from './support/app';
-import { createTestDatabase, TestDatabase } from './support/database';
+import { useTestBed } from './support/test-bed';
 
 const MAX_INPUT_BYTES = 512;
 const LONGEST_NAME = 'n'.repeat(255);
@@ -72,14 +70,12 @@ function inputOfBytes(bytes: number, fill = 'x'): { blob: string } {
 }
 
 describe('submit validation (bad input gets a typed error and writes nothing)', () => {
-  let db: TestDatabase;
+  const bed = useTestBed();
   let app: TestingModule;
   let workflows: WorkflowService;
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    app = await startTestApp({
-      db,
+    app = await bed.start({
       providers: [FlightsApi, BookingWorkflow, StrictBookingWorkflow],
       duraflow: {
         maxInputBytes: MAX_INPUT_BYTES,
@@ -89,15 +85,7 @@ describe('submit validation (bad input gets a typed error and writes nothing)', 
     workflows = app.get(WorkflowService);
   });
 
-  afterAll(async () => {
-    await app?.close();
-    await db?.drop();
-  });
-
-  async function taskCount(): Promise<number> {
-    const { rows } = await db.client.query('SELECT count(*)::int AS n FROM agent_tasks');
-    return rows[0].n;
-  }
+  const taskCount = () => bed.rows.count('agent_tasks');
 
   /** Runs `attempt`, expects it to reject with `type` and `code`, and checks no task row appeared. */
   async function expectRejectedWithoutWrite<T extends DuraflowError>(
@@ -120,8 +108,7 @@ describe('submit validation (bad input gets a typed error and writes nothing)', 
   }
 
   async function storedInput(id: string): Promise<unknown> {
-    const { rows } = await db.client.query('SELECT input FROM agent_tasks WHERE id = $1', [id]);
-    return rows[0]?.input;
+    return (await bed.rows.task(id)).input;
   }
 
   describe('workflow names', () => {
@@ -312,17 +299,14 @@ describe('submit validation (bad input gets a typed error and writes nothing)', 
     let strict: WorkflowService;
 
     beforeAll(async () => {
-      strictApp = await startTestApp({
-        db,
+      strictApp = await bed.start({
         providers: [DefaultBookingWorkflow, LenientBookingWorkflow],
         duraflow: { worker: { enabled: false }, reaper: { enabled: false }, unknownInputProperties: 'reject' },
       });
       strict = strictApp.get(WorkflowService);
     });
 
-    afterAll(async () => {
-      await strictApp?.close();
-    });
+    afterAll(() => bed.close(strictApp));
 
     it("refuses unknown properties for the workflows that do not say, with the module default 'reject'", async () => {
       const error = await expectRejectedWithoutWrite(
@@ -340,8 +324,7 @@ describe('submit validation (bad input gets a typed error and writes nothing)', 
 
     it('refuses a value other than strip or reject, in the module options or (at boot) in a workflow', async () => {
       expect(() => resolveDuraflowOptions({ unknownInputProperties: 'ignore' as never })).toThrow(InvalidDuraflowOptionsError);
-      const error = await bootFailure({
-        db,
+      const error = await bed.bootFailure({
         duraflowModule: DuraflowModule.forRoot({
           workflows: [workflow('odd', async () => 1, { input: BookingInput, unknownInputProperties: 'keep' as never })],
         }),
@@ -401,7 +384,7 @@ describe('submit validation (bad input gets a typed error and writes nothing)', 
     it('accepts an object with an undefined property and stores it without that property', async () => {
       const task = await workflows.submit('echo', { kept: 1, optional: undefined });
       expect(await storedInput(task.id)).toEqual({ kept: 1 });
-      const { rows } = await db.client.query(`SELECT input ? 'optional' AS has_optional FROM agent_tasks WHERE id = $1`, [task.id]);
+      const { rows } = await bed.db.client.query(`SELECT input ? 'optional' AS has_optional FROM agent_tasks WHERE id = $1`, [task.id]);
       expect(rows[0].has_optional).toBe(false);
     });
 
@@ -525,7 +508,7 @@ describe('submit validation (bad input gets a typed error and writes nothing)', 
         maxRetries: 0,
         idempotencyKey: 'k'.repeat(255),
       });
-      const { rows } = await db.client.query(
+      const { rows } = await bed.db.client.query(
         'SELECT priority, scheduled_at, max_retries, idempotency_key, status FROM agent_tasks WHERE id = $1',
         [task.id],
       );

@@ -4,7 +4,7 @@ import { InvalidDuraflowOptionsError, TaskStatus, WorkerService, workflow, Workf
 import { resolveDuraflowOptions } from '../libs/duraflow/src/duraflow.options';
 import { TaskStore } from '../libs/duraflow/src/persistence/task.store';
 import { StepBarrier } from './fixtures/worker/barrier';
-import { TestBed } from './fixtures/worker/test-bed';
+import { useTestBed } from './support/test-bed';
 import { eventually, sleep } from './support/waiting';
 
 /** A workflow whose only step records the task's label, in execution order. */
@@ -26,10 +26,7 @@ function blockingWorkflow(name: string, barrier: StepBarrier) {
 }
 
 describe('WorkerService', () => {
-  const bed = new TestBed();
-
-  beforeEach(() => bed.setUp());
-  afterEach(() => bed.tearDown());
+  const bed = useTestBed({ databasePerTest: true });
 
   describe('claim order', () => {
     it('runs pending tasks by priority, highest first, then oldest first', async () => {
@@ -109,13 +106,13 @@ describe('WorkerService', () => {
       const here = await bed.start({
         duraflow: { workerId: 'worker-here', workflows: [recordingWorkflow('known-here', executedHere)] },
       });
-      const foreignId = await bed.insertTaskRow('known-elsewhere', { label: 'foreign' }, 100);
+      const foreignId = await bed.rows.insertTask('known-elsewhere', { label: 'foreign' }, 100);
       const local = await here.get(WorkflowService).submit('known-here', { label: 'local' });
 
       // The worker claimed past the higher-priority foreign task.
       expect((await here.get(WorkflowService).waitFor(local.id, { timeoutMs: 10_000 })).status).toBe(TaskStatus.COMPLETED);
       expect(here.get(WorkerService).stats().workflows).toEqual(['known-here']);
-      const stranded = await bed.row(foreignId);
+      const stranded = await bed.rows.task(foreignId);
       expect(stranded.status).toBe('pending');
       expect(stranded.worker_id).toBeNull();
       expect(stranded.started_at).toBeNull();
@@ -146,7 +143,7 @@ describe('WorkerService', () => {
         await eventually('three steps are blocked', () => barrier.waiting === 3);
         await sleep(300); // several poll intervals: a worker ignoring its limit would claim more now
         expect(barrier.entered).toBe(3);
-        expect(await bed.countByStatus()).toEqual({ running: 3, pending: 7 });
+        expect(await bed.rows.countByStatus()).toEqual({ running: 3, pending: 7 });
         expect(worker.stats()).toMatchObject({ state: 'running', concurrency: 3, running: 3, claimed: 3, completed: 0 });
 
         barrier.releaseOne();
@@ -162,7 +159,7 @@ describe('WorkerService', () => {
         expect(barrier.entered).toBe(10);
         expect(barrier.maxInFlight).toBe(3);
         expect(worker.stats()).toMatchObject({ running: 0, claimed: 10, completed: 10, failed: 0 });
-        expect(await bed.countByStatus()).toEqual({ completed: 10 });
+        expect(await bed.rows.countByStatus()).toEqual({ completed: 10 });
       } finally {
         barrier.open();
       }
@@ -180,9 +177,9 @@ describe('WorkerService', () => {
 
       // A row written behind the library's back sends no NOTIFY: nothing wakes the worker for it.
       await sleep(500); // lets the claim the worker makes on start finish first
-      const silentId = await bed.insertTaskRow('notified', { label: 'silent' });
+      const silentId = await bed.rows.insertTask('notified', { label: 'silent' });
       await sleep(300);
-      expect((await bed.row(silentId)).status).toBe('pending');
+      expect((await bed.rows.task(silentId)).status).toBe('pending');
 
       const task = await workflows.submit('notified', { label: 'submitted' });
 
@@ -201,7 +198,7 @@ describe('WorkerService', () => {
       const task = await submitOnly.get(WorkflowService).submit('accepted', { label: 'x' });
 
       await sleep(300); // several poll intervals of a worker that should not exist
-      const row = await bed.row(task.id);
+      const row = await bed.rows.task(task.id);
       expect(row.status).toBe('pending');
       expect(row.started_at).toBeNull();
       expect(row.worker_id).toBeNull();
@@ -227,7 +224,7 @@ describe('WorkerService', () => {
       for (let i = 0; i < 8; i++) ids.push((await workflows.submit('ahead', { label: String(i) })).id);
 
       await eventually('two run and three wait', () => barrier.waiting === 2 && worker.stats().backpressure.waiting === 3);
-      expect(await bed.countByStatus()).toEqual({ running: 5, pending: 3 });
+      expect(await bed.rows.countByStatus()).toEqual({ running: 5, pending: 3 });
       expect(worker.stats()).toMatchObject({ claimed: 5, running: 5 });
 
       barrier.open();
@@ -296,7 +293,7 @@ describe('WorkerService', () => {
       // Short runs so far: one claim takes all four, two start and block, two wait...
       const long = await workflows.submitMany('long', [{ label: 'a' }, { label: 'b' }, { label: 'c' }, { label: 'd' }]);
       // ...until, 500 ms later, they go back without counting a retry.
-      await eventually('two run and two are back', async () => barrier.waiting === 2 && (await bed.countByStatus()).pending === 2);
+      await eventually('two run and two are back', async () => barrier.waiting === 2 && (await bed.rows.countByStatus()).pending === 2);
       expect(worker.stats()).toMatchObject({ claimed: 7, stopped: 2, running: 2 });
       expect(worker.stats().backpressure).toMatchObject({ waiting: 0, prefetch: 0 });
       const { rows } = await bed.db.client.query(`SELECT retry_count, worker_id, claim_token FROM agent_tasks WHERE status = 'pending'`);
@@ -305,7 +302,7 @@ describe('WorkerService', () => {
         { retry_count: 0, worker_id: null, claim_token: null },
       ]);
       await sleep(200); // several poll ticks: the busy worker does not claim them again
-      expect(await bed.countByStatus()).toEqual({ completed: 3, running: 2, pending: 2 });
+      expect(await bed.rows.countByStatus()).toEqual({ completed: 3, running: 2, pending: 2 });
 
       await bed.start({ duraflow: { workerId: 'free-worker', worker: { concurrency: 2 }, workflows: definitions } });
       await eventually('the other worker runs the two handed back', () => barrier.waiting === 4);
@@ -336,7 +333,7 @@ describe('WorkerService', () => {
       const long = await workflows.submitMany('long', [{ label: 'a' }, { label: 'b' }]);
       await eventually('one runs', () => barrier.waiting === 1);
       const started = Date.now();
-      await eventually('the other is back', async () => (await bed.countByStatus()).pending === 1, { timeoutMs: 5_000 });
+      await eventually('the other is back', async () => (await bed.rows.countByStatus()).pending === 1, { timeoutMs: 5_000 });
       expect(Date.now() - started).toBeLessThan(3_000); // not the 60 s poll interval
       expect(worker.stats()).toMatchObject({ stopped: 1, running: 1 });
 
@@ -364,11 +361,11 @@ describe('WorkerService', () => {
       try {
         const task = await app.get(WorkflowService).submit('slow', {});
         await eventually('the step is blocked', () => stuck.waiting === 1);
-        expect((await bed.row(task.id)).worker_id).toBe('worker-closing');
+        expect((await bed.rows.task(task.id)).worker_id).toBe('worker-closing');
 
         await bed.close(app);
 
-        const row = await bed.row(task.id);
+        const row = await bed.rows.task(task.id);
         expect(row.status).toBe('pending');
         expect(row.retry_count).toBe(0);
         expect(row.worker_id).toBeNull();
@@ -419,7 +416,7 @@ describe('WorkerService', () => {
         barrier.open();
         await closing;
 
-        const row = await bed.row(task.id);
+        const row = await bed.rows.task(task.id);
         expect(row.status).toBe('completed');
         expect(row.output).toEqual({ released: 'last' });
         expect(worker.stats()).toMatchObject({ state: 'stopped', completed: 1, stopped: 0 });
@@ -454,7 +451,7 @@ describe('WorkerService', () => {
 
         const workers = apps.map((app) => app.get(WorkerService));
         await Promise.all(workers.map((worker) => worker.start()));
-        await eventually('all 200 tasks completed', async () => (await bed.countByStatus()).completed === 200, { timeoutMs: 25_000 });
+        await eventually('all 200 tasks completed', async () => (await bed.rows.countByStatus()).completed === 200, { timeoutMs: 25_000 });
 
         const { rows: duplicates } = await bed.db.client.query(
           `SELECT task_id, count(*)::int AS runs FROM executions GROUP BY task_id HAVING count(*) > 1`,

@@ -1,12 +1,10 @@
 import { Injectable, Module, Scope } from '@nestjs/common';
-import { Test, TestingModule } from '@nestjs/testing';
-import { TypeOrmModule } from '@nestjs/typeorm';
+import { TestingModule } from '@nestjs/testing';
 import {
   Compensate,
   DuplicateCompensationError,
   DuplicateStepDefinitionError,
   DuplicateWorkflowError,
-  DURAFLOW_ENTITIES,
   DuraflowError,
   DuraflowModule,
   FunctionalWorkflowDefinition,
@@ -21,50 +19,33 @@ import {
   WorkflowService,
   workflow,
 } from '@duraflow/nestjs';
-import { bootFailure, startAppWith } from './fixtures/definitions/boot';
 import { BookingWorkflow } from './fixtures/definitions/booking.workflow';
 import { FlightsApi } from './fixtures/definitions/flights-api';
 import { contextProbeWorkflow, paymentWorkflow, refunds } from './fixtures/definitions/payment.workflow';
-import { startTestApp, TEST_DURAFLOW_OPTIONS } from './support/app';
-import { createTestDatabase, TestDatabase } from './support/database';
+import { TEST_DURAFLOW_OPTIONS, useTestBed } from './support/test-bed';
 
 const WAIT = { timeoutMs: 10_000 };
 const bookingInput = { passenger: 'Ada Lovelace', seats: 2, route: { from: 'LHR', to: 'JFK' } };
 
-async function countRows(db: TestDatabase, table: 'agent_tasks' | 'step_runs'): Promise<number> {
-  const { rows } = await db.client.query(`SELECT count(*)::int AS n FROM ${table}`);
-  return rows[0].n;
-}
-
-async function stepRows(db: TestDatabase, taskId: string) {
-  const { rows } = await db.client.query(
-    `SELECT step_key, status, compensation_fn, attempt FROM step_runs WHERE task_id = $1 ORDER BY completion_seq`,
-    [taskId],
-  );
-  return rows as Array<{ step_key: string; status: string; compensation_fn: string | null; attempt: number }>;
+/** What these tests check of a step_runs row. */
+function stepSummary({ step_key, status, compensation_fn, attempt }: Record<string, any>) {
+  return { step_key, status, compensation_fn, attempt };
 }
 
 describe('workflow definitions', () => {
   describe('a @Workflow class and a functional workflow in DuraflowModule.forRoot', () => {
-    let db: TestDatabase;
+    const bed = useTestBed();
     let app: TestingModule;
     let workflows: WorkflowService;
     let flights: FlightsApi;
 
     beforeAll(async () => {
-      db = await createTestDatabase();
-      app = await startTestApp({
-        db,
+      app = await bed.start({
         providers: [FlightsApi, BookingWorkflow],
         duraflow: { workflows: [paymentWorkflow, contextProbeWorkflow] },
       });
       workflows = app.get(WorkflowService);
       flights = app.get(FlightsApi);
-    });
-
-    afterAll(async () => {
-      await app?.close();
-      await db?.drop();
     });
 
     beforeEach(() => {
@@ -87,7 +68,7 @@ describe('workflow definitions', () => {
       const task = await workflows.submit('booking', bookingInput);
       await workflows.waitFor(task.id, WAIT);
 
-      expect(await stepRows(db, task.id)).toEqual([
+      expect((await bed.rows.steps(task.id)).map(stepSummary)).toEqual([
         { step_key: 'book-flight', status: 'completed', compensation_fn: 'booking.cancelFlight', attempt: 1 },
         { step_key: 'reserve-seats', status: 'completed', compensation_fn: null, attempt: 1 },
       ]);
@@ -117,7 +98,7 @@ describe('workflow definitions', () => {
 
       expect(done.status).toBe(TaskStatus.COMPLETED);
       expect(flights.booked).toHaveLength(2);
-      const [bookFlight] = await stepRows(db, task.id);
+      const [bookFlight] = (await bed.rows.steps(task.id)).map(stepSummary);
       expect(bookFlight).toMatchObject({ step_key: 'book-flight', status: 'completed', attempt: 2 });
     });
 
@@ -134,7 +115,7 @@ describe('workflow definitions', () => {
       expect(task.maxRetries).toBe(2);
       expect(done.status).toBe(TaskStatus.COMPLETED);
       expect(done.output).toEqual({ chargeId: 'ch-42', receipt: 'receipt for ch-42' });
-      expect(await stepRows(db, task.id)).toEqual([
+      expect((await bed.rows.steps(task.id)).map(stepSummary)).toEqual([
         { step_key: 'charge-card', status: 'completed', compensation_fn: 'payment.compensations.charge-card', attempt: 1 },
         { step_key: 'send-receipt', status: 'completed', compensation_fn: null, attempt: 1 },
       ]);
@@ -173,8 +154,8 @@ describe('workflow definitions', () => {
     });
 
     it('calls a @Step method outside a workflow run as a plain method, recording nothing', async () => {
-      const tasksBefore = await countRows(db, 'agent_tasks');
-      const stepsBefore = await countRows(db, 'step_runs');
+      const tasksBefore = await bed.rows.count('agent_tasks');
+      const stepsBefore = await bed.rows.count('step_runs');
       const booking = app.get(BookingWorkflow);
 
       const first = booking.bookFlight({ from: 'CDG', to: 'NRT' });
@@ -184,8 +165,8 @@ describe('workflow definitions', () => {
       expect(first).toEqual({ id: 'FL-1', from: 'CDG', to: 'NRT' });
       expect(second).toEqual({ id: 'FL-2', from: 'CDG', to: 'NRT' });
       expect(flights.booked).toHaveLength(2);
-      expect(await countRows(db, 'agent_tasks')).toBe(tasksBefore);
-      expect(await countRows(db, 'step_runs')).toBe(stepsBefore);
+      expect(await bed.rows.count('agent_tasks')).toBe(tasksBefore);
+      expect(await bed.rows.count('step_runs')).toBe(stepsBefore);
     });
 
     it('lets a plain @Step method throw to its caller outside a run', () => {
@@ -207,14 +188,12 @@ describe('workflow definitions', () => {
     @Module({ providers: [FlightsApi, BookingWorkflow] })
     class BookingModule {}
 
-    let db: TestDatabase;
+    const bed = useTestBed();
     let app: TestingModule;
     let factoryArgument: unknown;
 
     beforeAll(async () => {
-      db = await createTestDatabase();
-      app = await startAppWith({
-        db,
+      app = await bed.start({
         duraflowModule: DuraflowModule.forRootAsync({
           imports: [SettingsModule],
           inject: [DuraflowSettings],
@@ -230,11 +209,6 @@ describe('workflow definitions', () => {
         }),
         imports: [BookingModule],
       });
-    });
-
-    afterAll(async () => {
-      await app?.close();
-      await db?.drop();
     });
 
     it('builds the options with the injected provider', () => {
@@ -258,8 +232,7 @@ describe('workflow definitions', () => {
           return { doubled: await ctx.step.run('double', () => ctx.input.n * 2) };
         }
       }
-      const other = await startAppWith({
-        db,
+      const other = await bed.start({
         duraflowModule: DuraflowModule.forRootAsync({
           imports: [SettingsModule],
           inject: [DuraflowSettings],
@@ -267,16 +240,12 @@ describe('workflow definitions', () => {
         }),
         providers: [PlainWorkflow],
       });
-      try {
-        const workflows = other.get(WorkflowService);
-        const task = await workflows.submit('plain-async', { n: 21 });
-        expect(task.maxRetries).toBe(9);
-        const done = await workflows.waitFor(task.id, WAIT);
-        expect(done.status).toBe(TaskStatus.COMPLETED);
-        expect(done.output).toEqual({ doubled: 42 });
-      } finally {
-        await other.close();
-      }
+      const workflows = other.get(WorkflowService);
+      const task = await workflows.submit('plain-async', { n: 21 });
+      expect(task.maxRetries).toBe(9);
+      const done = await workflows.waitFor(task.id, WAIT);
+      expect(done.status).toBe(TaskStatus.COMPLETED);
+      expect(done.output).toEqual({ doubled: 42 });
     });
 
     it('serves @Workflow classes declared in a feature module', async () => {
@@ -291,15 +260,7 @@ describe('workflow definitions', () => {
   });
 
   describe('DuraflowModule.forRoot() with every default', () => {
-    let db: TestDatabase;
-
-    beforeAll(async () => {
-      db = await createTestDatabase();
-    });
-
-    afterAll(async () => {
-      await db?.drop();
-    });
+    const bed = useTestBed();
 
     it('boots with no options and runs a decorated workflow', async () => {
       @Workflow('defaults-only')
@@ -308,17 +269,13 @@ describe('workflow definitions', () => {
           return { n: await ctx.step.run('echo', () => ctx.input.n) };
         }
       }
-      const app = await startAppWith({ db, duraflowModule: DuraflowModule.forRoot(), providers: [DefaultsWorkflow] });
-      try {
-        const workflows = app.get(WorkflowService);
-        const task = await workflows.submit('defaults-only', { n: 7 });
-        expect(task.maxRetries).toBe(3);
-        const done = await workflows.waitFor(task.id, WAIT);
-        expect(done.status).toBe(TaskStatus.COMPLETED);
-        expect(done.output).toEqual({ n: 7 });
-      } finally {
-        await app.close();
-      }
+      const app = await bed.start({ duraflowModule: DuraflowModule.forRoot(), providers: [DefaultsWorkflow] });
+      const workflows = app.get(WorkflowService);
+      const task = await workflows.submit('defaults-only', { n: 7 });
+      expect(task.maxRetries).toBe(3);
+      const done = await workflows.waitFor(task.id, WAIT);
+      expect(done.status).toBe(TaskStatus.COMPLETED);
+      expect(done.output).toEqual({ n: 7 });
     });
 
     it('uses the TypeORM DataSource named by the dataSource option', async () => {
@@ -328,27 +285,14 @@ describe('workflow definitions', () => {
           return { ok: true };
         }
       }
-      const moduleRef = await Test.createTestingModule({
-        imports: [
-          TypeOrmModule.forRoot({ name: 'jobs', type: 'postgres', url: db.url, entities: [...DURAFLOW_ENTITIES] }),
-          DuraflowModule.forRoot({ ...TEST_DURAFLOW_OPTIONS, dataSource: 'jobs' }),
-        ],
-        providers: [NamedSourceWorkflow],
-      }).compile();
-      moduleRef.useLogger(['error', 'warn']);
-      await moduleRef.init();
-      try {
-        const workflows = moduleRef.get(WorkflowService);
-        const done = await workflows.waitFor((await workflows.submit('named-source', {})).id, WAIT);
-        expect(done.output).toEqual({ ok: true });
-      } finally {
-        await moduleRef.close();
-      }
+      const moduleRef = await bed.start({ typeorm: { name: 'jobs' }, duraflow: { dataSource: 'jobs' }, providers: [NamedSourceWorkflow] });
+      const workflows = moduleRef.get(WorkflowService);
+      const done = await workflows.waitFor((await workflows.submit('named-source', {})).id, WAIT);
+      expect(done.output).toEqual({ ok: true });
     });
 
     it('refuses to boot when the dataSource option names no DataSource', async () => {
-      const error = await bootFailure({
-        db,
+      const error = await bed.bootFailure({
         duraflowModule: DuraflowModule.forRoot({ ...TEST_DURAFLOW_OPTIONS, dataSource: 'missing' }),
       });
       expect(error).toBeInstanceOf(InvalidDuraflowOptionsError);
@@ -357,15 +301,7 @@ describe('workflow definitions', () => {
   });
 
   describe('definitions the application refuses to boot with', () => {
-    let db: TestDatabase;
-
-    beforeAll(async () => {
-      db = await createTestDatabase();
-    });
-
-    afterAll(async () => {
-      await db?.drop();
-    });
+    const bed = useTestBed();
 
     const forRoot = (workflows: FunctionalWorkflowDefinition[] = []) =>
       DuraflowModule.forRoot({ ...TEST_DURAFLOW_OPTIONS, worker: { enabled: false }, workflows });
@@ -387,7 +323,7 @@ describe('workflow definitions', () => {
         run() {}
       }
 
-      const error = await bootFailure({ db, duraflowModule: forRoot(), providers: [FirstTwin, SecondTwin] });
+      const error = await bed.bootFailure({ duraflowModule: forRoot(), providers: [FirstTwin, SecondTwin] });
 
       const typed = expectTyped(error, DuplicateWorkflowError, 'DUPLICATE_WORKFLOW');
       expect(typed.workflowName).toBe('twin');
@@ -402,7 +338,7 @@ describe('workflow definitions', () => {
         run() {}
       }
 
-      const error = await bootFailure({ db, duraflowModule: forRoot([paymentWorkflow]), providers: [PaymentClass] });
+      const error = await bed.bootFailure({ duraflowModule: forRoot([paymentWorkflow]), providers: [PaymentClass] });
 
       const typed = expectTyped(error, DuplicateWorkflowError, 'DUPLICATE_WORKFLOW');
       expect(typed.message).toContain('"payment"');
@@ -411,8 +347,7 @@ describe('workflow definitions', () => {
     });
 
     it('rejects two functional workflows with one name', async () => {
-      const error = await bootFailure({
-        db,
+      const error = await bed.bootFailure({
         duraflowModule: forRoot([workflow('refund', () => 1), workflow('refund', () => 2)]),
       });
 
@@ -432,7 +367,7 @@ describe('workflow definitions', () => {
         chargeWallet() {}
       }
 
-      const error = await bootFailure({ db, duraflowModule: forRoot(), providers: [DoubleStep] });
+      const error = await bed.bootFailure({ duraflowModule: forRoot(), providers: [DoubleStep] });
 
       const typed = expectTyped(error, DuplicateStepDefinitionError, 'DUPLICATE_STEP_DEFINITION');
       expect(typed.workflowName).toBe('double-step');
@@ -453,7 +388,7 @@ describe('workflow definitions', () => {
         release() {}
       }
 
-      const error = await bootFailure({ db, duraflowModule: forRoot(), providers: [OrphanUndo] });
+      const error = await bed.bootFailure({ duraflowModule: forRoot(), providers: [OrphanUndo] });
 
       const typed = expectTyped(error, UnknownCompensationTargetError, 'UNKNOWN_COMPENSATION_TARGET');
       expect(typed.stepKey).toBe('reserv');
@@ -477,7 +412,7 @@ describe('workflow definitions', () => {
         releaseAgain() {}
       }
 
-      const error = await bootFailure({ db, duraflowModule: forRoot(), providers: [DoubleUndo] });
+      const error = await bed.bootFailure({ duraflowModule: forRoot(), providers: [DoubleUndo] });
 
       const typed = expectTyped(error, DuplicateCompensationError, 'DUPLICATE_COMPENSATION');
       expect(typed.message).toContain('"reserve"');
@@ -497,7 +432,7 @@ describe('workflow definitions', () => {
         run() {}
       }
 
-      const error = await bootFailure({ db, duraflowModule: forRoot(), providers: [BadlyNamed] });
+      const error = await bed.bootFailure({ duraflowModule: forRoot(), providers: [BadlyNamed] });
 
       const typed = expectTyped(error, InvalidWorkflowDefinitionError, 'INVALID_WORKFLOW_DEFINITION');
       expect(typed.message).toContain('BadlyNamed');
@@ -505,7 +440,7 @@ describe('workflow definitions', () => {
     });
 
     it('rejects a functional workflow with an invalid name, naming it', async () => {
-      const error = await bootFailure({ db, duraflowModule: forRoot([workflow('pay ment', () => null)]) });
+      const error = await bed.bootFailure({ duraflowModule: forRoot([workflow('pay ment', () => null)]) });
 
       const typed = expectTyped(error, InvalidWorkflowDefinitionError, 'INVALID_WORKFLOW_DEFINITION');
       expect(typed.message).toContain('workflow("pay ment")');
@@ -518,7 +453,7 @@ describe('workflow definitions', () => {
         onlyStep() {}
       }
 
-      const error = await bootFailure({ db, duraflowModule: forRoot(), providers: [NoEntryPoint] });
+      const error = await bed.bootFailure({ duraflowModule: forRoot(), providers: [NoEntryPoint] });
 
       const typed = expectTyped(error, InvalidWorkflowDefinitionError, 'INVALID_WORKFLOW_DEFINITION');
       expect(typed.workflowName).toBe('no-entry');
@@ -533,7 +468,7 @@ describe('workflow definitions', () => {
         run() {}
       }
 
-      const error = await bootFailure({ db, duraflowModule: forRoot(), providers: [PerRequest] });
+      const error = await bed.bootFailure({ duraflowModule: forRoot(), providers: [PerRequest] });
 
       const typed = expectTyped(error, InvalidWorkflowDefinitionError, 'INVALID_WORKFLOW_DEFINITION');
       expect(typed.workflowName).toBe('per-request');
@@ -551,7 +486,7 @@ describe('workflow definitions', () => {
         run() {}
       }
 
-      const error = await bootFailure({ db, duraflowModule: forRoot(), providers: [RequestContext, InheritsScope] });
+      const error = await bed.bootFailure({ duraflowModule: forRoot(), providers: [RequestContext, InheritsScope] });
 
       const typed = expectTyped(error, InvalidWorkflowDefinitionError, 'INVALID_WORKFLOW_DEFINITION');
       expect(typed.message).toContain('InheritsScope');
@@ -564,7 +499,7 @@ describe('workflow definitions', () => {
         run() {}
       }
 
-      const error = await bootFailure({ db, duraflowModule: forRoot(), providers: [PerInjection] });
+      const error = await bed.bootFailure({ duraflowModule: forRoot(), providers: [PerInjection] });
 
       const typed = expectTyped(error, InvalidWorkflowDefinitionError, 'INVALID_WORKFLOW_DEFINITION');
       expect(typed.message).toContain('PerInjection');
@@ -579,7 +514,7 @@ describe('workflow definitions', () => {
         chargeCard() {}
       }
 
-      const error = await bootFailure({ db, duraflowModule: forRoot(), providers: [BadStepOptions] });
+      const error = await bed.bootFailure({ duraflowModule: forRoot(), providers: [BadStepOptions] });
 
       const typed = expectTyped(error, InvalidWorkflowDefinitionError, 'INVALID_WORKFLOW_DEFINITION');
       expect(typed.workflowName).toBe('bad-step-options');
@@ -593,7 +528,7 @@ describe('workflow definitions', () => {
         run() {}
       }
 
-      const error = await bootFailure({ db, duraflowModule: forRoot(), providers: [BadWorkflowOptions] });
+      const error = await bed.bootFailure({ duraflowModule: forRoot(), providers: [BadWorkflowOptions] });
 
       const typed = expectTyped(error, InvalidWorkflowDefinitionError, 'INVALID_WORKFLOW_DEFINITION');
       expect(typed.message).toContain('BadWorkflowOptions');
@@ -603,7 +538,7 @@ describe('workflow definitions', () => {
     it('rejects a functional compensation that is not a function, naming the step', async () => {
       const broken = workflow('refund', () => null, { compensations: { 'charge-card': 'refund it' as never } });
 
-      const error = await bootFailure({ db, duraflowModule: forRoot([broken]) });
+      const error = await bed.bootFailure({ duraflowModule: forRoot([broken]) });
 
       const typed = expectTyped(error, InvalidWorkflowDefinitionError, 'INVALID_WORKFLOW_DEFINITION');
       expect(typed.message).toContain('"charge-card"');
@@ -612,7 +547,7 @@ describe('workflow definitions', () => {
     it('rejects a workflows entry that was not made by workflow(name, fn)', async () => {
       const notADefinition = { name: 'payment', run: () => null } as unknown as FunctionalWorkflowDefinition;
 
-      const error = await bootFailure({ db, duraflowModule: forRoot([notADefinition]) });
+      const error = await bed.bootFailure({ duraflowModule: forRoot([notADefinition]) });
 
       const typed = expectTyped(error, InvalidDuraflowOptionsError, 'INVALID_OPTIONS');
       expect(typed.option).toBe('workflows');
@@ -633,12 +568,8 @@ describe('workflow definitions', () => {
         release() {}
       }
 
-      const app = await startAppWith({ db, duraflowModule: forRoot([workflow('refund', () => 1)]), providers: [Fixed] });
-      try {
-        expect(app.get(WorkflowRegistry).names().sort()).toEqual(['fixed', 'refund']);
-      } finally {
-        await app.close();
-      }
+      const app = await bed.start({ duraflowModule: forRoot([workflow('refund', () => 1)]), providers: [Fixed] });
+      expect(app.get(WorkflowRegistry).names().sort()).toEqual(['fixed', 'refund']);
     });
   });
 });

@@ -20,11 +20,10 @@ import {
 import { TASK_FINISHED_CHANNEL } from '../libs/duraflow/src/duraflow.constants';
 import { TaskNotifications } from '../libs/duraflow/src/notifications/task-notifications';
 import { StepBarrier } from './fixtures/worker/barrier';
-import { TestBed } from './fixtures/worker/test-bed';
+import { SUBMIT_ONLY, useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-const SUBMIT_ONLY = { worker: { enabled: false } };
 
 /** A workflow that records the input of every run it executes, and echoes it. */
 function recordingWorkflow(name: string, runs: unknown[], options: { maxRetries?: number } = {}) {
@@ -48,19 +47,11 @@ class DecoratedRetriesWorkflow {
 }
 
 describe('WorkflowService', () => {
-  const bed = new TestBed();
-
-  beforeEach(() => bed.setUp());
-  afterEach(() => bed.tearDown());
+  const bed = useTestBed({ databasePerTest: true });
 
   /** waitFor calls listening for finished tasks right now. */
   function finishedListeners(app: TestingModule): number {
     return app.get(TaskNotifications)['listeners'].get(TASK_FINISHED_CHANNEL)!.size;
-  }
-
-  async function countTasks(where = 'TRUE', values: unknown[] = []): Promise<number> {
-    const { rows } = await bed.db.client.query(`SELECT count(*)::int AS n FROM agent_tasks WHERE ${where}`, values);
-    return rows[0].n;
   }
 
   describe('submit', () => {
@@ -85,7 +76,7 @@ describe('WorkflowService', () => {
       });
       expect(task.createdAt).toBeInstanceOf(Date);
       expect(await workflows.get(task.id)).toEqual(task);
-      expect(await countTasks()).toBe(1);
+      expect(await bed.rows.count('agent_tasks')).toBe(1);
     });
 
     it('takes maxRetries from the submit option, else the workflow option, else the module option', async () => {
@@ -126,7 +117,7 @@ describe('WorkflowService', () => {
       expect(tasks.map((task) => task.input)).toEqual(inputs);
       for (const task of tasks) expect(task).toMatchObject({ status: TaskStatus.PENDING, priority: 3, maxRetries: 1, workflowName: 'bulk' });
       expect(new Set(tasks.map((task) => task.id)).size).toBe(25);
-      expect(await countTasks()).toBe(25);
+      expect(await bed.rows.count('agent_tasks')).toBe(25);
       expect(await workflows.submitMany('bulk', [])).toEqual([]);
 
       await app.get(WorkerService).start();
@@ -146,7 +137,7 @@ describe('WorkflowService', () => {
         code: 'INVALID_SUBMIT_OPTIONS',
       });
       await expect(workflows.submitMany('nope', [{}])).rejects.toMatchObject({ code: 'UNKNOWN_WORKFLOW' });
-      expect(await countTasks()).toBe(0);
+      expect(await bed.rows.count('agent_tasks')).toBe(0);
     });
   });
 
@@ -163,7 +154,7 @@ describe('WorkflowService', () => {
       expect(again.input).toEqual({ attempt: 1 });
       expect(again.idempotencyKey).toBe('order-1');
       expect(other.id).not.toBe(first.id);
-      expect(await countTasks()).toBe(2);
+      expect(await bed.rows.count('agent_tasks')).toBe(2);
     });
 
     it('compares inputs as JSON values: another key order or number spelling is the same input', async () => {
@@ -174,7 +165,7 @@ describe('WorkflowService', () => {
       const again = await workflows.submit('plain', { b: { d: 'x', c: [1, 2.0] }, a: 1.0 }, { idempotencyKey: 'k' });
 
       expect(again.id).toBe(first.id);
-      expect(await countTasks()).toBe(1);
+      expect(await bed.rows.count('agent_tasks')).toBe(1);
     });
 
     it('refuses a repeated idempotency key with another input (IdempotencyKeyConflictError) and writes nothing', async () => {
@@ -215,7 +206,7 @@ describe('WorkflowService', () => {
       expect(withoutKey.created).toBe(true);
       expect(withoutKeyAgain.created).toBe(true);
       expect(withoutKeyAgain.task.id).not.toBe(withoutKey.task.id);
-      expect(await countTasks()).toBe(3);
+      expect(await bed.rows.count('agent_tasks')).toBe(3);
     });
 
     it('creates exactly one task when 20 submits with the same key and input race', async () => {
@@ -228,8 +219,8 @@ describe('WorkflowService', () => {
 
       expect(new Set(results.map(({ task }) => task.id)).size).toBe(1);
       expect(results.filter(({ created }) => created)).toHaveLength(1);
-      expect(await countTasks()).toBe(1);
-      expect(await countTasks(`idempotency_key = 'race'`)).toBe(1);
+      expect(await bed.rows.count('agent_tasks')).toBe(1);
+      expect(await bed.rows.count('agent_tasks', `idempotency_key = 'race'`)).toBe(1);
     });
 
     it('lets one of 20 racing submits with the same key and different inputs win, and refuses the 19 others', async () => {
@@ -246,7 +237,7 @@ describe('WorkflowService', () => {
       expect(refused.map((outcome) => (outcome as PromiseRejectedResult).reason.code)).toEqual(
         Array(19).fill('IDEMPOTENCY_KEY_CONFLICT'),
       );
-      expect(await countTasks()).toBe(1);
+      expect(await bed.rows.count('agent_tasks')).toBe(1);
     });
 
     it('lets different workflows use the same key independently', async () => {
@@ -263,7 +254,7 @@ describe('WorkflowService', () => {
       expect(shipment.id).not.toBe(invoice.id);
       expect(invoiceAgain.id).toBe(invoice.id);
       expect(shipmentAgain.id).toBe(shipment.id);
-      expect(await countTasks()).toBe(2);
+      expect(await bed.rows.count('agent_tasks')).toBe(2);
     });
 
     it('returns the finished task for a key whose run already completed, without running it again', async () => {
@@ -310,15 +301,15 @@ describe('WorkflowService', () => {
         expect(task.status).toBe(TaskStatus.PENDING);
         const inside = await manager.query(`SELECT count(*)::int AS n FROM agent_tasks WHERE id = $1`, [task.id]);
         expect(inside[0].n).toBe(1);
-        expect(await countTasks('id = $1', [task.id])).toBe(0);
+        expect(await bed.rows.count('agent_tasks', 'id = $1', [task.id])).toBe(0);
         throw new Error('payment declined');
       });
 
       await expect(rollback).rejects.toThrow('payment declined');
-      expect(await countTasks()).toBe(0);
+      expect(await bed.rows.count('agent_tasks')).toBe(0);
       await runMarker();
       expect(runs).toEqual([{ marker: true }]);
-      expect(await countTasks()).toBe(1);
+      expect(await bed.rows.count('agent_tasks')).toBe(1);
     });
 
     it('creates the task when the caller transaction commits, and the worker runs it', async () => {
@@ -327,7 +318,7 @@ describe('WorkflowService', () => {
         await manager.query(`INSERT INTO orders (id) VALUES (2)`);
         id = (await workflows.submit('fulfil', { orderId: 2 }, {}, manager)).id;
         // Uncommitted: invisible to every other connection, the workers' included.
-        expect(await countTasks('id = $1', [id])).toBe(0);
+        expect(await bed.rows.count('agent_tasks', 'id = $1', [id])).toBe(0);
       });
 
       const done = await workflows.waitFor(id, { timeoutMs: 10_000 });
@@ -343,7 +334,7 @@ describe('WorkflowService', () => {
           throw new Error('abort');
         }),
       ).rejects.toThrow('abort');
-      expect(await countTasks()).toBe(0);
+      expect(await bed.rows.count('agent_tasks')).toBe(0);
 
       const committed = await dataSource.transaction((manager) =>
         workflows.submit('fulfil', { orderId: 4 }, { manager, idempotencyKey: 'order-3' }),
@@ -514,7 +505,7 @@ describe('WorkflowService', () => {
 
         barrier.open();
         expect((await workflows.waitFor(later.id, { timeoutMs: 10_000 })).status).toBe(TaskStatus.COMPLETED);
-        const row = await bed.row(target.id);
+        const row = await bed.rows.task(target.id);
         expect(row.status).toBe('cancelled');
         expect(row.started_at).toBeNull();
         expect(row.worker_id).toBeNull();
@@ -545,7 +536,7 @@ describe('WorkflowService', () => {
       const workflows = app.get(WorkflowService);
       const worker = app.get(WorkerService);
       const task = await workflows.submit('hanging', {});
-      await eventually('the task is running', async () => (await bed.row(task.id)).status === 'running');
+      await eventually('the task is running', async () => (await bed.rows.task(task.id)).status === 'running');
 
       const cancelled = await workflows.cancel(task.id);
 
@@ -573,7 +564,7 @@ describe('WorkflowService', () => {
       expect(completedError).toMatchObject({ taskId: done.id, status: 'completed' });
       expect(cancelledError).toBeInstanceOf(TaskAlreadyFinishedError);
       expect(cancelledError).toMatchObject({ taskId: scheduled.id, status: 'cancelled' });
-      expect((await bed.row(done.id)).status).toBe('completed');
+      expect((await bed.rows.task(done.id)).status).toBe('completed');
     });
 
     it('throws TaskNotFoundError for an unknown id', async () => {

@@ -1,14 +1,15 @@
 import { TestingModule } from '@nestjs/testing';
 import { AgentTask, StepRun, WorkflowService } from '@duraflow/nestjs';
-import { startTestApp } from '../support/app';
 import {
   startWorkerProcess,
   stopAllWorkerProcesses,
   WorkerProcess,
   WorkerProcessOptions,
 } from '../support/child-process';
-import { createTestDatabase, TestDatabase } from '../support/database';
+import { TestDatabase } from '../support/database';
 import { SHARED_REDIS_URL } from '../support/redis-server';
+import { TableRows } from '../support/table-rows';
+import { TestBed, useTestBed } from '../support/test-bed';
 import { sleep } from '../support/waiting';
 import { CHAOS_TABLES_SQL, ChaosEffects } from './effects';
 import { ChaosDuraflowOptions, ChaosScenarioName } from './protocol';
@@ -39,29 +40,41 @@ export interface ChaosCompensationRow {
 }
 
 /**
- * One chaos test's world: a fresh database with the chaos tables, a control app in the test
- * process (submit-only: it submits, waits and reads through the library, and runs no
- * workflow), and worker processes started on that database. `tearDown` kills every worker,
- * closes the app and drops the database.
+ * One chaos test's world, on a test bed with a database per test: the chaos tables, a control
+ * app in the test process (submit-only: it submits, waits and reads through the library, and
+ * runs no workflow), and worker processes started on that database. After the test every
+ * worker is killed, then the bed closes the app and drops the database.
  */
+export function useChaosBed(scenarios: ChaosScenarioName[], timings: ChaosTimings = CHAOS_TIMINGS): ChaosBed {
+  const chaos = new ChaosBed(useTestBed({ databasePerTest: true }), scenarios, timings);
+  beforeEach(() => chaos.setUp());
+  return chaos;
+}
+
 export class ChaosBed {
-  db: TestDatabase;
   control: TestingModule;
   workflows: WorkflowService;
 
   constructor(
+    private readonly bed: TestBed,
     private readonly scenarios: ChaosScenarioName[],
     readonly timings: ChaosTimings = CHAOS_TIMINGS,
   ) {}
 
+  get db(): TestDatabase {
+    return this.bed.db;
+  }
+
+  get rows(): TableRows {
+    return this.bed.rows;
+  }
+
   async setUp(): Promise<void> {
-    this.db = await createTestDatabase();
     await this.db.client.query(CHAOS_TABLES_SQL);
     // The control app registers the scenarios only so that submit knows their names.
     const effects = new ChaosEffects(this.db.url, 'test-control');
     const scenario = chaosScenario(this.scenarios, effects);
-    this.control = await startTestApp({
-      db: this.db,
+    this.control = await this.bed.start({
       duraflow: {
         worker: { enabled: false },
         reaper: { enabled: false, staleAfterMs: this.timings.staleAfterMs },
@@ -70,12 +83,8 @@ export class ChaosBed {
       providers: [{ provide: ChaosEffects, useValue: effects }, ...scenario.providers],
     });
     this.workflows = this.control.get(WorkflowService);
-  }
-
-  async tearDown(): Promise<void> {
-    await stopAllWorkerProcesses();
-    await this.control?.close();
-    await this.db?.drop();
+    // Opened after the control app, so closed before it: no worker outlives the test.
+    this.bed.closeLater({ close: stopAllWorkerProcesses });
   }
 
   /** DuraflowModule options every chaos worker gets: fast heartbeat, an enabled reaper, Redis. */

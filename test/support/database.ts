@@ -17,9 +17,10 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-function withDatabase(url: string, database: string): string {
-  const parsed = new URL(url);
-  parsed.pathname = `/${database}`;
+/** The URL of database `name` on the server tests use (whether or not it exists). */
+export function databaseUrl(name: string): string {
+  const parsed = new URL(SERVER_URL);
+  parsed.pathname = `/${name}`;
   return parsed.toString();
 }
 
@@ -47,7 +48,7 @@ export interface TestDatabaseOptions {
 export async function createTestDatabase(options: TestDatabaseOptions = {}): Promise<TestDatabase> {
   const name = `${options.prefix ?? 'duraflow_test'}_${randomBytes(6).toString('hex')}`;
   await onServer((admin) => admin.query(`CREATE DATABASE ${name}`));
-  const url = withDatabase(SERVER_URL, name);
+  const url = databaseUrl(name);
   let client: Client | undefined;
   const drop = async () => {
     await client?.end().catch(() => undefined);
