@@ -25,7 +25,7 @@ import { referenceAgainScenario, referenceScenario } from './scenarios/reference
 import { submittedDrainScenario } from './scenarios/submitted-drain';
 import { submitScenario } from './scenarios/submit';
 import { progress } from './stats';
-import { killAllWorkerProcesses } from './worker-process';
+import { stopAllWorkerProcesses } from '../test/support/worker-process';
 import { RunProbe } from './workflows';
 
 interface Args {
@@ -52,7 +52,7 @@ async function scenario(ctx: BenchContext, name: string, body: () => Promise<voi
     await body();
   } catch (error) {
     ctx.results.fail(name, error);
-    await killAllWorkerProcesses();
+    await stopAllWorkerProcesses();
   } finally {
     ctx.raw.durations ??= {};
     ctx.raw.durations[name] = Math.round(performance.now() - started) / 1000;
@@ -98,7 +98,7 @@ async function main(): Promise<number> {
     appendix: [],
   };
   const onSignal = () => {
-    void killAllWorkerProcesses()
+    void stopAllWorkerProcesses()
       .then(() => db.drop())
       .finally(() => process.exit(130));
   };
@@ -137,7 +137,7 @@ async function main(): Promise<number> {
     await scenario(ctx, 'memory', () => memoryScenario(ctx));
     await scenario(ctx, 'reference-again', () => referenceAgainScenario(ctx));
   } finally {
-    await killAllWorkerProcesses();
+    await stopAllWorkerProcesses();
     await db.drop();
   }
 
@@ -176,6 +176,6 @@ main().then(
   (code) => process.exit(code),
   (error: unknown) => {
     process.stderr.write(`[bench] failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-    void killAllWorkerProcesses().finally(() => process.exit(1));
+    void stopAllWorkerProcesses().finally(() => process.exit(1));
   },
 );

@@ -1,16 +1,16 @@
 /**
  * The entry of a bench worker process: a Nest app with TypeORM, ScheduleModule and
  * DuraflowModule running the bench workflows, forked by worker-process.ts under the swc
- * require hook and driven over IPC. Configured by DURAFLOW_BENCH_WORKER_CONFIG (JSON).
+ * require hook and driven over IPC (test/support/worker-ipc.ts). Configured as protocol.ts says.
  */
 import 'reflect-metadata';
-import { DynamicModule, INestApplicationContext, Logger, Module } from '@nestjs/common';
+import { DynamicModule, Logger, Module } from '@nestjs/common';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { DURAFLOW_ENTITIES, DuraflowModule, ReaperService, WorkerService } from '@duraflow/nestjs';
+import { DURAFLOW_ENTITIES, DuraflowModule } from '@duraflow/nestjs';
 import { readWorkerConfig, runWorkerEntry, serveWorkerApp } from '../test/support/worker-ipc';
 import { installQueryCounter, queryCounts } from './query-counter';
-import { BENCH_WORKER_CONFIG_ENV, BenchRequest, BenchWorkerConfig, BenchWorkerStats } from './protocol';
+import { BenchRequest, BenchWorkerConfig } from './protocol';
 import { WORKER_WORKFLOWS } from './workflows';
 
 installQueryCounter();
@@ -30,17 +30,9 @@ class BenchWorkerModule {
   }
 }
 
-async function handle(app: INestApplicationContext, request: BenchRequest): Promise<unknown> {
-  const worker = app.get(WorkerService);
+/** The process-level requests; the services' (start, stop, stats, isLeader) are calls, answered by serveWorkerApp. */
+async function handle(_app: unknown, request: BenchRequest): Promise<unknown> {
   switch (request.type) {
-    case 'start-worker':
-      return worker.start();
-    case 'stop-worker':
-      return worker.stop();
-    case 'stats': {
-      const { state, claimed, completed, failed, running } = worker.stats();
-      return { state, claimed, completed, failed, running } satisfies BenchWorkerStats;
-    }
     case 'memory': {
       const gc = (globalThis as { gc?: () => void }).gc;
       if (request.gc) {
@@ -49,8 +41,6 @@ async function handle(app: INestApplicationContext, request: BenchRequest): Prom
       }
       return process.memoryUsage();
     }
-    case 'is-leader':
-      return app.get(ReaperService).isLeader();
     case 'query-counts':
       return queryCounts();
     case 'cpu':
@@ -61,7 +51,7 @@ async function handle(app: INestApplicationContext, request: BenchRequest): Prom
 }
 
 async function main(): Promise<void> {
-  const config = readWorkerConfig<BenchWorkerConfig>(BENCH_WORKER_CONFIG_ENV, 'through bench/worker-process.ts');
+  const config = readWorkerConfig<BenchWorkerConfig>('through bench/worker-process.ts');
   await serveWorkerApp<BenchRequest>({
     module: BenchWorkerModule.register(config),
     logger,

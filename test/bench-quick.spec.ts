@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ROWS } from '../bench/rows';
+import { SWC_REGISTER } from './support/typescript-node';
 
 const ROOT = path.join(__dirname, '..');
 
@@ -14,7 +15,7 @@ interface BenchRun {
 
 function runQuickBench(out: string): Promise<BenchRun> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['-r', './test/support/swc-register.js', 'bench/run.ts', '--quick', '--out', out], {
+    const child = spawn(process.execPath, ['-r', SWC_REGISTER, 'bench/run.ts', '--quick', '--out', out], {
       cwd: ROOT,
       env: { ...process.env, NO_COLOR: '1' },
       stdio: ['ignore', 'pipe', 'pipe'],

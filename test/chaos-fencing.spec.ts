@@ -1,7 +1,7 @@
 import { TaskStatus, WorkerStats } from '@duraflow/nestjs';
-import { useChaosBed } from './chaos/chaos-bed';
+import { useChaosBed } from './fixtures/chaos/chaos-bed';
 import { eventually, sleep } from './support/waiting';
-import { withWorkerOutputOnFailure } from './support/child-process';
+import { withWorkerOutputOnFailure } from './support/worker-process';
 
 const STEP_KEYS = ['s1', 's2', 's3', 's4', 's5'];
 

@@ -1,8 +1,8 @@
 import Redis from 'ioredis';
-import { useChaosBed } from './chaos/chaos-bed';
+import { useChaosBed } from './fixtures/chaos/chaos-bed';
 import { eventually, sleep } from './support/waiting';
 import { SHARED_REDIS_URL } from './support/redis-server';
-import { withWorkerOutputOnFailure, WorkerProcess } from './support/child-process';
+import { withWorkerOutputOnFailure, WorkerProcess } from './support/worker-process';
 
 describe('chaos: two reaper processes and the Redis leader key', () => {
   const bed = useChaosBed(['chaos-steps']);

@@ -1,8 +1,8 @@
 import { DataSource } from 'typeorm';
 import { WorkerStats } from '@duraflow/nestjs';
-import { CHAOS_TIMINGS, useChaosBed } from './chaos/chaos-bed';
+import { CHAOS_TIMINGS, useChaosBed } from './fixtures/chaos/chaos-bed';
 import { eventually } from './support/waiting';
-import { withWorkerOutputOnFailure } from './support/child-process';
+import { withWorkerOutputOnFailure } from './support/worker-process';
 
 const TASKS = 300;
 

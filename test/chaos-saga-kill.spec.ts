@@ -1,8 +1,8 @@
 import { isTerminalStatus, TaskStatus } from '@duraflow/nestjs';
-import { useChaosBed } from './chaos/chaos-bed';
-import { KILL_AFTER_FIRST_COMPENSATION_ENV } from './chaos/scenarios';
+import { useChaosBed } from './fixtures/chaos/chaos-bed';
+import { KILL_AFTER_FIRST_COMPENSATION_ENV } from './fixtures/chaos/scenarios';
 import { eventually } from './support/waiting';
-import { withWorkerOutputOnFailure } from './support/child-process';
+import { withWorkerOutputOnFailure } from './support/worker-process';
 
 describe('chaos: a worker process killed in the middle of a saga rollback', () => {
   const bed = useChaosBed(['chaos-saga']);

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { TestingModule } from '@nestjs/testing';
 import { RedisLeaderElection, ReaperService, workflow } from '@duraflow/nestjs';
-import { SWC_REGISTER } from './support/child-process';
+import { SWC_REGISTER } from './support/typescript-node';
 import { eventually } from './support/waiting';
 import { databaseUrl, TestDatabase } from './support/database';
 import { useTestBed } from './support/test-bed';

@@ -11,7 +11,7 @@ import {
   RedisLeaderElection,
   RedisLeaderElectionOptions,
 } from '@duraflow/nestjs/leader';
-import { SWC_REGISTER } from './support/child-process';
+import { SWC_REGISTER } from './support/typescript-node';
 import { terminateBackends } from './support/database';
 import { useTestBed } from './support/test-bed';
 import { RedisServer, SHARED_REDIS_URL } from './support/redis-server';

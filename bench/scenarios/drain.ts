@@ -172,7 +172,7 @@ export async function drainScenario(ctx: BenchContext): Promise<void> {
         }
       } catch (error) {
         // The other configurations still run; the run exits non-zero.
-        for (const worker of workers) process.stderr.write(`${worker.tail()}\n`);
+        for (const worker of workers) process.stderr.write(`${worker.outputTail(40)}\n`);
         ctx.results.fail(`drain, concurrency ${concurrency}, ${processes} process(es)`, error);
       } finally {
         await Promise.all(workers.map((worker) => worker.stop()));

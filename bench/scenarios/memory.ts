@@ -65,7 +65,7 @@ export async function memoryScenario(ctx: BenchContext): Promise<void> {
     );
     ctx.results.set('rss.after.gc', afterGc.rss / MB, `global.gc() (--expose-gc); heap used ${(afterGc.heapUsed / MB).toFixed(1)} MB`);
   } catch (error) {
-    process.stderr.write(`${worker.tail()}\n`);
+    process.stderr.write(`${worker.outputTail(40)}\n`);
     throw error;
   } finally {
     await worker.stop();

@@ -5,7 +5,7 @@ import path from 'node:path';
 import Redis from 'ioredis';
 import { Client } from 'pg';
 import { redactPassword } from '../../src/config/engine.config';
-import { SWC_REGISTER } from './child-process';
+import { SWC_REGISTER } from './typescript-node';
 import { DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL } from './shared-servers';
 import type { TestServersMessage } from './test-servers-main';
 

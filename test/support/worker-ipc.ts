@@ -1,11 +1,16 @@
 /**
- * What the worker processes that tests and the bench fork have in common (test/chaos/worker-main.ts,
+ * What the worker processes that tests and the bench fork have in common (test/fixtures/chaos/worker-main.ts,
  * bench/worker-main.ts): the configuration and messages that cross the process boundary, and the
  * child's side of the IPC channel (its messages, answering requests, the guards of its entry).
+ * The parent's side is worker-process.ts.
  */
 import type { DynamicModule, INestApplicationContext, Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import * as duraflow from '@duraflow/nestjs';
 import type { DuraflowModuleOptions } from '@duraflow/nestjs';
+
+/** The env variable a worker process reads its configuration from (JSON). */
+export const WORKER_CONFIG_ENV = 'DURAFLOW_WORKER_PROCESS_CONFIG';
 
 /**
  * DuraflowModule options as they cross the process boundary (JSON): everything but the
@@ -37,14 +42,33 @@ export interface ReplyMessage {
 /** Child -> parent. */
 export type WorkerChildMessage = ReadyMessage | ReplyMessage;
 
+/** Parent -> child: call `method(...args)` on a provider of the child's app, by its class name. */
+export interface CallRequest {
+  type: 'call';
+  /** A class exported by `@duraflow/nestjs`: 'WorkerService', 'ReaperService', 'WorkflowService', ... */
+  service: string;
+  method: string;
+  args?: unknown[];
+}
+
 /** Parent -> child: a request with the id its reply carries. */
 export type WithRequestId<R> = R & { id: number };
 
-/** The child's configuration from `env` (JSON); `howToStart` completes the error when it is not set. */
-export function readWorkerConfig<T extends WorkerConfig>(env: string, howToStart: string): T {
-  const raw = process.env[env];
-  if (!raw) throw new Error(`${env} is not set: start this file ${howToStart}`);
+/** The child's configuration (JSON); `howToStart` completes the error when it is not set. */
+export function readWorkerConfig<T extends WorkerConfig>(howToStart: string): T {
+  const raw = process.env[WORKER_CONFIG_ENV];
+  if (!raw) throw new Error(`${WORKER_CONFIG_ENV} is not set: start this file ${howToStart}`);
   return JSON.parse(raw) as T;
+}
+
+/** Runs `service.method(...args)` on a provider of the app, `service` naming a class the library exports. */
+export async function callService(app: INestApplicationContext, request: CallRequest): Promise<unknown> {
+  const token = (duraflow as Record<string, unknown>)[request.service];
+  if (typeof token !== 'function') throw new Error(`@duraflow/nestjs exports no class "${request.service}"`);
+  const service = app.get(token as new (...args: never[]) => Record<string, unknown>, { strict: false });
+  const method = service[request.method];
+  if (typeof method !== 'function') throw new Error(`${request.service} has no method "${request.method}"`);
+  return await method.apply(service, request.args ?? []);
 }
 
 /** The child's end of the IPC channel to the process that forked it (`parent` names it in logs). */
@@ -86,22 +110,26 @@ export interface WorkerAppOptions<R> {
   /** Names the parent in logs: 'test', 'bench'. */
   parent: string;
   workerId: string;
-  /** Answers one request of the parent. */
-  handle: (app: INestApplicationContext, request: WithRequestId<R>) => Promise<unknown>;
+  /** Answers one request of the parent other than `call` (which is answered here). */
+  handle?: (app: INestApplicationContext, request: WithRequestId<R>) => Promise<unknown>;
 }
 
 /**
  * Boots a worker process's Nest app (createApplicationContext runs its bootstrap hooks) with
  * shutdown hooks (SIGTERM is graceful), then answers the parent's requests and reports ready.
  */
-export async function serveWorkerApp<R>(options: WorkerAppOptions<R>): Promise<void> {
+export async function serveWorkerApp<R extends { type: string } = never>(options: WorkerAppOptions<R>): Promise<void> {
   const app = await NestFactory.createApplicationContext(options.module, {
     logger: ['log', 'warn', 'error', 'fatal'],
     abortOnError: false,
   });
   app.enableShutdownHooks();
   const parent = new ParentChannel(options.logger, options.parent);
-  parent.answerRequests<R>((request) => options.handle(app, request));
+  parent.answerRequests<R | CallRequest>(async (request) => {
+    if (request.type === 'call') return callService(app, request as CallRequest);
+    if (!options.handle) throw new Error(`Unknown request ${JSON.stringify(request)}`);
+    return options.handle(app, request as WithRequestId<R>);
+  });
   parent.ready(options.workerId);
 }
 

@@ -1,36 +1,29 @@
 import { ChildProcess, fork } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import path from 'node:path';
 import { createInterface } from 'node:readline';
-import {
-  CHAOS_WORKER_CONFIG_ENV,
-  ChaosChildMessage,
-  ChaosDuraflowOptions,
-  ChaosRequest,
-  ChaosScenarioName,
-  ChaosWorkerConfig,
-} from '../chaos/protocol';
+import { SWC_REGISTER } from './typescript-node';
+import { CallRequest, WORKER_CONFIG_ENV, WorkerChildMessage, WorkerConfig } from './worker-ipc';
 
-/** The require hook that lets a plain `node` run the project's TypeScript with decorator metadata. */
-export const SWC_REGISTER = path.join(__dirname, 'swc-register.js');
-export const CHAOS_WORKER_ENTRY = path.join(__dirname, '..', 'chaos', 'worker-main.ts');
-
-export type WorkerSignal = 'SIGKILL' | 'SIGSTOP' | 'SIGCONT' | 'SIGTERM';
+/**
+ * The parent's side of a worker process (a Nest app with DuraflowModule in a process of its own,
+ * test/fixtures/chaos/worker-main.ts or bench/worker-main.ts): forked under the swc require hook,
+ * its output captured, driven over IPC, killed or stopped; the child's side is worker-ipc.ts.
+ */
 
 export interface WorkerProcessOptions {
-  databaseUrl: string;
-  /** Which workflows the worker registers (test/chaos/scenarios.ts). */
-  scenario: ChaosScenarioName | ChaosScenarioName[];
-  /** DuraflowModule options (JSON only: no functions). */
-  duraflow?: ChaosDuraflowOptions;
-  /** Default `chaos-<label>-<random>`; known before the child boots. */
-  workerId?: string;
-  /** Names the process in its captured output. Default 'worker'. */
-  label?: string;
+  /** The child's entry: a TypeScript file that serves its app with serveWorkerApp (worker-ipc.ts). */
+  entry: string;
+  /** What the child reads with readWorkerConfig(): JSON, no functions. */
+  config: WorkerConfig;
+  /** Names the process in its captured output and in errors. */
+  label: string;
   /** Added to the child's environment. */
   env?: Record<string, string>;
+  /** Node options, e.g. --expose-gc. */
+  execArgv?: string[];
   /** `ready` rejects if the child has not reported ready by then. Default 30 s. */
   readyTimeoutMs?: number;
+  /** A request rejects if the child has not answered it by then. Default 10 s. */
+  requestTimeoutMs?: number;
 }
 
 export interface WorkerExit {
@@ -40,53 +33,51 @@ export interface WorkerExit {
 
 export interface WorkerReady {
   workerId: string;
-  /** Process start to app bootstrapped and worker started, measured by the child. */
+  /** Process start to app bootstrapped (a chaos worker's worker started too), measured by the child. */
   bootMs: number;
-  /** fork() to the ready message, measured by the test. */
+  /** fork() to the ready message, measured by the parent. */
   startupMs: number;
-}
-
-/** A chaos worker process: a Nest app with DuraflowModule, driven over IPC. */
-export interface WorkerProcess {
-  readonly label: string;
-  readonly pid: number;
-  readonly workerId: string;
-  /** Resolves when the app is bootstrapped and its worker started; rejects if the child dies first. */
-  readonly ready: Promise<WorkerReady>;
-  readonly exited: Promise<WorkerExit>;
-  /** Its exit has not been seen yet (a SIGSTOPped child is still alive). */
-  readonly alive: boolean;
-  /** Captured stdout and stderr lines, prefixed with the label. */
-  readonly output: string[];
-  kill(signal: WorkerSignal): void;
-  /** A generic IPC round trip; the child answers with the value or the error. */
-  request<T = unknown>(request: ChaosRequest, timeoutMs?: number): Promise<T>;
-  /** `request({ type: 'call', service, method, args })`, e.g. `call('WorkerService', 'stats')`. */
-  call<T = unknown>(service: string, method: string, ...args: unknown[]): Promise<T>;
-  /** SIGTERM (graceful: Nest's shutdown hooks run), SIGKILL if it has not exited within `timeoutMs`. */
-  stop(timeoutMs?: number): Promise<WorkerExit>;
 }
 
 const MAX_OUTPUT_LINES = 400;
 
 /** Every child started since the last stopAllWorkerProcesses(), exited ones included (their output matters). */
-const started: ChildWorker[] = [];
+const started: WorkerProcess[] = [];
+let exitHookInstalled = false;
 
-class ChildWorker implements WorkerProcess {
+/**
+ * A worker process, forked when constructed. It never outlives the parent: stopAllWorkerProcesses()
+ * and the parent's exit SIGKILL it, and the child exits by itself when its IPC channel closes.
+ * `R` is the requests its entry answers besides `call`.
+ */
+export class WorkerProcess<R extends { type: string } = never> {
+  readonly label: string;
+  readonly workerId: string;
+  /** Captured stdout and stderr lines, prefixed with the label. */
   readonly output: string[] = [];
+  /** Resolves when the app is bootstrapped (and a chaos worker's worker started); rejects if the child dies first. */
   readonly ready: Promise<WorkerReady>;
   readonly exited: Promise<WorkerExit>;
+  private readonly child: ChildProcess;
+  private readonly requestTimeoutMs: number;
   private exit: WorkerExit | undefined;
   private nextRequestId = 1;
   private readonly pending = new Map<number, { resolve: (value: any) => void; reject: (error: Error) => void }>();
 
-  constructor(
-    private readonly child: ChildProcess,
-    readonly label: string,
-    readonly workerId: string,
-    readyTimeoutMs: number,
-  ) {
+  constructor(options: WorkerProcessOptions) {
+    killChildrenOnExit();
+    this.label = options.label;
+    this.workerId = options.config.duraflow.workerId;
+    this.requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
     const forkedAt = Date.now();
+    this.child = fork(options.entry, [], {
+      execArgv: ['-r', SWC_REGISTER, ...(options.execArgv ?? [])],
+      env: { ...process.env, NO_COLOR: '1', [WORKER_CONFIG_ENV]: JSON.stringify(options.config), ...options.env },
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+      serialization: 'advanced',
+    });
+    started.push(this);
+    const { child, label } = this;
     for (const [stream, name] of [
       [child.stdout, 'out'],
       [child.stderr, 'err'],
@@ -108,13 +99,14 @@ class ChildWorker implements WorkerProcess {
       });
     });
 
+    const readyTimeoutMs = options.readyTimeoutMs ?? 30_000;
     this.ready = new Promise<WorkerReady>((resolve, reject) => {
       const timer = setTimeout(
         () => reject(new Error(`${this.describe()} did not report ready within ${readyTimeoutMs} ms\n${this.outputTail()}`)),
         readyTimeoutMs,
       );
       timer.unref();
-      child.on('message', (message: ChaosChildMessage) => {
+      child.on('message', (message: WorkerChildMessage) => {
         if (message.type === 'ready') {
           clearTimeout(timer);
           resolve({ workerId: message.workerId, bootMs: message.bootMs, startupMs: Date.now() - forkedAt });
@@ -139,11 +131,12 @@ class ChildWorker implements WorkerProcess {
     return this.child.pid ?? -1;
   }
 
+  /** Its exit has not been seen yet (a SIGSTOPped child is still alive). */
   get alive(): boolean {
     return this.exit === undefined;
   }
 
-  kill(signal: WorkerSignal): void {
+  kill(signal: NodeJS.Signals): void {
     if (!this.alive) return;
     try {
       process.kill(this.pid, signal);
@@ -152,7 +145,8 @@ class ChildWorker implements WorkerProcess {
     }
   }
 
-  request<T = unknown>(request: ChaosRequest, timeoutMs = 10_000): Promise<T> {
+  /** An IPC round trip; the child answers with the value or the error. */
+  request<T = unknown>(request: R | CallRequest, timeoutMs = this.requestTimeoutMs): Promise<T> {
     if (!this.alive) return Promise.reject(new Error(`${this.describe()} has exited`));
     const id = this.nextRequestId++;
     return new Promise<T>((resolve, reject) => {
@@ -160,26 +154,25 @@ class ChildWorker implements WorkerProcess {
         this.pending.delete(id);
         reject(new Error(`${this.describe()} did not answer ${JSON.stringify(request)} within ${timeoutMs} ms`));
       }, timeoutMs);
-      this.pending.set(id, {
-        resolve: (value: T) => {
+      const settle =
+        <V>(fn: (value: V) => void) =>
+        (value: V) => {
           clearTimeout(timer);
-          resolve(value);
-        },
-        reject: (error) => {
-          clearTimeout(timer);
-          reject(error);
-        },
-      });
+          fn(value);
+        };
+      this.pending.set(id, { resolve: settle(resolve), reject: settle(reject) });
       this.child.send({ ...request, id }, (error) => {
         if (error) this.pending.get(id)?.reject(error);
       });
     });
   }
 
+  /** `service.method(...args)` on a provider of the child's app, e.g. `call('WorkerService', 'stats')`. */
   call<T = unknown>(service: string, method: string, ...args: unknown[]): Promise<T> {
     return this.request<T>({ type: 'call', service, method, args });
   }
 
+  /** SIGTERM (graceful: Nest's shutdown hooks run), SIGKILL if it has not exited within `timeoutMs`. */
   async stop(timeoutMs = 5_000): Promise<WorkerExit> {
     if (this.alive) {
       this.kill('SIGTERM');
@@ -205,32 +198,7 @@ class ChildWorker implements WorkerProcess {
   }
 }
 
-/**
- * Forks test/chaos/worker-main.ts under the swc require hook. The child is SIGKILLed by
- * stopAllWorkerProcesses(), when the test process exits, or by itself when its IPC channel to
- * the test closes: it never outlives the test.
- */
-export function startWorkerProcess(options: WorkerProcessOptions): WorkerProcess {
-  killChildrenOnExit();
-  const label = options.label ?? 'worker';
-  const workerId = options.workerId ?? options.duraflow?.workerId ?? `chaos-${label}-${randomBytes(4).toString('hex')}`;
-  const config: ChaosWorkerConfig = {
-    databaseUrl: options.databaseUrl,
-    scenarios: ([] as ChaosScenarioName[]).concat(options.scenario),
-    duraflow: { ...options.duraflow, workerId },
-  };
-  const child = fork(CHAOS_WORKER_ENTRY, [], {
-    execArgv: ['-r', SWC_REGISTER],
-    env: { ...process.env, NO_COLOR: '1', [CHAOS_WORKER_CONFIG_ENV]: JSON.stringify(config), ...options.env },
-    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-    serialization: 'advanced',
-  });
-  const worker = new ChildWorker(child, label, workerId, options.readyTimeoutMs ?? 30_000);
-  started.push(worker);
-  return worker;
-}
-
-/** SIGKILLs every child still running and waits for them; the next test starts with none. */
+/** SIGKILLs every child still running and waits for them; the next test (or bench scenario) starts with none. */
 export async function stopAllWorkerProcesses(): Promise<void> {
   const workers = started.splice(0);
   for (const worker of workers) worker.kill('SIGKILL');
@@ -257,8 +225,6 @@ export function withWorkerOutputOnFailure(body: () => Promise<void>): () => Prom
     }
   };
 }
-
-let exitHookInstalled = false;
 
 function killChildrenOnExit(): void {
   if (exitHookInstalled) return;
