@@ -1,5 +1,5 @@
 import { TaskStatus, WorkerService, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
-import { StepBarrier } from './fixtures/worker/barrier';
+import { StepBarrier } from './fixtures/steps/barrier';
 import { useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
 

@@ -1,7 +1,7 @@
 import { status } from '@grpc/grpc-js';
 import { SERVER_URL } from './support/database';
 import { TcpProxy } from './support/tcp-proxy';
-import { CapturedLogs } from './fixtures/engine/captured-logs';
+import { CapturedLogs } from './support/captured-logs';
 import { http, startTestEngine } from './fixtures/engine/engine-app';
 import { useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';

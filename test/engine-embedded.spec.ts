@@ -2,7 +2,8 @@ import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rea
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { EngineProcess, EngineProcessOptions } from './fixtures/engine/engine-process';
-import { isAlive, postmasterPid, stopLeftoverServers } from './fixtures/engine/embedded-cluster';
+import { postmasterPid, stopLeftoverServers } from './fixtures/engine/embedded-cluster';
+import { isAlive } from './support/process-alive';
 import { freePort, takePort } from './support/ports';
 import { eventually } from './support/waiting';
 

@@ -8,7 +8,7 @@ import { eventually } from './support/waiting';
 import { seedBookedFlight, seedDeadLetter, seedLargeTasks } from './fixtures/engine/seeded-tasks';
 import { INestApplication } from '@nestjs/common';
 import { AddressInfo } from 'node:net';
-import { CapturedLogs } from './fixtures/engine/captured-logs';
+import { CapturedLogs } from './support/captured-logs';
 import { RunningEngine } from '../src/engine';
 import { OrderGateway } from '../src/workflows/order-processing.workflow';
 

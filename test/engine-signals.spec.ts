@@ -2,7 +2,8 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EngineProcess } from './fixtures/engine/engine-process';
-import { isAlive, postmasterPid } from './fixtures/engine/embedded-cluster';
+import { postmasterPid } from './fixtures/engine/embedded-cluster';
+import { isAlive } from './support/process-alive';
 import { http } from './fixtures/engine/engine-app';
 import { eventually } from './support/waiting';
 import { freePort, TakenPort, takePort } from './support/ports';

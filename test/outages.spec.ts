@@ -12,7 +12,7 @@ import {
   WorkflowContext,
   WorkflowService,
 } from '@duraflow/nestjs';
-import { StepBarrier } from './fixtures/worker/barrier';
+import { StepBarrier } from './fixtures/steps/barrier';
 import { eventually, sleep } from './support/waiting';
 import { SERVER_URL, terminateBackends, TestDatabase } from './support/database';
 import { useTestBed } from './support/test-bed';

@@ -12,11 +12,11 @@ import {
   WorkflowService,
 } from '@duraflow/nestjs';
 import { TaskStore } from '../libs/duraflow/src/persistence/task.store';
-import { StepBarrier } from './fixtures/worker/barrier';
+import { StepBarrier } from './fixtures/steps/barrier';
+import { SHARED_REDIS_URL } from './support/redis-server';
 import { useTestBed } from './support/test-bed';
 import { eventually, sleep } from './support/waiting';
 
-const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
 
 /** Fast reaper settings; the leader key is unique per test so parallel files never share it. */
 function reaperOptions(overrides: DuraflowModuleOptions['reaper'] = {}): DuraflowModuleOptions['reaper'] {
@@ -147,15 +147,15 @@ describe('ReaperService', () => {
   describe('leadership through Redis', () => {
     let redis: Redis;
     beforeAll(() => {
-      redis = new Redis(REDIS_URL, { lazyConnect: true });
+      redis = new Redis(SHARED_REDIS_URL, { lazyConnect: true });
       return redis.connect();
     });
     afterAll(() => redis.quit());
 
     it('elects exactly one leader, whose worker id is the key value, and releases the key on shutdown', async () => {
       const reaper = reaperOptions();
-      const a = await startReaperApp(reaper, { redis: { url: REDIS_URL }, workerId: `a-${randomUUID()}` });
-      const b = await startReaperApp(reaper, { redis: { url: REDIS_URL }, workerId: `b-${randomUUID()}` });
+      const a = await startReaperApp(reaper, { redis: { url: SHARED_REDIS_URL }, workerId: `a-${randomUUID()}` });
+      const b = await startReaperApp(reaper, { redis: { url: SHARED_REDIS_URL }, workerId: `b-${randomUUID()}` });
       await eventually('one app leads', () => a.get(ReaperService).isLeader() || b.get(ReaperService).isLeader());
       const [leader, follower] = a.get(ReaperService).isLeader() ? [a, b] : [b, a];
       expect(follower.get(ReaperService).isLeader()).toBe(false);

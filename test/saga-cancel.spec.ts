@@ -8,11 +8,11 @@ import {
   WorkerService,
   WorkflowService,
 } from '@duraflow/nestjs';
-import { writeCrashedRun } from './fixtures/saga/crashed-run';
+import { chainLink, writeCrashedRun } from './fixtures/saga/crashed-run';
 import { scenario, VendorError } from './fixtures/saga/scenario';
-import { functionalUndoName, TRIP } from './fixtures/saga/workflows';
+import { TRIP } from './fixtures/saga/workflows';
 import { startSagaApp, useSagaBed } from './fixtures/saga/saga-bed';
-import { runToEnd } from './support/tasks';
+import { runToEnd } from './support/run-to-end';
 import { SUBMIT_ONLY } from './support/test-bed';
 import { eventually } from './support/waiting';
 
@@ -108,8 +108,8 @@ describe('saga: cancel with compensate', () => {
       input: { links: 2 },
       retryCount: 1,
       steps: [
-        { key: 'link-1', output: { link: 'link-1' }, compensationFn: functionalUndoName('chain', 'link-1') },
-        { key: 'link-2', output: { link: 'link-2' }, compensationFn: functionalUndoName('chain', 'link-2') },
+        chainLink('link-1'),
+        chainLink('link-2'),
       ],
     });
     const app = await startSagaApp(bed, { duraflow: SUBMIT_ONLY });

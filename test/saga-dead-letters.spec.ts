@@ -10,13 +10,13 @@ import {
   SagaService,
   TaskStatus,
 } from '@duraflow/nestjs';
-import { writeCrashedRun } from './fixtures/saga/crashed-run';
+import { chainLink, writeCrashedRun } from './fixtures/saga/crashed-run';
 import { scenario, VendorError } from './fixtures/saga/scenario';
-import { functionalUndoName, TRIP } from './fixtures/saga/workflows';
-import { Gate } from './fixtures/steps/controls';
+import { TRIP } from './fixtures/saga/workflows';
+import { Gate } from './fixtures/steps/gate';
 import { FIND_FAILED_COMPENSATIONS } from './fixtures/schema/seed-queries';
 import { partialRollback, startSagaApp, STEP_FAILED_BY_BREAK, useSagaBed } from './fixtures/saga/saga-bed';
-import { runToEnd } from './support/tasks';
+import { runToEnd } from './support/run-to-end';
 import { SUBMIT_ONLY } from './support/test-bed';
 import { eventually } from './support/waiting';
 
@@ -250,8 +250,8 @@ describe('saga: the dead-letter queue', () => {
       error: STEP_FAILED_BY_BREAK,
       heartbeatAgoMs: 0,
       steps: [
-        { key: 'link-1', output: { link: 'link-1' }, compensationFn: functionalUndoName('chain', 'link-1') },
-        { key: 'link-2', output: { link: 'link-2' }, compensationFn: functionalUndoName('chain', 'link-2') },
+        chainLink('link-1'),
+        chainLink('link-2'),
         { key: 'break', status: 'failed' },
       ],
     });

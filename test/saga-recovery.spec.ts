@@ -6,7 +6,7 @@ import {
   WorkerService,
   WorkflowService,
 } from '@duraflow/nestjs';
-import { DEAD_WORKER_ID, writeCrashedRun } from './fixtures/saga/crashed-run';
+import { chainLink, DEAD_WORKER_ID, writeCrashedRun } from './fixtures/saga/crashed-run';
 import { scenario, VendorError } from './fixtures/saga/scenario';
 import { CHAIN_LINKS, functionalUndoName, shipmentWorkflow } from './fixtures/saga/workflows';
 import { startSagaApp, STEP_FAILED_BY_BREAK, useSagaBed } from './fixtures/saga/saga-bed';
@@ -73,8 +73,8 @@ describe('saga: a rollback outlives the process that started it', () => {
         rollbackReason: 'failed',
         error: STEP_FAILED_BY_BREAK,
         steps: [
-          { key: 'link-1', output: { link: 'link-1' }, compensationFn: functionalUndoName('chain', 'link-1') },
-          { key: 'link-2', output: { link: 'link-2' }, compensationFn: 'chain.compensations.unlink-v0' },
+          chainLink('link-1'),
+          chainLink('link-2', { compensationFn: 'chain.compensations.unlink-v0' }),
           { key: 'break', status: 'failed' },
         ],
       });
@@ -114,8 +114,8 @@ describe('saga: a rollback outlives the process that started it', () => {
         rollbackReason: 'failed',
         error: STEP_FAILED_BY_BREAK,
         steps: [
-          ...Object.entries(tampered).map(([key, compensationFn]) => ({ key, output: { link: key }, compensationFn })),
-          { key: 'link-4', output: { link: 'link-4' }, compensationFn: functionalUndoName('chain', 'link-4') },
+          ...Object.entries(tampered).map(([key, compensationFn]) => chainLink(key, { compensationFn })),
+          chainLink('link-4'),
           { key: 'break', status: 'failed' as const },
         ],
       });
@@ -153,7 +153,7 @@ describe('saga: a rollback outlives the process that started it', () => {
         rollbackReason: 'failed',
         error: STEP_FAILED_BY_BREAK,
         steps: [
-          ...CHAIN_LINKS.slice(0, 4).map((key) => ({ key, output: { link: key }, compensationFn: functionalUndoName('chain', key) })),
+          ...CHAIN_LINKS.slice(0, 4).map((key) => chainLink(key)),
           { key: 'break', status: 'failed' as const },
         ],
       });
@@ -187,9 +187,9 @@ describe('saga: a rollback outlives the process that started it', () => {
         rollbackReason: 'failed',
         error: STEP_FAILED_BY_BREAK,
         steps: [
-          { key: 'link-1', output: { link: 'link-1' }, compensationFn: functionalUndoName('chain', 'link-1'), completedAt: sameInstant, seq: 2 },
-          { key: 'link-2', output: { link: 'link-2' }, compensationFn: functionalUndoName('chain', 'link-2'), completedAt: sameInstant, seq: 3 },
-          { key: 'link-3', output: { link: 'link-3' }, compensationFn: functionalUndoName('chain', 'link-3'), completedAt: sameInstant, seq: 1 },
+          chainLink('link-1', { completedAt: sameInstant, seq: 2 }),
+          chainLink('link-2', { completedAt: sameInstant, seq: 3 }),
+          chainLink('link-3', { completedAt: sameInstant, seq: 1 }),
         ],
       });
 
@@ -209,9 +209,9 @@ describe('saga: a rollback outlives the process that started it', () => {
         retryCount: 0,
         maxRetries: 3,
         steps: [
-          { key: 'link-1', output: { link: 'link-1' }, compensationFn: functionalUndoName('chain', 'link-1') },
-          { key: 'link-2', output: { link: 'link-2' }, compensationFn: functionalUndoName('chain', 'link-2') },
-          { key: 'link-3', output: { link: 'link-3' }, compensationFn: functionalUndoName('chain', 'link-3'), compensated: true },
+          chainLink('link-1'),
+          chainLink('link-2'),
+          chainLink('link-3', { compensated: true }),
           { key: 'break', status: 'failed' },
         ],
       });
@@ -248,8 +248,8 @@ describe('saga: a rollback outlives the process that started it', () => {
         status: 'running',
         rollbackReason: 'cancelled',
         steps: [
-          { key: 'link-1', output: { link: 'link-1' }, compensationFn: functionalUndoName('chain', 'link-1') },
-          { key: 'link-2', output: { link: 'link-2' }, compensationFn: functionalUndoName('chain', 'link-2') },
+          chainLink('link-1'),
+          chainLink('link-2'),
         ],
       });
       const app = await startSagaApp(bed, { duraflow: { ...SUBMIT_ONLY, reaper: { staleAfterMs: 1_000 } } });
@@ -275,8 +275,8 @@ describe('saga: a rollback outlives the process that started it', () => {
         retryCount: 2,
         maxRetries: 2,
         steps: [
-          { key: 'link-1', output: { link: 'link-1' }, compensationFn: functionalUndoName('chain', 'link-1') },
-          { key: 'link-2', output: { link: 'link-2' }, compensationFn: functionalUndoName('chain', 'link-2') },
+          chainLink('link-1'),
+          chainLink('link-2'),
         ],
       });
       const app = await startSagaApp(bed, { duraflow: { ...SUBMIT_ONLY, reaper: { staleAfterMs: 1_000 } } });
@@ -306,9 +306,9 @@ describe('saga: a rollback outlives the process that started it', () => {
         retryCount: 3,
         maxRetries: 3,
         steps: [
-          { key: 'link-1', output: { link: 'link-1' }, compensationFn: functionalUndoName('chain', 'link-1') },
-          { key: 'link-2', output: { link: 'link-2' }, compensationFn: functionalUndoName('chain', 'link-2'), compensated: true },
-          { key: 'link-3', output: { link: 'link-3' }, compensationFn: functionalUndoName('chain', 'link-3') },
+          chainLink('link-1'),
+          chainLink('link-2', { compensated: true }),
+          chainLink('link-3'),
           { key: 'break', status: 'failed' },
         ],
       });

@@ -3,7 +3,7 @@ import { scenario, VendorError } from './fixtures/saga/scenario';
 import { FAST_BACKOFF, functionalUndoName, KEEPSAKES, TRIP } from './fixtures/saga/workflows';
 import { FIND_COMPENSABLE_STEPS, FIND_FAILED_COMPENSATIONS, forTask, SEED_TEXT } from './fixtures/schema/seed-queries';
 import { startSagaApp, useSagaBed } from './fixtures/saga/saga-bed';
-import { runToEnd } from './support/tasks';
+import { runToEnd } from './support/run-to-end';
 import { SUBMIT_ONLY } from './support/test-bed';
 
 /*

@@ -1,33 +1,23 @@
-import { LoggerService } from '@nestjs/common';
 import { TestingModule } from '@nestjs/testing';
 import { workflow } from '@duraflow/nestjs';
 import { SHUTDOWN_HOOKS_CHECK_DELAY_MS } from '../libs/duraflow/src/lifecycle/shutdown-hooks.check';
 import { eventually, sleep } from './support/waiting';
+import { CapturedLogs } from './support/captured-logs';
 import { useTestBed } from './support/test-bed';
 
 const noop = workflow('noop', async () => null);
 const WARNING = /Shutdown hooks are not enabled: call app\.enableShutdownHooks\(\)/;
 
-/** Collects what the application logs, as Nest's logger would print it. */
-class CapturingLogger implements LoggerService {
-  readonly warnings: string[] = [];
-  log(): void {}
-  error(): void {}
-  warn(message: unknown): void {
-    this.warnings.push(String(message));
-  }
-}
-
 describe('the warning when the host has not enabled shutdown hooks', () => {
   const bed = useTestBed();
   let nodeEnv: string | undefined;
-  let logger: CapturingLogger;
+  let logger: CapturedLogs;
 
   beforeEach(() => {
     nodeEnv = process.env.NODE_ENV;
     // Jest sets NODE_ENV=test, under which the check stays quiet: these tests play a production app.
     process.env.NODE_ENV = 'production';
-    logger = new CapturingLogger();
+    logger = new CapturedLogs();
     expect(process.listenerCount('SIGTERM')).toBe(0);
   });
 

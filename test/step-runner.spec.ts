@@ -15,9 +15,10 @@ import {
   WorkflowService,
   workflow,
 } from '@duraflow/nestjs';
-import { Gate, SideEffects } from './fixtures/steps/controls';
+import { Gate } from './fixtures/steps/gate';
+import { SideEffects } from './fixtures/steps/side-effects';
 import { eventually, sleep } from './support/waiting';
-import { runToEnd } from './support/tasks';
+import { runToEnd } from './support/run-to-end';
 import { useTestBed } from './support/test-bed';
 
 /*

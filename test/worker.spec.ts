@@ -3,7 +3,7 @@ import { Pool } from 'pg';
 import { InvalidDuraflowOptionsError, TaskStatus, WorkerService, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
 import { resolveDuraflowOptions } from '../libs/duraflow/src/duraflow.options';
 import { TaskStore } from '../libs/duraflow/src/persistence/task.store';
-import { StepBarrier } from './fixtures/worker/barrier';
+import { StepBarrier } from './fixtures/steps/barrier';
 import { useTestBed } from './support/test-bed';
 import { eventually, sleep } from './support/waiting';
 

@@ -19,7 +19,7 @@ import {
 } from '@duraflow/nestjs';
 import { TASK_FINISHED_CHANNEL } from '../libs/duraflow/src/duraflow.constants';
 import { TaskNotifications } from '../libs/duraflow/src/notifications/task-notifications';
-import { StepBarrier } from './fixtures/worker/barrier';
+import { StepBarrier } from './fixtures/steps/barrier';
 import { SUBMIT_ONLY, useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
 
