@@ -2,6 +2,7 @@ import { ChildProcess, fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { runInThisContext } from 'node:vm';
+import { sleep } from './waiting';
 
 const PROXY_ENTRY = path.join(__dirname, 'tcp-proxy-main.js');
 const START_TIMEOUT_MS = 10_000;
@@ -100,7 +101,7 @@ export class TcpProxy {
         return await this.spawn();
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE' || Date.now() > deadline) throw error;
-        await new Promise((resolve) => setTimeout(resolve, 100));
+        await sleep(100);
       }
     }
   }
