@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Provider } from '@nestjs/common';
 import { CompensationContext, FunctionalWorkflowDefinition, Workflow, workflow, WorkflowContext } from '@duraflow/nestjs';
-import { sleep } from '../../libs/duraflow/src/execution/backoff';
+import { sleep } from '../../libs/duraflow/src/util/sleep';
 import { ChaosEffects } from './effects';
 import { ChaosScenarioName } from './protocol';
 

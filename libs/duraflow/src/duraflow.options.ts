@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH } from './duraflow.constants';
+import { DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH, REAPER_LEADER_KEY } from './duraflow.constants';
 import { InvalidDuraflowOptionsError } from './errors';
-import { REAPER_LEADER_KEY } from './leader/leader-election';
 import { FunctionalWorkflowDefinition } from './interfaces/workflow-definition';
 import { BackoffOptions, StepOptions } from './interfaces/workflow-context';
 import { UNKNOWN_INPUT_PROPERTIES, UnknownInputProperties } from './validation/dto-input';
@@ -34,7 +33,7 @@ export interface DuraflowWorkerOptions {
   prefetch?: number | 'auto';
   /** On shutdown, how long running tasks may finish before they are handed back. Default 10 s. */
   shutdownTimeoutMs?: number;
-  /** When to take less work (seed 001, Backpressure). */
+  /** When to take less work: a process that lags or holds too many tasks claims less, instead of falling further behind. */
   backpressure?: DuraflowBackpressureOptions;
 }
 
@@ -78,7 +77,7 @@ export interface DuraflowModuleOptions {
   reaper?: DuraflowReaperOptions;
   /** Functional workflow definitions (`workflow(name, fn)`). */
   workflows?: FunctionalWorkflowDefinition[];
-  /** Default `maxRetries` of a task when neither submit nor the workflow says. Default 3 (the seed's). */
+  /** Default `maxRetries` of a task when neither submit nor the workflow says. Default 3 (the column's default). */
   maxRetries?: number;
   /** Default options of every step. */
   step?: StepOptions;

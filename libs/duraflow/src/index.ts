@@ -2,7 +2,7 @@ export { DuraflowModule } from './duraflow.module';
 export { DURAFLOW_MODULE_OPTIONS } from './duraflow.module-definition';
 export * from './duraflow.options';
 export { DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH } from './duraflow.constants';
-export { jsonPathDeeperThan } from './execution/json';
+export { jsonPathDeeperThan } from './util/json';
 export { Workflow, Step, Compensate, WorkflowMetadata, StepMetadata } from './decorators';
 export { workflow } from './workflow';
 export { currentStepContext } from './execution/run-scope';

@@ -1,5 +1,5 @@
 import { TaskStatus } from '../interfaces/task-status';
-import { REAPER_LEADER_KEY } from '../leader/leader-election';
+import { REAPER_LEADER_KEY } from '../duraflow.constants';
 import { QueueStatus, readQueueStatus } from '../persistence/queue-status';
 import { SchemaMissingError } from './cli.errors';
 import { connectDatabase, describeDatabase } from './database-connection';

@@ -1,8 +1,9 @@
 import { RegisteredCompensation } from '../discovery/workflow.registry';
 import { CompensationTimeoutError } from '../errors';
 import { runAttempt } from './attempt';
-import { retryDelayMs, sleep } from './backoff';
-import { describeError } from './json';
+import { retryDelayMs } from '../util/backoff';
+import { sleep } from '../util/sleep';
+import { describeError } from '../util/describe-error';
 
 export interface CompensationCall {
   compensation: RegisteredCompensation;

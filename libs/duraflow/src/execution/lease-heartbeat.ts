@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/commo
 import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { TaskStore } from '../persistence/task.store';
-import { describeError } from './json';
+import { describeError } from '../util/describe-error';
 import { TaskLease } from './task-lease';
 
 /**

@@ -1,4 +1,4 @@
-import { sleep } from './backoff';
+import { sleep } from '../util/sleep';
 
 /** Error codes and messages of a database that went away (as opposed to a statement that is wrong). */
 const TRANSIENT_SQLSTATE = /^(08|57P0[123]|53300|40001|40P01)/;

@@ -9,7 +9,7 @@ import { DeadLetterStore } from '../persistence/dead-letter.store';
 import { CompensableStep, StepStore } from '../persistence/step.store';
 import { TaskStore } from '../persistence/task.store';
 import { deadLetterError, runCompensation } from './compensation';
-import { describeError } from './json';
+import { describeError } from '../util/describe-error';
 import { isTransientDatabaseError, persist } from './persist';
 import { TaskLease } from './task-lease';
 

@@ -14,8 +14,10 @@ import { CheckpointBatcher } from './checkpoint-batcher';
 import { TaskStore } from '../persistence/task.store';
 import { runAttempt } from './attempt';
 import { persist } from './persist';
-import { retryDelayMs, sleep } from './backoff';
-import { describeError, OutputLimits, outputToJson } from './json';
+import { retryDelayMs } from '../util/backoff';
+import { sleep } from '../util/sleep';
+import { describeError } from '../util/describe-error';
+import { OutputLimits, outputToJson } from '../util/json';
 import { RunScope, runScopeStorage } from './run-scope';
 import { TaskLease } from './task-lease';
 

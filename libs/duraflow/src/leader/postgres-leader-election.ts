@@ -1,8 +1,9 @@
 import { Logger } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import { Client } from 'pg';
-import { describeError } from '../execution/json';
-import { LeaderElection, LeaderElectionLogger, REAPER_LEADER_KEY } from './leader-election';
+import { describeError } from '../util/describe-error';
+import { REAPER_LEADER_KEY } from '../duraflow.constants';
+import { LeaderElection, LeaderElectionLogger } from './leader-election';
 
 /** `pg_try_advisory_lock` takes a bigint: the first 8 bytes of the key's SHA-256, as text. */
 export function advisoryLockId(key: string): string {

@@ -3,8 +3,9 @@ import { performance } from 'node:perf_hooks';
 import type { Redis, RedisOptions } from 'ioredis';
 import { loadIoredis } from '../dependencies/optional-dependencies';
 import { DuraflowRedisOptions } from '../duraflow.options';
-import { describeError } from '../execution/json';
-import { LeaderElection, LeaderElectionLogger, REAPER_LEADER_KEY } from './leader-election';
+import { describeError } from '../util/describe-error';
+import { REAPER_LEADER_KEY } from '../duraflow.constants';
+import { LeaderElection, LeaderElectionLogger } from './leader-election';
 
 /** Extends the key's life only while this node holds it: after an expiry another node may have it. */
 const RENEW_SCRIPT = `if redis.call('GET', KEYS[1]) == ARGV[1] then

@@ -39,7 +39,7 @@ function toDeadLetter(row: Record<string, any>): DeadLetter {
 export class DeadLetterStore {
   constructor(private readonly db: DuraflowDatabase) {}
 
-  /** Newest first, as the seed's "Find failed compensations" query orders them; keyset pages cut to `maxBytes`. */
+  /** Newest first on the keyset (created_at, id); pages cut to `maxBytes`. */
   async listDeadLetters(filter: { taskId?: string; limit: number; maxBytes: number; after?: KeysetPosition }): Promise<StoredPage<DeadLetterRow>> {
     const values: unknown[] = [];
     const where: string[] = [];

@@ -168,7 +168,7 @@ export class StepStore {
 
   /**
    * The steps a rollback undoes, in the order it undoes them: LIFO by completion time, ties
-   * broken by the order the run completed them (the seed's "Saga Rollback" query, made total).
+   * broken by the order the run completed them (two steps can complete within one clock tick).
    */
   async listCompensableSteps(taskId: string): Promise<CompensableStep[]> {
     const { rows } = await this.db.query(

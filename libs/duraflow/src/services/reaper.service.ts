@@ -9,7 +9,7 @@ import {
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
-import { describeError } from '../execution/json';
+import { describeError } from '../util/describe-error';
 import { TaskStatus } from '../interfaces/task-status';
 import { createLeaderElection, LeaderElection, reaperLeaderApplicationName } from '../leader';
 import { DuraflowDatabase } from '../persistence/duraflow-database';

@@ -44,7 +44,7 @@ export interface DeadLetterRetryResult {
 
 /**
  * The dead-letter queue of compensations that failed for good (the rollback itself runs in
- * the worker): list the entries, retry one (the seeds' `dlqRepo.retry(id)`), or discard one
+ * the worker): list the entries, retry one, or discard one
  * whose effect a person undid by hand.
  */
 @Injectable()
@@ -58,8 +58,8 @@ export class SagaService {
   ) {}
 
   /**
-   * Dead letters, newest first (the seed's "Find failed compensations" order), paged with a
-   * keyset cursor; a page holds at most `limit` entries and `maxListPageBytes` (at least one entry).
+   * Dead letters, newest first, paged with a keyset cursor; a page holds at most `limit` entries
+   * and `maxListPageBytes` (at least one entry).
    */
   async listDeadLetters(options: ListDeadLettersOptions = {}): Promise<DeadLetterPage> {
     const limit = listLimit(options.limit);

@@ -3,7 +3,7 @@ import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBoo
 import { WorkflowRegistry } from '../discovery/workflow.registry';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
-import { describeError } from '../execution/json';
+import { describeError } from '../util/describe-error';
 import { LeaseHeartbeat } from '../execution/lease-heartbeat';
 import { RunOutcome, TaskExecutor } from '../execution/task-executor';
 import { TaskLease } from '../execution/task-lease';
@@ -253,7 +253,7 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
     }, this.pollIntervalMs);
   }
 
-  /** Event loop lag per window (seed 001: lag over 100 ms polls less often), not over the process lifetime. */
+  /** Event loop lag per window, not over the process lifetime: a process that lags now polls less often now. */
   private startLagMonitor(): void {
     const { lagWindowMs, maxEventLoopLagMs } = this.options.worker.backpressure;
     const histogram = monitorEventLoopDelay({ resolution: 10 });

@@ -17,7 +17,7 @@ import {
   TaskNotFoundError,
   WaitForTimeoutError,
 } from '../errors';
-import { jsonPathDeeperThan, toJson } from '../execution/json';
+import { jsonPathDeeperThan, toJson } from '../util/json';
 import { LeaseHeartbeat } from '../execution/lease-heartbeat';
 import { SagaExecutor } from '../execution/saga-executor';
 import { TaskLease } from '../execution/task-lease';
