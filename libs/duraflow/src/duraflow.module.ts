@@ -9,6 +9,7 @@ import { DuraflowModuleOptions, resolveDuraflowOptions } from './duraflow.option
 import { CheckpointBatcher } from './execution/checkpoint-batcher';
 import { CompletionBatcher } from './execution/completion-batcher';
 import { LeaseHeartbeat } from './execution/lease-heartbeat';
+import { TaskLeases } from './lease/task-leases';
 import { ShutdownHooksCheck } from './lifecycle/shutdown-hooks.check';
 import { SagaExecutor } from './execution/saga-executor';
 import { TaskExecutor } from './execution/task-executor';
@@ -43,6 +44,7 @@ import { WorkflowService } from './services/workflow.service';
     StepStore,
     DeadLetterStore,
     TaskNotifications,
+    TaskLeases,
     LeaseHeartbeat,
     CompletionBatcher,
     CheckpointBatcher,

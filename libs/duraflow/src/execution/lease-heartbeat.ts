@@ -3,7 +3,7 @@ import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { TaskStore } from '../persistence/task.store';
 import { describeError } from '../util/describe-error';
-import { TaskLease } from './task-lease';
+import { TaskLease } from '../lease/task-lease';
 
 /**
  * Keeps every task this process holds alive: one fenced statement per `heartbeatIntervalMs`

@@ -9,17 +9,15 @@ import {
   StepTimeoutError,
 } from '../errors';
 import { StepContext, StepOptions, StepRunner } from '../interfaces/workflow-context';
-import { CompletedStep, StepMemo, StepStore } from '../persistence/step.store';
-import { CheckpointBatcher } from './checkpoint-batcher';
-import { TaskStore } from '../persistence/task.store';
-import { runAttempt } from './attempt';
-import { persist } from './persist';
+import { TaskLease } from '../lease/task-lease';
+import { CompletedStep, StepMemo } from '../persistence/step.store';
 import { retryDelayMs } from '../util/backoff';
-import { sleep } from '../util/sleep';
 import { describeError } from '../util/describe-error';
 import { OutputLimits, outputToJson } from '../util/json';
+import { sleep } from '../util/sleep';
+import { runAttempt } from './attempt';
+import { CheckpointBatcher } from './checkpoint-batcher';
 import { RunScope, runScopeStorage } from './run-scope';
-import { TaskLease } from './task-lease';
 
 /** The step that failed for good, so the task's error can name it. */
 export interface StepFailure {
@@ -28,12 +26,28 @@ export interface StepFailure {
   attempts: number;
 }
 
+/** What the step runner of one run works with. */
+export interface StepRunnerOptions {
+  workflow: RegisteredWorkflow;
+  /** The run's claim: every checkpoint is written through it. */
+  lease: TaskLease;
+  /** The task's steps from earlier runs, by step key (empty for a task never claimed before). */
+  memos: Map<string, StepMemo>;
+  checkpoints: CheckpointBatcher;
+  outputLimits: OutputLimits;
+}
+
 /**
  * The step runner of one run: memoizes through `step_runs`, retries with backoff, enforces
- * timeouts, and writes every checkpoint fenced on the run's claim. `ctx.step.run` and
- * @Step methods both end up in `runStep`.
+ * timeouts, and writes every checkpoint through the checkpoint batcher, fenced on the run's
+ * lease. `ctx.step.run` and @Step methods both end up in `runStep`.
  */
 export class MemoizedStepRunner implements StepRunner {
+  private readonly workflow: RegisteredWorkflow;
+  private readonly lease: TaskLease;
+  private readonly memos: Map<string, StepMemo>;
+  private readonly checkpoints: CheckpointBatcher;
+  private readonly outputLimits: OutputLimits;
   private readonly usedKeys = new Set<string>();
   /** The completion_seq the next completed step gets. */
   private nextCompletionSeq: number;
@@ -45,17 +59,12 @@ export class MemoizedStepRunner implements StepRunner {
   hasCompensableSteps: boolean;
   readonly scope: RunScope = { runStep: (key, fn, options) => this.runStep(key, fn, options) };
 
-  constructor(
-    private readonly workflow: RegisteredWorkflow,
-    private readonly lease: TaskLease,
-    private readonly memos: Map<string, StepMemo>,
-    private readonly steps: StepStore,
-    private readonly checkpoints: CheckpointBatcher,
-    private readonly tasks: TaskStore,
-    /** How long a checkpoint is retried while the database is unreachable. */
-    private readonly persistForMs: number,
-    private readonly outputLimits: OutputLimits,
-  ) {
+  constructor({ workflow, lease, memos, checkpoints, outputLimits }: StepRunnerOptions) {
+    this.workflow = workflow;
+    this.lease = lease;
+    this.memos = memos;
+    this.checkpoints = checkpoints;
+    this.outputLimits = outputLimits;
     this.hasCompensableSteps = [...memos.values()].some((memo) => memo.compensable);
     this.nextCompletionSeq = Math.max(0, ...[...memos.values()].map((memo) => memo.completionSeq ?? 0)) + 1;
   }
@@ -94,7 +103,7 @@ export class MemoizedStepRunner implements StepRunner {
       } catch (error) {
         this.throwIfStopped();
         await this.checkpoint(() =>
-          this.steps.recordStepFailed({
+          this.checkpoints.stepFailed({
             taskId: this.lease.taskId,
             claimToken: this.lease.claimToken,
             stepKey: key,
@@ -130,11 +139,7 @@ export class MemoizedStepRunner implements StepRunner {
         startedAt,
         completionSeq,
       };
-      // A step's first completion goes through the process's group commit; after a failed
-      // attempt its row exists and is upserted on its own.
-      await this.checkpoint(() =>
-        rowMayExist ? this.steps.upsertCompletedStep(completed) : this.checkpoints.stepCompleted(completed),
-      );
+      await this.checkpoint(() => this.checkpoints.stepCompleted(completed, rowMayExist));
       if (compensationFn) this.hasCompensableSteps = true;
       // The value a replay would return, so a run behaves the same before and after a crash.
       return (outputJson === undefined ? undefined : JSON.parse(outputJson)) as T;
@@ -159,22 +164,17 @@ export class MemoizedStepRunner implements StepRunner {
     );
   }
 
+  /** A checkpoint through the lease; a run whose claim is lost, or that cannot reach the database, goes no further. */
   private async checkpoint(write: () => Promise<boolean>): Promise<void> {
-    let owned: boolean;
+    let landed: boolean;
     try {
-      const options = { giveUpAfterMs: this.persistForMs, signal: this.lease.signal };
-      owned = await persist(write, options);
-      // Nothing changed: lost, or this very write already landed on a try whose reply was lost.
-      if (!owned) owned = await persist(() => this.tasks.ownsTask(this.lease.taskId, this.lease.claimToken), options);
+      landed = await this.lease.write(write);
     } catch (error) {
       this.throwIfStopped();
       this.persistenceFailure = error;
       throw new RunAbortedError(this.lease.taskId, `a checkpoint could not be written (${describeError(error).message})`);
     }
-    if (!owned) {
-      this.lease.stop('lease-lost');
-      this.throwIfStopped();
-    }
+    if (!landed) this.throwIfStopped();
   }
 
   private throwIfStopped(): void {

@@ -6,17 +6,16 @@ import { AgentTask, TaskError } from '../entities/agent-task.entity';
 import { DuraflowError, OutputTooLargeError } from '../errors';
 import { TaskStatus } from '../interfaces/task-status';
 import { WorkflowContext } from '../interfaces/workflow-context';
+import { TaskLease } from '../lease/task-lease';
 import { StepMemo, StepStore } from '../persistence/step.store';
 import { ClaimedTask, TaskStore } from '../persistence/task.store';
-import { CheckpointBatcher } from './checkpoint-batcher';
-import { CompletionBatcher } from './completion-batcher';
 import { describeError } from '../util/describe-error';
 import { outputToJson } from '../util/json';
-import { persist } from './persist';
+import { CheckpointBatcher } from './checkpoint-batcher';
+import { CompletionBatcher } from './completion-batcher';
 import { runScopeStorage } from './run-scope';
 import { SagaExecutor } from './saga-executor';
 import { MemoizedStepRunner } from './step-runner';
-import { TaskLease } from './task-lease';
 
 /** How one execution of a claimed task ended, as far as this worker knows. */
 export type RunOutcome = 'completed' | 'failed' | 'rolled_back' | 'partial_rollback' | 'cancelled' | 'stopped' | 'unrecorded';
@@ -46,9 +45,9 @@ export class TaskExecutor {
   async execute({ task, fresh }: ClaimedTask, lease: TaskLease): Promise<RunOutcome> {
     if (task.rollbackReason) return this.saga.rollback(task, lease, task.rollbackReason);
     const workflow = this.registry.get(task.workflowName);
-    const memos = fresh ? new Map<string, StepMemo>() : await this.durably(lease, () => this.steps.loadStepMemos(task.id));
+    const memos = fresh ? new Map<string, StepMemo>() : await lease.retry(() => this.steps.loadStepMemos(task.id));
     const outputLimits = { maxBytes: this.options.maxOutputBytes, maxDepth: this.options.maxJsonDepth };
-    const runner = new MemoizedStepRunner(workflow, lease, memos, this.steps, this.checkpoints, this.tasks, this.options.reaper.staleAfterMs, outputLimits);
+    const runner = new MemoizedStepRunner({ workflow, lease, memos, checkpoints: this.checkpoints, outputLimits });
     const ctx: WorkflowContext = {
       runId: task.id,
       workflowName: task.workflowName,
@@ -79,8 +78,8 @@ export class TaskExecutor {
     }
     try {
       lease.markRecording(); // the worker may claim the next task while this completion commits
-      const owned = await this.durably(lease, () => this.completions.complete(task.id, lease.claimToken, outputJson ?? null));
-      return owned ? 'completed' : 'stopped';
+      const landed = await lease.writeOutcome(() => this.completions.complete(task.id, lease.claimToken, outputJson ?? null));
+      return landed ? 'completed' : 'stopped';
     } catch (error) {
       if (lease.stoppedBecause) return 'stopped';
       this.logger.warn(`Task ${task.id} finished but its completion could not be recorded (${describeError(error).message}); it will be recovered.`);
@@ -97,8 +96,8 @@ export class TaskExecutor {
   private async recordFailure(task: AgentTask, lease: TaskLease, error: TaskError): Promise<RunOutcome> {
     lease.markRecording(); // as for a completion: the slot is free while the failure commits
     try {
-      const owned = await this.durably(lease, () => this.tasks.finishTaskWithError(task.id, lease.claimToken, TaskStatus.FAILED, JSON.stringify(error)));
-      if (!owned) return 'stopped';
+      const landed = await lease.writeOutcome(() => this.tasks.finishTaskWithError(task.id, lease.claimToken, TaskStatus.FAILED, JSON.stringify(error)));
+      if (!landed) return 'stopped';
       this.logger.warn(`Task ${task.id} (${task.workflowName}) ended failed: ${error.code}`);
       return 'failed';
     } catch (dbError) {
@@ -106,11 +105,6 @@ export class TaskExecutor {
       this.logger.warn(`Task ${task.id} failed but the failure could not be recorded (${describeError(dbError).message}); it will be recovered.`);
       return 'unrecorded';
     }
-  }
-
-  /** A fenced statement, retried while the database is unreachable (for as long as the task would stay unreaped). */
-  private durably<T>(lease: TaskLease, statement: () => Promise<T>): Promise<T> {
-    return persist(statement, { giveUpAfterMs: this.options.reaper.staleAfterMs, signal: lease.signal });
   }
 
   private taskError(error: unknown, runner: MemoizedStepRunner): TaskError {

@@ -32,6 +32,16 @@ export interface CompletedStep {
   completionSeq: number;
 }
 
+/** A failed attempt of a step, as its run writes it (fenced on the run's claim). */
+export interface FailedStepAttempt {
+  taskId: string;
+  claimToken: string;
+  stepKey: string;
+  errorJson: string;
+  attempt: number;
+  startedAt: Date;
+}
+
 /** A completed step with a compensation, as a rollback sees it. */
 export interface CompensableStep {
   id: string;
@@ -144,14 +154,7 @@ export class StepStore {
   }
 
   /** Fenced: records a failed attempt (the error and the attempt number). */
-  async recordStepFailed(step: {
-    taskId: string;
-    claimToken: string;
-    stepKey: string;
-    errorJson: string;
-    attempt: number;
-    startedAt: Date;
-  }): Promise<boolean> {
+  async recordStepFailed(step: FailedStepAttempt): Promise<boolean> {
     const { rowCount } = await this.db.query(
       `INSERT INTO step_runs (task_id, step_key, status, error, attempt, started_at)
        SELECT $1, $2, 'failed', $4::jsonb, $5, $6

@@ -6,7 +6,8 @@ import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { describeError } from '../util/describe-error';
 import { LeaseHeartbeat } from '../execution/lease-heartbeat';
 import { RunOutcome, TaskExecutor } from '../execution/task-executor';
-import { TaskLease } from '../execution/task-lease';
+import { TaskLease } from '../lease/task-lease';
+import { TaskLeases } from '../lease/task-leases';
 import { TaskNotifications } from '../notifications/task-notifications';
 import { ClaimedTask, TaskStore } from '../persistence/task.store';
 
@@ -129,6 +130,7 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
     private readonly registry: WorkflowRegistry,
     private readonly tasks: TaskStore,
     private readonly executor: TaskExecutor,
+    private readonly leases: TaskLeases,
     private readonly notifications: TaskNotifications,
     private readonly heartbeat: LeaseHeartbeat,
   ) {}
@@ -365,7 +367,7 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
   }
 
   private runTask(claimed: ClaimedTask): void {
-    const lease = new TaskLease(claimed.task.id, claimed.claimToken);
+    const lease = this.leases.open(claimed.task.id, claimed.claimToken);
     const run: RunningTask = { lease, done: Promise.resolve() };
     let holdsSlot = false;
     const freeSlot = () => {

@@ -20,7 +20,7 @@ import {
 import { jsonPathDeeperThan, toJson } from '../util/json';
 import { LeaseHeartbeat } from '../execution/lease-heartbeat';
 import { SagaExecutor } from '../execution/saga-executor';
-import { TaskLease } from '../execution/task-lease';
+import { TaskLeases } from '../lease/task-leases';
 import { isTerminalStatus, TaskStatus } from '../interfaces/task-status';
 import { StepSummary, StepSummaryOptions, TaskCountFilter, TaskCounts, TaskProgress } from '../interfaces/task-summaries';
 import { TaskNotifications } from '../notifications/task-notifications';
@@ -118,6 +118,7 @@ export class WorkflowService {
     private readonly steps: StepStore,
     private readonly notifications: TaskNotifications,
     private readonly saga: SagaExecutor,
+    private readonly leases: TaskLeases,
     private readonly heartbeat: LeaseHeartbeat,
   ) {}
 
@@ -301,7 +302,7 @@ export class WorkflowService {
     if (!previousStatus) throw new TaskNotFoundError(id);
     if (!task) throw new TaskAlreadyFinishedError(id, previousStatus);
     if (!claimToken) return task;
-    const lease = new TaskLease(id, claimToken);
+    const lease = this.leases.open(id, claimToken);
     this.heartbeat.hold(lease);
     try {
       await this.saga.rollback(task, lease, 'cancelled');
