@@ -4,12 +4,13 @@ import { AgentTask, RollbackReason, TaskError } from '../entities/agent-task.ent
 import { CompensationNotRegisteredError } from '../errors';
 import { TaskStatus } from '../interfaces/task-status';
 import { TaskLease } from '../lease/task-lease';
+import { deadLetterError } from '../persistence/dead-letter-error';
 import { DeadLetterStore } from '../persistence/dead-letter.store';
 import { CompensableStep, StepStore } from '../persistence/step.store';
 import { TaskStore } from '../persistence/task.store';
 import { isTransientDatabaseError } from '../persistence/transient-error';
 import { describeError } from '../util/describe-error';
-import { deadLetterError, runCompensation } from './compensation';
+import { runCompensation } from './compensation';
 
 /** How a rollback ended, as far as this process knows. */
 export type RollbackOutcome =

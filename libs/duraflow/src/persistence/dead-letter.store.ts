@@ -3,6 +3,7 @@ import { DeadLetter } from '../entities/dead-letter.entity';
 import { KeysetPosition, keysetPageSql, olderThan, StoredPage } from './cursor';
 import { DuraflowDatabase, SqlExecutor } from './duraflow-database';
 import { ownedTaskRow } from './fencing';
+import { resolveDeadLetter } from './sql/resolve-dead-letter';
 
 export interface DeadLetterRow {
   deadLetter: DeadLetter;
@@ -34,7 +35,11 @@ function toDeadLetter(row: Record<string, any>): DeadLetter {
   });
 }
 
-/** Every statement on `dead_letter_queue`. */
+/**
+ * The statements that write `dead_letter_queue` (a rollback's entry, fenced on its claim; a
+ * failed retry's count) and read it. Resolving an entry also writes `step_runs` and
+ * `agent_tasks` in one transaction: sql/resolve-dead-letter.ts, reached through here.
+ */
 @Injectable()
 export class DeadLetterStore {
   constructor(private readonly db: DuraflowDatabase) {}
@@ -114,32 +119,9 @@ export class DeadLetterStore {
     };
   }
 
-  /**
-   * The dead letter is resolved (its compensation succeeded on retry, or a person fixed the
-   * effect and discarded it): the entry goes; with `compensated` the step is marked undone;
-   * a `partial_rollback` task with no entry left becomes `rolled_back`. Returns the task's status.
-   */
-  async resolve(tx: SqlExecutor, deadLetter: DeadLetter, compensated: boolean): Promise<string | null> {
-    // Resolutions of one task's entries take turns on its row, and each reads the queue in a
-    // statement after the lock: two entries resolved at once cannot both still see the other.
-    await tx.query(`SELECT 1 FROM agent_tasks WHERE id = $1 FOR UPDATE`, [deadLetter.taskId]);
-    await tx.query(`DELETE FROM dead_letter_queue WHERE id = $1`, [deadLetter.id]);
-    if (compensated) {
-      await tx.query(`UPDATE step_runs SET compensated_at = clock_timestamp() WHERE id = $1 AND compensated_at IS NULL`, [
-        deadLetter.stepId,
-      ]);
-    }
-    const { rows } = await tx.query(
-      `WITH moved AS (
-         UPDATE agent_tasks SET status = 'rolled_back', updated_at = now()
-         WHERE id = $1 AND status = 'partial_rollback'
-           AND NOT EXISTS (SELECT 1 FROM dead_letter_queue WHERE task_id = $1)
-         RETURNING status
-       )
-       SELECT COALESCE((SELECT status FROM moved), (SELECT status FROM agent_tasks WHERE id = $1)) AS status`,
-      [deadLetter.taskId],
-    );
-    return rows[0]?.status ?? null;
+  /** The dead letter is resolved, inside the caller's transaction (sql/resolve-dead-letter.ts). Returns the task's status. */
+  resolve(tx: SqlExecutor, deadLetter: DeadLetter, compensated: boolean): Promise<string | null> {
+    return resolveDeadLetter(tx, deadLetter, compensated);
   }
 
   /** A retry failed again: one more retry counted, and the latest error kept. */

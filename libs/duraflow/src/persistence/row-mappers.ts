@@ -5,6 +5,9 @@ import { StepRun } from '../entities/step-run.entity';
 export const TASK_COLUMNS = `id, workflow_name, status, input, output, error, priority, scheduled_at, started_at,
   completed_at, heartbeat_at, worker_id, retry_count, max_retries, created_at, updated_at, deleted_at, idempotency_key, rollback_reason`;
 
+/** TASK_COLUMNS for statements that join agent_tasks as `t`: `t.id, t.workflow_name, ...`. */
+export const TASK_COLUMNS_OF_T = TASK_COLUMNS.replace(/(^|,\s*)(\w+)/g, '$1t.$2');
+
 export const STEP_COLUMNS = `id, task_id, step_key, status, input, output, error, compensation_fn, compensated_at,
   started_at, completed_at, created_at, attempt, completion_seq`;
 

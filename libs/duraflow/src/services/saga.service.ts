@@ -12,7 +12,8 @@ import {
   DeadLetterTaskActiveError,
   InvalidListOptionsError,
 } from '../errors';
-import { deadLetterError, runCompensation } from '../execution/compensation';
+import { runCompensation } from '../execution/compensation';
+import { deadLetterError } from '../persistence/dead-letter-error';
 import { decodeCursor, keysetPage, listLimit, UUID_PATTERN } from '../persistence/cursor';
 import { DeadLetterForRetry, DeadLetterStore } from '../persistence/dead-letter.store';
 import { DuraflowDatabase, SqlExecutor } from '../persistence/duraflow-database';

@@ -26,7 +26,7 @@ import { StepSummary, StepSummaryOptions, TaskCountFilter, TaskCounts, TaskProgr
 import { TaskNotifications } from '../notifications/task-notifications';
 import { decodeCursor, keysetPage, listLimit, UUID_PATTERN } from '../persistence/cursor';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
-import { readTaskProgress } from '../persistence/read-task-progress';
+import { readTaskProgress } from '../persistence/sql/read-task-progress';
 import { StepStore } from '../persistence/step.store';
 import { TaskStore } from '../persistence/task.store';
 import { validateDtoInput } from '../validation/dto-input';
