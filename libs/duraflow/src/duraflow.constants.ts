@@ -11,6 +11,9 @@ export const RESOLVED_DURAFLOW_OPTIONS = Symbol('DURAFLOW_RESOLVED_OPTIONS');
  */
 export const REAPER_LEADER_KEY = 'duraflow:reaper:leader';
 
+/** The name of the reaper's interval in @nestjs/schedule's SchedulerRegistry. */
+export const REAPER_INTERVAL_NAME = 'duraflow-reaper';
+
 /** NOTIFY channel: a task became claimable (payload: workflow name). */
 export const TASK_SUBMITTED_CHANNEL = 'duraflow_task_submitted';
 /** NOTIFY channel: tasks reached a terminal status or were cancelled (payload: task ids, comma-separated). */

@@ -20,6 +20,12 @@ import { MemoizedStepRunner } from './step-runner';
 /** How one execution of a claimed task ended, as far as this worker knows. */
 export type RunOutcome = 'completed' | 'failed' | 'rolled_back' | 'partial_rollback' | 'cancelled' | 'stopped' | 'unrecorded';
 
+/** The slot a run holds in its worker while its code runs. */
+export interface RunSlot {
+  /** The run's code is over and only its outcome is left to write: the worker may start its next task meanwhile. */
+  release(): void;
+}
+
 /**
  * Runs one claimed task to its end: loads its memoized steps, calls the workflow, and
  * records the outcome fenced on the claim. A run that fails for good with steps to undo
@@ -42,7 +48,7 @@ export class TaskExecutor {
     private readonly checkpoints: CheckpointBatcher,
   ) {}
 
-  async execute({ task, fresh }: ClaimedTask, lease: TaskLease): Promise<RunOutcome> {
+  async execute({ task, fresh }: ClaimedTask, lease: TaskLease, slot: RunSlot): Promise<RunOutcome> {
     if (task.rollbackReason) return this.saga.rollback(task, lease, task.rollbackReason);
     const workflow = this.registry.get(task.workflowName);
     const memos = fresh ? new Map<string, StepMemo>() : await lease.retry(() => this.steps.loadStepMemos(task.id));
@@ -64,7 +70,7 @@ export class TaskExecutor {
       runner.close();
       if (lease.stoppedBecause) return 'stopped';
       if (runner.persistenceFailure) return 'unrecorded';
-      return this.fail(task, lease, runner, this.taskError(error, runner));
+      return this.fail(task, lease, slot, runner, this.taskError(error, runner));
     }
     runner.close();
 
@@ -74,10 +80,10 @@ export class TaskExecutor {
     } catch (error) {
       // OUTPUT_TOO_LARGE keeps its code; anything else JSON cannot hold is OUTPUT_NOT_SERIALIZABLE.
       const code = error instanceof OutputTooLargeError ? error.code : 'OUTPUT_NOT_SERIALIZABLE';
-      return this.fail(task, lease, runner, { ...this.taskError(error, runner), code });
+      return this.fail(task, lease, slot, runner, { ...this.taskError(error, runner), code });
     }
     try {
-      lease.markRecording(); // the worker may claim the next task while this completion commits
+      slot.release(); // the worker may claim the next task while this completion commits
       const landed = await lease.writeOutcome(() => this.completions.complete(task.id, lease.claimToken, outputJson ?? null));
       return landed ? 'completed' : 'stopped';
     } catch (error) {
@@ -88,13 +94,13 @@ export class TaskExecutor {
   }
 
   /** The run failed for good: undo its completed steps if it has any to undo, else end `failed`. */
-  private fail(task: AgentTask, lease: TaskLease, runner: MemoizedStepRunner, error: TaskError): Promise<RunOutcome> {
+  private fail(task: AgentTask, lease: TaskLease, slot: RunSlot, runner: MemoizedStepRunner, error: TaskError): Promise<RunOutcome> {
     if (runner.hasCompensableSteps) return this.saga.rollback(task, lease, 'failed', { error });
-    return this.recordFailure(task, lease, error);
+    return this.recordFailure(task, lease, slot, error);
   }
 
-  private async recordFailure(task: AgentTask, lease: TaskLease, error: TaskError): Promise<RunOutcome> {
-    lease.markRecording(); // as for a completion: the slot is free while the failure commits
+  private async recordFailure(task: AgentTask, lease: TaskLease, slot: RunSlot, error: TaskError): Promise<RunOutcome> {
+    slot.release(); // as for a completion: the slot is free while the failure commits
     try {
       const landed = await lease.writeOutcome(() => this.tasks.finishTaskWithError(task.id, lease.claimToken, TaskStatus.FAILED, JSON.stringify(error)));
       if (!landed) return 'stopped';

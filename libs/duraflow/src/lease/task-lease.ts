@@ -38,8 +38,6 @@ export class TaskLease {
   private readonly controller = new AbortController();
   private stopReason: RunStopReason | undefined;
   private outcomeStarted = false;
-  /** Called once when the run's own code is over and only its outcome is being written. */
-  onRecording: (() => void) | undefined;
 
   constructor(
     readonly taskId: string,
@@ -58,13 +56,6 @@ export class TaskLease {
   /** The run is writing its final status: a task-finished notification of its task is its own doing, not a cancel. */
   get writingOutcome(): boolean {
     return this.outcomeStarted;
-  }
-
-  /** The run's code is over; only its outcome is being written (it no longer needs a slot). Once. */
-  markRecording(): void {
-    const onRecording = this.onRecording;
-    this.onRecording = undefined;
-    onRecording?.();
   }
 
   /** Aborts the run's signal (and so the running step's); the first reason wins. */

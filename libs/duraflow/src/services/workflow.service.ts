@@ -18,7 +18,7 @@ import {
   WaitForTimeoutError,
 } from '../errors';
 import { jsonPathDeeperThan, toJson } from '../util/json';
-import { LeaseHeartbeat } from '../execution/lease-heartbeat';
+import { LeaseHeartbeat } from '../background/lease-heartbeat';
 import { SagaExecutor } from '../execution/saga-executor';
 import { TaskLeases } from '../lease/task-leases';
 import { isTerminalStatus, TaskStatus } from '../interfaces/task-status';
