@@ -1,14 +1,9 @@
 import { Logger } from '@nestjs/common';
-import { createHash } from 'node:crypto';
 import { Client } from 'pg';
-import { describeError } from '../util/describe-error';
 import { REAPER_LEADER_KEY } from '../duraflow.constants';
+import { advisoryLockId } from '../util/advisory-lock-id';
+import { describeError } from '../util/describe-error';
 import { LeaderElection, LeaderElectionLogger } from './leader-election';
-
-/** `pg_try_advisory_lock` takes a bigint: the first 8 bytes of the key's SHA-256, as text. */
-export function advisoryLockId(key: string): string {
-  return createHash('sha256').update(key).digest().readBigInt64BE(0).toString();
-}
 
 /** How long connecting or checking the session may take before the connection counts as lost. */
 const SESSION_TIMEOUT_MS = 5_000;

@@ -1,4 +1,4 @@
-import { advisoryLockId } from '../../leader/postgres-leader-election';
+import { advisoryLockId } from '../../util/advisory-lock-id';
 import { workerIdOfLeaderSession } from '../../leader/leader-election';
 import type { SqlExecutor } from '../duraflow-database';
 
