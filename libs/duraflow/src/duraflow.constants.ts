@@ -25,6 +25,17 @@ export const TASK_FINISHED_CHANNEL = 'duraflow_task_finished';
  */
 export const WORKFLOW_NAME_PATTERN = /^[A-Za-z0-9_-]{1,255}$/;
 
+/** A task or dead-letter id: the UUID PostgreSQL generates (any case). */
+export const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The longest idempotency key (the column's length). */
+export const MAX_IDEMPOTENCY_KEY_LENGTH = 255;
+
+/** The `limit` of a `list` / `listDeadLetters` page when none is given. */
+export const DEFAULT_LIST_LIMIT = 50;
+/** The most a `list` / `listDeadLetters` page may hold. */
+export const MAX_LIST_LIMIT = 1000;
+
 /** The default of the `maxJsonDepth` option. */
 export const DEFAULT_MAX_JSON_DEPTH = 100;
 /** The most `maxJsonDepth` may be: a few thousand levels down, class-transformer and JSON.stringify overflow the stack. */

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
-import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
+import { RESOLVED_DURAFLOW_OPTIONS, UUID_PATTERN } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { AgentTask } from '../entities/agent-task.entity';
 import { DeadLetter } from '../entities/dead-letter.entity';
@@ -14,7 +14,7 @@ import {
 } from '../errors';
 import { runCompensation } from '../execution/compensation';
 import { deadLetterError } from '../persistence/dead-letter-error';
-import { decodeCursor, keysetPage, listLimit, UUID_PATTERN } from '../persistence/cursor';
+import { decodeCursor, keysetPage, listLimit } from '../persistence/cursor';
 import { DeadLetterClaim } from '../persistence/dead-letter-claim';
 import { DeadLetterStore } from '../persistence/dead-letter.store';
 import { DuraflowDatabase } from '../persistence/duraflow-database';

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { RegisteredWorkflow, WorkflowRegistry } from '../discovery/workflow.registry';
-import { RESOLVED_DURAFLOW_OPTIONS, WORKFLOW_NAME_PATTERN } from '../duraflow.constants';
+import { MAX_IDEMPOTENCY_KEY_LENGTH, RESOLVED_DURAFLOW_OPTIONS, UUID_PATTERN, WORKFLOW_NAME_PATTERN } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { AgentTask } from '../entities/agent-task.entity';
 import { StepRun } from '../entities/step-run.entity';
@@ -24,7 +24,7 @@ import { TaskLeases } from '../lease/task-leases';
 import { isTerminalStatus, TaskStatus } from '../interfaces/task-status';
 import { StepSummary, StepSummaryOptions, TaskCountFilter, TaskCounts, TaskProgress } from '../interfaces/task-summaries';
 import { TaskNotifications } from '../notifications/task-notifications';
-import { decodeCursor, keysetPage, listLimit, UUID_PATTERN } from '../persistence/cursor';
+import { decodeCursor, keysetPage, listLimit } from '../persistence/cursor';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { readTaskProgress } from '../persistence/sql/read-task-progress';
 import { StepStore } from '../persistence/step.store';
@@ -369,8 +369,8 @@ export class WorkflowService {
       throw new InvalidSubmitOptionsError('maxRetries', `must be an integer >= 0, got ${String(maxRetries)}.`);
     }
     const key = options.idempotencyKey;
-    if (key !== undefined && key !== null && (typeof key !== 'string' || key.length === 0 || key.length > 255)) {
-      throw new InvalidSubmitOptionsError('idempotencyKey', 'must be a non-empty string of at most 255 characters.');
+    if (key !== undefined && key !== null && (typeof key !== 'string' || key.length === 0 || key.length > MAX_IDEMPOTENCY_KEY_LENGTH)) {
+      throw new InvalidSubmitOptionsError('idempotencyKey', `must be a non-empty string of at most ${MAX_IDEMPOTENCY_KEY_LENGTH} characters.`);
     }
     return { priority, scheduledAt, maxRetries, idempotencyKey: key ?? null };
   }
