@@ -86,8 +86,9 @@ const CLAIM_SETTINGS = `SELECT ${[
   .join(', ')}`;
 
 /**
- * The statements on `agent_tasks`: submit, reads and lists, claim, heartbeat, completion,
- * failure, cancel and hand-back. Those that also write `step_runs` or `dead_letter_queue`, or
+ * The way in to `agent_tasks`: submit, reads and lists, claim, heartbeat, completion, failure,
+ * cancel and hand-back, each written here but cancel's (sql/cancel-task.ts, which cancel's
+ * take-over runs too). The operations that also write `step_runs` or `dead_letter_queue`, or
  * decide on what they hold, in the same statement or transaction (a reaping pass, the end of a
  * rollback, cancel's take-over) are written in `sql/`, one file per operation, and reached
  * through here: each starts by locking task rows.
