@@ -55,11 +55,15 @@ describe('A worker hearing its own final status', () => {
     });
   }
 
+  /** Runs one task of `name` to its end; the worker is stopped after, so its counts are final. */
   async function run(name: string): Promise<TaskStatus> {
     const workflows = app.get(WorkflowService);
+    const worker = app.get(WorkerService);
     const task = await workflows.submit(name, { n: 1 });
-    await app.get(WorkerService).start();
-    return (await workflows.waitFor(task.id, { timeoutMs: 15_000 })).status;
+    await worker.start();
+    const { status } = await workflows.waitFor(task.id, { timeoutMs: 15_000 });
+    await worker.stop();
+    return status;
   }
 
   it('does not take the NOTIFY of its own completion for a cancel', async () => {
