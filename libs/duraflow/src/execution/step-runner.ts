@@ -79,14 +79,7 @@ export class MemoizedStepRunner implements StepRunner {
   }
 
   async runStep<T>(key: string, fn: (step: StepContext) => T | Promise<T>, options?: StepOptions): Promise<T> {
-    if (typeof key !== 'string' || key.length === 0 || key.length > 255) throw new InvalidStepKeyError(key);
-    if (typeof fn !== 'function') throw new TypeError(`ctx.step.run("${key}", fn): fn must be a function.`);
-    if (this.closed) throw new StepOutsideRunError(key);
-    const parent = runScopeStorage.getStore()?.step;
-    if (parent) throw new NestedStepError(key, parent.key);
-    if (this.usedKeys.has(key)) throw new DuplicateStepKeyError(this.workflow.name, key);
-    this.usedKeys.add(key);
-
+    this.enterStep(key, fn);
     const memo = this.memos.get(key);
     if (memo?.status === 'completed') return (memo.outputUndefined ? undefined : memo.output) as T;
     this.throwIfStopped();
@@ -102,16 +95,7 @@ export class MemoizedStepRunner implements StepRunner {
         value = await this.attempt(key, fn, attempt, resolved.timeout);
       } catch (error) {
         this.throwIfStopped();
-        await this.checkpoint(() =>
-          this.checkpoints.stepFailed({
-            taskId: this.lease.taskId,
-            claimToken: this.lease.claimToken,
-            stepKey: key,
-            errorJson: JSON.stringify({ ...describeError(error), stepKey: key, attempt }),
-            attempt,
-            startedAt,
-          }),
-        );
+        await this.recordFailedAttempt(key, error, attempt, startedAt);
         rowMayExist = true;
         if (retry >= resolved.retries) {
           this.lastFailure = { error, stepKey: key, attempts: retry + 1 };
@@ -120,30 +104,61 @@ export class MemoizedStepRunner implements StepRunner {
         await sleep(retryDelayMs(resolved.backoff, retry + 1), this.lease.signal).catch(() => this.throwIfStopped());
         continue;
       }
-      let outputJson: string | undefined;
-      try {
-        outputJson = outputToJson(value, this.outputLimits, this.workflow.name, key);
-      } catch (error) {
-        this.lastFailure = { error, stepKey: key, attempts: retry + 1 };
-        throw error;
-      }
-      const compensationFn = this.workflow.compensations.get(key)?.name ?? null;
-      const completionSeq = this.nextCompletionSeq++;
-      const completed: CompletedStep = {
+      return this.recordCompletion(key, value, { attempt, startedAt, attempts: retry + 1, rowMayExist });
+    }
+  }
+
+  /** A step call that may start: a valid key used once in this run, outside any other step, before the run returned. */
+  private enterStep(key: string, fn: unknown): void {
+    if (typeof key !== 'string' || key.length === 0 || key.length > 255) throw new InvalidStepKeyError(key);
+    if (typeof fn !== 'function') throw new TypeError(`ctx.step.run("${key}", fn): fn must be a function.`);
+    if (this.closed) throw new StepOutsideRunError(key);
+    const parent = runScopeStorage.getStore()?.step;
+    if (parent) throw new NestedStepError(key, parent.key);
+    if (this.usedKeys.has(key)) throw new DuplicateStepKeyError(this.workflow.name, key);
+    this.usedKeys.add(key);
+  }
+
+  private recordFailedAttempt(key: string, error: unknown, attempt: number, startedAt: Date): Promise<void> {
+    return this.checkpoint(() =>
+      this.checkpoints.stepFailed({
         taskId: this.lease.taskId,
         claimToken: this.lease.claimToken,
         stepKey: key,
-        outputJson: outputJson ?? null,
-        compensationFn,
+        errorJson: JSON.stringify({ ...describeError(error), stepKey: key, attempt }),
         attempt,
         startedAt,
-        completionSeq,
-      };
-      await this.checkpoint(() => this.checkpoints.stepCompleted(completed, rowMayExist));
-      if (compensationFn) this.hasCompensableSteps = true;
-      // The value a replay would return, so a run behaves the same before and after a crash.
-      return (outputJson === undefined ? undefined : JSON.parse(outputJson)) as T;
+      }),
+    );
+  }
+
+  /** Checkpoints the step's output; resolves with the value a replay would return, so a run behaves the same before and after a crash. */
+  private async recordCompletion<T>(
+    key: string,
+    value: T,
+    run: { attempt: number; startedAt: Date; attempts: number; rowMayExist: boolean },
+  ): Promise<T> {
+    let outputJson: string | undefined;
+    try {
+      outputJson = outputToJson(value, this.outputLimits, this.workflow.name, key);
+    } catch (error) {
+      this.lastFailure = { error, stepKey: key, attempts: run.attempts };
+      throw error;
     }
+    const compensationFn = this.workflow.compensations.get(key)?.name ?? null;
+    const completed: CompletedStep = {
+      taskId: this.lease.taskId,
+      claimToken: this.lease.claimToken,
+      stepKey: key,
+      outputJson: outputJson ?? null,
+      compensationFn,
+      attempt: run.attempt,
+      startedAt: run.startedAt,
+      completionSeq: this.nextCompletionSeq++,
+    };
+    await this.checkpoint(() => this.checkpoints.stepCompleted(completed, run.rowMayExist));
+    if (compensationFn) this.hasCompensableSteps = true;
+    return (outputJson === undefined ? undefined : JSON.parse(outputJson)) as T;
   }
 
   /** One attempt, raced against the run's stop and the step's timeout, inside the step's scope. */
