@@ -1,5 +1,7 @@
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
+import { DURAFLOW_DEFAULTS } from '@duraflow/nestjs';
+import { redactPassword } from './redact-password';
 
 /** The engine's settings, read once from the environment; a bad value stops the start. */
 export interface EngineConfig {
@@ -32,7 +34,7 @@ export interface EngineConfig {
   maxInputBytes: number;
   /** On shutdown, how long running tasks may finish before they are handed back. */
   shutdownTimeoutMs: number;
-  /** Tasks claimed ahead of free slots: `'auto'` (the library's default) or a number. */
+  /** Tasks claimed ahead of free slots: `'auto'` or a number. */
   prefetch: number | 'auto';
   pollIntervalMs: number;
   heartbeatIntervalMs: number;
@@ -73,17 +75,6 @@ function boolean(env: Env, name: string, fallback: boolean): boolean {
   throw new EngineConfigError(name, value, 'true or false');
 }
 
-/** The URL with its password replaced by `***`, for logs and error messages. */
-export function redactPassword(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return url;
-  }
-}
-
 function url(env: Env, name: string, protocols: string[]): string | undefined {
   const value = raw(env, name);
   if (value === undefined) return undefined;
@@ -101,9 +92,10 @@ function url(env: Env, name: string, protocols: string[]): string | undefined {
 }
 
 /** `auto`, or an integer in range. */
-function prefetch(env: Env, name: string, max: number): number | 'auto' {
+function prefetch(env: Env, name: string, fallback: number | 'auto', max: number): number | 'auto' {
   const value = raw(env, name);
-  if (value === undefined || value.toLowerCase() === 'auto') return 'auto';
+  if (value === undefined) return fallback;
+  if (value.toLowerCase() === 'auto') return 'auto';
   const parsed = /^\d+$/.test(value) ? Number(value) : NaN;
   if (!Number.isSafeInteger(parsed) || parsed > max) throw new EngineConfigError(name, value, `auto or an integer from 0 to ${max}`);
   return parsed;
@@ -123,7 +115,12 @@ function host(env: Env, name: string, fallback: string): string {
 const DAY_MS = 86_400_000;
 const MIB = 1024 * 1024;
 
+/**
+ * Reads the engine's settings; a variable left unset takes the library's default
+ * (DURAFLOW_DEFAULTS), and the ranges are the engine's own.
+ */
 export function loadEngineConfig(env: Env = process.env): EngineConfig {
+  const { worker, reaper, heartbeatIntervalMs, maxInputBytes } = DURAFLOW_DEFAULTS;
   const databaseUrl = url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']);
   const apiKey = raw(env, 'DURAFLOW_API_KEY');
   const config: EngineConfig = {
@@ -139,14 +136,14 @@ export function loadEngineConfig(env: Env = process.env): EngineConfig {
     http: boolean(env, 'DURAFLOW_HTTP', true),
     worker: boolean(env, 'DURAFLOW_WORKER', true),
     migrate: boolean(env, 'DURAFLOW_MIGRATE', true),
-    concurrency: integer(env, 'DURAFLOW_CONCURRENCY', 10, 1, 10_000),
-    maxInputBytes: integer(env, 'DURAFLOW_MAX_INPUT_BYTES', MIB, 1, 256 * MIB),
-    shutdownTimeoutMs: integer(env, 'DURAFLOW_SHUTDOWN_TIMEOUT_MS', 10_000, 0, DAY_MS),
-    prefetch: prefetch(env, 'DURAFLOW_PREFETCH', 10_000),
-    pollIntervalMs: integer(env, 'DURAFLOW_POLL_INTERVAL_MS', 500, 1, DAY_MS),
-    heartbeatIntervalMs: integer(env, 'DURAFLOW_HEARTBEAT_INTERVAL_MS', 5_000, 1, DAY_MS),
-    reaperIntervalMs: integer(env, 'DURAFLOW_REAPER_INTERVAL_MS', 10_000, 1, DAY_MS),
-    staleAfterMs: integer(env, 'DURAFLOW_STALE_AFTER_MS', 30_000, 1, DAY_MS),
+    concurrency: integer(env, 'DURAFLOW_CONCURRENCY', worker.concurrency, 1, 10_000),
+    maxInputBytes: integer(env, 'DURAFLOW_MAX_INPUT_BYTES', maxInputBytes, 1, 256 * MIB),
+    shutdownTimeoutMs: integer(env, 'DURAFLOW_SHUTDOWN_TIMEOUT_MS', worker.shutdownTimeoutMs, 0, DAY_MS),
+    prefetch: prefetch(env, 'DURAFLOW_PREFETCH', worker.prefetch, 10_000),
+    pollIntervalMs: integer(env, 'DURAFLOW_POLL_INTERVAL_MS', worker.pollIntervalMs, 1, DAY_MS),
+    heartbeatIntervalMs: integer(env, 'DURAFLOW_HEARTBEAT_INTERVAL_MS', heartbeatIntervalMs, 1, DAY_MS),
+    reaperIntervalMs: integer(env, 'DURAFLOW_REAPER_INTERVAL_MS', reaper.intervalMs, 1, DAY_MS),
+    staleAfterMs: integer(env, 'DURAFLOW_STALE_AFTER_MS', reaper.staleAfterMs, 1, DAY_MS),
   };
   // A heartbeat that comes less often than the reaper's limit makes every running task look dead.
   if (config.staleAfterMs <= config.heartbeatIntervalMs) {

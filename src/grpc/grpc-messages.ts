@@ -1,7 +1,5 @@
-import { AgentTask, DeadLetter, StepRun, TaskStatus } from '@duraflow/nestjs';
+import { AgentTask, DeadLetter, StepRun, TaskStatus, UUID_PATTERN } from '@duraflow/nestjs';
 import { InvalidJsonError, InvalidRequestError } from '../api/request.errors';
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** TaskStatus as the proto spells it: `rolled_back` <-> `TASK_STATUS_ROLLED_BACK`. */
 export function toProtoStatus(status: string): string {
@@ -30,7 +28,7 @@ export function parseJsonField(field: string, value: string | undefined): unknow
 
 /** An id field: a UUID, else INVALID_ARGUMENT naming the field (never a lookup that cannot match). */
 export function requireUuid(field: string, value: string): string {
-  if (!UUID.test(value)) throw new InvalidRequestError(`${field} must be a UUID.`);
+  if (!UUID_PATTERN.test(value)) throw new InvalidRequestError(`${field} must be a UUID.`);
   return value;
 }
 

@@ -1,8 +1,9 @@
 import { IsDateString, IsInt, IsNotEmpty, IsOptional, IsString, Matches, MaxLength, Min } from 'class-validator';
+import { MAX_IDEMPOTENCY_KEY_LENGTH, WORKFLOW_NAME_PATTERN } from '@duraflow/nestjs';
 
 /** Body of `POST /tasks`. Each property's type check is its last decorator: class-validator runs them bottom-up. */
 export class SubmitTaskDto {
-  @Matches(/^[A-Za-z0-9_-]{1,255}$/, { message: 'workflowName must be 1 to 255 letters, digits, "-" or "_"' })
+  @Matches(WORKFLOW_NAME_PATTERN, { message: 'workflowName must be 1 to 255 letters, digits, "-" or "_"' })
   @IsString()
   workflowName: string;
 
@@ -24,7 +25,7 @@ export class SubmitTaskDto {
   maxRetries?: number;
 
   @IsOptional()
-  @MaxLength(255)
+  @MaxLength(MAX_IDEMPOTENCY_KEY_LENGTH)
   @IsNotEmpty()
   @IsString()
   idempotencyKey?: string;

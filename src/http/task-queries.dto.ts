@@ -1,18 +1,19 @@
 import { Transform, Type } from 'class-transformer';
 import { IsBoolean, IsEnum, IsInt, IsOptional, IsString, IsUUID, Max, Min } from 'class-validator';
-import { TaskStatus } from '@duraflow/nestjs';
+import { MAX_LIST_LIMIT, TaskStatus } from '@duraflow/nestjs';
 
 /** A query-string boolean: "true" / "false" (a plain cast would read "false" as true). */
 const toBoolean = ({ value }: { value: unknown }) => (value === 'true' ? true : value === 'false' ? false : value);
 
 /**
- * `limit` of a page: 1..1000, default 50. (class-validator checks a property's decorators
- * bottom-up and the pipe stops at the first failure: the type check goes last.)
+ * `limit` of a page: 1..MAX_LIST_LIMIT, the library's default when unset. (class-validator
+ * checks a property's decorators bottom-up and the pipe stops at the first failure: the type
+ * check goes last.)
  */
 class PageQuery {
   @IsOptional()
   @Type(() => Number)
-  @Max(1000)
+  @Max(MAX_LIST_LIMIT)
   @Min(1)
   @IsInt()
   limit?: number;

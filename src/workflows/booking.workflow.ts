@@ -74,7 +74,7 @@ function cancel(booked: BookedLeg, ctx: CompensationContext): void {
 }
 
 /**
- * The seeds' booking workflow, in the functional form: flight, hotel, car. When a leg
+ * A booking workflow, in the functional form: flight, hotel, car. When a leg
  * fails, the legs already booked are cancelled newest first and the task ends `rolled_back`
  * (`partial_rollback`, with dead letters, when a cancellation fails for good).
  */

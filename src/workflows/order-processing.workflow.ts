@@ -32,7 +32,7 @@ export class OrderGateway {
   }
 }
 
-/** The seeds' order-processing workflow, written with decorators on an injected service. */
+/** An order-processing workflow, written with decorators on an injected service. */
 @Workflow('order-processing', { input: OrderInput, maxRetries: 3 })
 export class OrderProcessingWorkflow {
   constructor(private readonly gateway: OrderGateway) {}

@@ -4,7 +4,7 @@ import { connect } from 'node:net';
 import path from 'node:path';
 import Redis from 'ioredis';
 import { Client } from 'pg';
-import { redactPassword } from '../../src/config/engine.config';
+import { redactPassword } from '../../src/config/redact-password';
 import { SWC_REGISTER } from './typescript-node';
 import { DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL } from './shared-servers';
 import type { TestServersMessage } from './test-servers-main';

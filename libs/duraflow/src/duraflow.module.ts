@@ -8,7 +8,10 @@ import { DURAFLOW_MODULE_OPTIONS, DURAFLOW_OPTIONS_TYPE, DuraflowConfigurableMod
 import { DuraflowModuleOptions, resolveDuraflowOptions } from './duraflow.options';
 import { CheckpointBatcher } from './execution/checkpoint-batcher';
 import { CompletionBatcher } from './execution/completion-batcher';
-import { LeaseHeartbeat } from './execution/lease-heartbeat';
+import { LeaseHeartbeat } from './background/lease-heartbeat';
+import { ReaperLoop } from './background/reaper-loop';
+import { WorkerLoop } from './background/worker-loop';
+import { TaskLeases } from './lease/task-leases';
 import { ShutdownHooksCheck } from './lifecycle/shutdown-hooks.check';
 import { SagaExecutor } from './execution/saga-executor';
 import { TaskExecutor } from './execution/task-executor';
@@ -43,11 +46,14 @@ import { WorkflowService } from './services/workflow.service';
     StepStore,
     DeadLetterStore,
     TaskNotifications,
+    TaskLeases,
     LeaseHeartbeat,
     CompletionBatcher,
     CheckpointBatcher,
     SagaExecutor,
     TaskExecutor,
+    WorkerLoop,
+    ReaperLoop,
     WorkflowService,
     WorkerService,
     ReaperService,

@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH } from './duraflow.constants';
+import { DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH, REAPER_LEADER_KEY } from './duraflow.constants';
 import { InvalidDuraflowOptionsError } from './errors';
-import { REAPER_LEADER_KEY } from './leader/leader-election';
 import { FunctionalWorkflowDefinition } from './interfaces/workflow-definition';
 import { BackoffOptions, StepOptions } from './interfaces/workflow-context';
 import { UNKNOWN_INPUT_PROPERTIES, UnknownInputProperties } from './validation/dto-input';
@@ -34,7 +33,7 @@ export interface DuraflowWorkerOptions {
   prefetch?: number | 'auto';
   /** On shutdown, how long running tasks may finish before they are handed back. Default 10 s. */
   shutdownTimeoutMs?: number;
-  /** When to take less work (seed 001, Backpressure). */
+  /** When to take less work: a process that lags or holds too many tasks claims less, instead of falling further behind. */
   backpressure?: DuraflowBackpressureOptions;
 }
 
@@ -78,7 +77,7 @@ export interface DuraflowModuleOptions {
   reaper?: DuraflowReaperOptions;
   /** Functional workflow definitions (`workflow(name, fn)`). */
   workflows?: FunctionalWorkflowDefinition[];
-  /** Default `maxRetries` of a task when neither submit nor the workflow says. Default 3 (the seed's). */
+  /** Default `maxRetries` of a task when neither submit nor the workflow says. Default 3 (the column's default). */
   maxRetries?: number;
   /** Default options of every step. */
   step?: StepOptions;
@@ -148,42 +147,75 @@ export const DEFAULT_BACKOFF: ResolvedBackoff = { initialDelayMs: 100, factor: 2
 /** A compensation that hangs must not hold a rollback forever: 30 s, then it counts as failed. */
 export const DEFAULT_COMPENSATION_OPTIONS: ResolvedStepOptions = { retries: 2, timeout: 30_000, backoff: DEFAULT_BACKOFF };
 
+const MIB = 1024 * 1024;
+
+/**
+ * The default of every option that has one: what `DuraflowModule.forRoot()` runs with. For
+ * applications that expose the options under names of their own (environment variables, a
+ * config file), so their defaults cannot drift from the library's.
+ */
+export const DURAFLOW_DEFAULTS = Object.freeze({
+  worker: Object.freeze({
+    enabled: true,
+    concurrency: 10,
+    pollIntervalMs: 500,
+    prefetch: 'auto' as number | 'auto',
+    shutdownTimeoutMs: 10_000,
+    backpressure: Object.freeze({ maxQueuedTasks: 1000, maxEventLoopLagMs: 100, lagWindowMs: 1000, slowdownFactor: 4 }),
+  }),
+  heartbeatIntervalMs: 5_000,
+  reaper: Object.freeze({ enabled: true, intervalMs: 10_000, staleAfterMs: 30_000, leaderTtlMs: 30_000, leaderKey: REAPER_LEADER_KEY }),
+  maxRetries: 3,
+  maxInputBytes: MIB,
+  maxOutputBytes: MIB,
+  maxJsonDepth: DEFAULT_MAX_JSON_DEPTH,
+  maxListPageBytes: 2 * MIB,
+  unknownInputProperties: 'strip' as UnknownInputProperties,
+});
+
 export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): ResolvedDuraflowOptions {
+  const defaults = DURAFLOW_DEFAULTS;
   const resolved: ResolvedDuraflowOptions = {
     dataSource: options.dataSource,
     workerId: options.workerId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
     redis: options.redis,
     worker: {
-      enabled: options.worker?.enabled ?? true,
-      concurrency: options.worker?.concurrency ?? 10,
-      pollIntervalMs: options.worker?.pollIntervalMs ?? 500,
-      prefetch: options.worker?.prefetch ?? 'auto',
-      shutdownTimeoutMs: options.worker?.shutdownTimeoutMs ?? 10_000,
+      enabled: options.worker?.enabled ?? defaults.worker.enabled,
+      concurrency: options.worker?.concurrency ?? defaults.worker.concurrency,
+      pollIntervalMs: options.worker?.pollIntervalMs ?? defaults.worker.pollIntervalMs,
+      prefetch: options.worker?.prefetch ?? defaults.worker.prefetch,
+      shutdownTimeoutMs: options.worker?.shutdownTimeoutMs ?? defaults.worker.shutdownTimeoutMs,
       backpressure: {
-        maxQueuedTasks: options.worker?.backpressure?.maxQueuedTasks ?? 1000,
-        maxEventLoopLagMs: options.worker?.backpressure?.maxEventLoopLagMs ?? 100,
-        lagWindowMs: options.worker?.backpressure?.lagWindowMs ?? 1000,
-        slowdownFactor: options.worker?.backpressure?.slowdownFactor ?? 4,
+        maxQueuedTasks: options.worker?.backpressure?.maxQueuedTasks ?? defaults.worker.backpressure.maxQueuedTasks,
+        maxEventLoopLagMs: options.worker?.backpressure?.maxEventLoopLagMs ?? defaults.worker.backpressure.maxEventLoopLagMs,
+        lagWindowMs: options.worker?.backpressure?.lagWindowMs ?? defaults.worker.backpressure.lagWindowMs,
+        slowdownFactor: options.worker?.backpressure?.slowdownFactor ?? defaults.worker.backpressure.slowdownFactor,
       },
     },
-    heartbeatIntervalMs: options.heartbeatIntervalMs ?? 5_000,
+    heartbeatIntervalMs: options.heartbeatIntervalMs ?? defaults.heartbeatIntervalMs,
     reaper: {
-      enabled: options.reaper?.enabled ?? true,
-      intervalMs: options.reaper?.intervalMs ?? 10_000,
-      staleAfterMs: options.reaper?.staleAfterMs ?? 30_000,
-      leaderTtlMs: options.reaper?.leaderTtlMs ?? 30_000,
-      leaderKey: options.reaper?.leaderKey ?? REAPER_LEADER_KEY,
+      enabled: options.reaper?.enabled ?? defaults.reaper.enabled,
+      intervalMs: options.reaper?.intervalMs ?? defaults.reaper.intervalMs,
+      staleAfterMs: options.reaper?.staleAfterMs ?? defaults.reaper.staleAfterMs,
+      leaderTtlMs: options.reaper?.leaderTtlMs ?? defaults.reaper.leaderTtlMs,
+      leaderKey: options.reaper?.leaderKey ?? defaults.reaper.leaderKey,
     },
     workflows: options.workflows ?? [],
-    maxRetries: options.maxRetries ?? 3,
+    maxRetries: options.maxRetries ?? defaults.maxRetries,
     step: resolveStepOptions(options.step, { retries: 0, timeout: undefined, backoff: DEFAULT_BACKOFF }, 'step'),
     compensation: resolveStepOptions(options.compensation, DEFAULT_COMPENSATION_OPTIONS, 'compensation'),
-    maxInputBytes: options.maxInputBytes ?? 1024 * 1024,
-    maxOutputBytes: options.maxOutputBytes ?? 1024 * 1024,
-    maxJsonDepth: options.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH,
-    maxListPageBytes: options.maxListPageBytes ?? 2 * 1024 * 1024,
-    unknownInputProperties: options.unknownInputProperties ?? 'strip',
+    maxInputBytes: options.maxInputBytes ?? defaults.maxInputBytes,
+    maxOutputBytes: options.maxOutputBytes ?? defaults.maxOutputBytes,
+    maxJsonDepth: options.maxJsonDepth ?? defaults.maxJsonDepth,
+    maxListPageBytes: options.maxListPageBytes ?? defaults.maxListPageBytes,
+    unknownInputProperties: options.unknownInputProperties ?? defaults.unknownInputProperties,
   };
+  checkResolvedOptions(resolved);
+  return resolved;
+}
+
+/** Every resolved option in range, else InvalidDuraflowOptionsError naming the first that is not. */
+function checkResolvedOptions(resolved: ResolvedDuraflowOptions): void {
   checkText('workerId', resolved.workerId, 255);
   if (resolved.redis !== undefined && (typeof resolved.redis !== 'object' || resolved.redis === null || !(resolved.redis.url || resolved.redis.host))) {
     throw new InvalidDuraflowOptionsError('redis', 'must be { url } or { host, port, ... }; omit it to elect the reaper leader through PostgreSQL.');
@@ -215,7 +247,6 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
   if (!Array.isArray(resolved.workflows)) {
     throw new InvalidDuraflowOptionsError('workflows', 'must be an array of workflow(name, fn) definitions.');
   }
-  return resolved;
 }
 
 /** Layers step options (call site over workflow over module) and checks the result. */

@@ -1,12 +1,20 @@
 export { DuraflowModule } from './duraflow.module';
 export { DURAFLOW_MODULE_OPTIONS } from './duraflow.module-definition';
 export * from './duraflow.options';
-export { DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH } from './duraflow.constants';
-export { jsonPathDeeperThan } from './execution/json';
+export {
+  DEFAULT_LIST_LIMIT,
+  DEFAULT_MAX_JSON_DEPTH,
+  MAX_IDEMPOTENCY_KEY_LENGTH,
+  MAX_JSON_DEPTH,
+  MAX_LIST_LIMIT,
+  UUID_PATTERN,
+  WORKFLOW_NAME_PATTERN,
+} from './duraflow.constants';
+export { jsonPathDeeperThan } from './util/json';
 export { Workflow, Step, Compensate, WorkflowMetadata, StepMetadata } from './decorators';
 export { workflow } from './workflow';
 export { currentStepContext } from './execution/run-scope';
-export { isTransientDatabaseError } from './execution/persist';
+export { isTransientDatabaseError } from './persistence/transient-error';
 export { WorkflowService, SubmitOptions, SubmitResult, ListTasksOptions, TaskPage, WaitForOptions, CancelOptions } from './services/workflow.service';
 export { WorkerService, WorkerStats, WorkerState } from './services/worker.service';
 export { ReaperService, ReapResult, REAPER_INTERVAL_NAME } from './services/reaper.service';

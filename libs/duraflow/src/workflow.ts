@@ -2,7 +2,7 @@ import { FunctionalWorkflowDefinition, FunctionalWorkflowOptions } from './inter
 import { WorkflowContext } from './interfaces/workflow-context';
 
 /**
- * The seeds' functional form: `workflow('payment', async (ctx) => ..., { compensations })`.
+ * A workflow without a class: `workflow('payment', async (ctx) => ..., { compensations })`.
  * Validated when the module boots, with the decorated classes.
  */
 export function workflow<TInput = any, TOutput = any>(

@@ -1,6 +1,6 @@
 import { TaskStatus } from '../interfaces/task-status';
-import { REAPER_LEADER_KEY } from '../leader/leader-election';
-import { QueueStatus, readQueueStatus } from '../persistence/queue-status';
+import { REAPER_LEADER_KEY } from '../duraflow.constants';
+import { QueueStatus, readQueueStatus } from '../persistence/sql/read-queue-status';
 import { SchemaMissingError } from './cli.errors';
 import { connectDatabase, describeDatabase } from './database-connection';
 import { readRedisLeader, RedisLeader } from './leader-status';

@@ -1,6 +1,6 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Inject, Logger } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
-import { describeError } from '../execution/json';
+import { describeError } from '../util/describe-error';
 import { DASHBOARD_OPTIONS, ResolvedDashboardOptions } from './dashboard.options';
 import { DashboardResponder, page } from './dashboard-responder';
 import { refusedPage } from './views/message.page';

@@ -1,4 +1,5 @@
 import { CanActivate, ModuleMetadata, Type } from '@nestjs/common';
+import { DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT } from '../duraflow.constants';
 import { InvalidDashboardOptionsError } from '../errors';
 
 /** The resolved options' injection token. */
@@ -67,7 +68,7 @@ export function resolveDashboardOptions(options: DuraflowDashboardOptions = {}):
     guards,
     imports,
     loginUrl,
-    pageSize: integer('pageSize', options.pageSize, 50, 1, 1000),
+    pageSize: integer('pageSize', options.pageSize, DEFAULT_LIST_LIMIT, 1, MAX_LIST_LIMIT),
     previewChars: integer('previewChars', options.previewChars, 2048, 64, 1024 * 1024),
     liveIntervalMs: integer('liveIntervalMs', options.liveIntervalMs, 1000, 100, 60_000),
     title,

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, MessageEvent, OnModuleDestroy } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import { Observable, Subscriber } from 'rxjs';
-import { describeError } from '../execution/json';
+import { describeError } from '../util/describe-error';
 import { isTerminalStatus } from '../interfaces/task-status';
 import { TaskProgress } from '../interfaces/task-summaries';
 import { WorkflowService } from '../services/workflow.service';

@@ -1,4 +1,4 @@
-import { UUID_PATTERN } from '../persistence/cursor';
+import { UUID_PATTERN } from '../duraflow.constants';
 import { TaskStatus } from '../interfaces/task-status';
 
 /** The task list's filters, as its form and links carry them in the query string. */

@@ -9,7 +9,7 @@ import {
 } from 'typeorm';
 import { TaskStatus } from '../interfaces/task-status';
 
-/** A workflow run: one row of `agent_tasks` (seed 000), plus the engine's own columns. */
+/** A workflow run: one row of `agent_tasks` (base schema), plus the engine's own columns. */
 @Entity({ name: 'agent_tasks' })
 @Index('idx_agent_tasks_status_scheduled_priority', ['status', 'scheduledAt', 'priority'], {
   where: `status = 'pending'`,

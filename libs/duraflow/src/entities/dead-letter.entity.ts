@@ -1,6 +1,6 @@
 import { Column, CreateDateColumn, Entity, Index, PrimaryGeneratedColumn } from 'typeorm';
 
-/** A compensation that failed for good: a row of `dead_letter_queue` (seed 000). */
+/** A compensation that failed for good: a row of `dead_letter_queue` (base schema). */
 @Entity({ name: 'dead_letter_queue' })
 @Index('idx_dlq_task_id', ['taskId'])
 @Index('idx_dlq_step_id', ['stepId'], { unique: true })

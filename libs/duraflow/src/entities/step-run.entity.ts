@@ -12,9 +12,9 @@ import { AgentTask } from './agent-task.entity';
 
 export type StepRunStatus = 'pending' | 'running' | 'completed' | 'failed';
 
-/** One step's checkpoint: a row of `step_runs` (seed 000). A `completed` row is the memo. */
+/** One step's checkpoint: a row of `step_runs` (base schema). A `completed` row is the memo. */
 @Entity({ name: 'step_runs' })
-// Named as PostgreSQL names the seed's inline UNIQUE and REFERENCES, so TypeORM sees no drift.
+// Named as PostgreSQL names the base schema's inline UNIQUE and REFERENCES, so TypeORM sees no drift.
 @Unique('step_runs_task_id_step_key_key', ['taskId', 'stepKey'])
 @Index('idx_step_runs_task_step', ['taskId', 'stepKey'], { unique: true })
 @Index('idx_step_runs_compensation', ['taskId'], { where: 'compensation_fn IS NOT NULL' })

@@ -1,18 +1,21 @@
 import { Injectable } from '@nestjs/common';
-import { CompletedStep, StepStore, UNIQUE_VIOLATION } from '../persistence/step.store';
+import { CompletedStep, FailedStepAttempt, StepStore, UNIQUE_VIOLATION } from '../persistence/step.store';
 import { GroupCommit } from './group-commit';
 
 /**
- * Group commit for step checkpoints across the runs of this process: a lone checkpoint is
+ * Every checkpoint of this process's runs goes through here, and here it is decided how it is
+ * written. A step's first completion goes through group commit across the runs: a lone one is
  * written at once, and those that arrive while it commits go together in the next statement
- * (one commit for many runs' steps). Every row is fenced on its own run's claim, and each run
- * waits until its own checkpoint committed before its next step starts.
+ * (one commit for many runs' steps); a completion whose row may exist already (a failed
+ * attempt was written) is an upsert of its own, as is each row of a batch that hit an existing
+ * one. Every row is fenced on its own run's claim, and each run waits until its own checkpoint
+ * committed before its next step starts.
  */
 @Injectable()
 export class CheckpointBatcher {
   private readonly group: GroupCommit<CompletedStep, boolean>;
 
-  constructor(steps: StepStore) {
+  constructor(private readonly steps: StepStore) {
     this.group = new GroupCommit({
       maxBatch: 100,
       start: 'now',
@@ -31,8 +34,16 @@ export class CheckpointBatcher {
     });
   }
 
-  /** The first completion of a step: true once written, false when the claim no longer owns the task. */
-  stepCompleted(step: CompletedStep): Promise<boolean> {
-    return this.group.submit(step);
+  /**
+   * A step completed: true once written, false when nothing was (the claim no longer owns the
+   * task, or the step was completed already). `rowMayExist`: an attempt of it was written before.
+   */
+  stepCompleted(step: CompletedStep, rowMayExist = false): Promise<boolean> {
+    return rowMayExist ? this.steps.upsertCompletedStep(step) : this.group.submit(step);
+  }
+
+  /** An attempt of a step failed: true once written, false when the claim no longer owns the task. */
+  stepFailed(attempt: FailedStepAttempt): Promise<boolean> {
+    return this.steps.recordStepFailed(attempt);
   }
 }

@@ -1,8 +1,8 @@
 import { RegisteredCompensation } from '../discovery/workflow.registry';
 import { CompensationTimeoutError } from '../errors';
 import { runAttempt } from './attempt';
-import { retryDelayMs, sleep } from './backoff';
-import { describeError } from './json';
+import { retryDelayMs } from '../util/backoff';
+import { sleep } from '../util/sleep';
 
 export interface CompensationCall {
   compensation: RegisteredCompensation;
@@ -15,14 +15,6 @@ export interface CompensationCall {
   signal: AbortSignal;
   /** Attempts to make at most; default: the compensation's retries + 1. */
   maxAttempts?: number;
-}
-
-/** What `dead_letter_queue.error` holds for a compensation that failed. */
-export function deadLetterError(
-  error: unknown,
-  where: { stepKey: string; compensationFn: string | null; attempt: number; retry?: number },
-): ReturnType<typeof describeError> & typeof where & { failedAt: string } {
-  return { ...describeError(error), ...where, failedAt: new Date().toISOString() };
 }
 
 export type CompensationResult = { ok: true; attempts: number } | { ok: false; error: unknown; attempts: number };

@@ -1,17 +1,16 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
-import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
-import { ResolvedDuraflowOptions } from '../duraflow.options';
+import { Injectable, Logger } from '@nestjs/common';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
 import { AgentTask, RollbackReason, TaskError } from '../entities/agent-task.entity';
 import { CompensationNotRegisteredError } from '../errors';
 import { TaskStatus } from '../interfaces/task-status';
+import { TaskLease } from '../lease/task-lease';
+import { deadLetterError } from '../persistence/dead-letter-error';
 import { DeadLetterStore } from '../persistence/dead-letter.store';
 import { CompensableStep, StepStore } from '../persistence/step.store';
 import { TaskStore } from '../persistence/task.store';
-import { deadLetterError, runCompensation } from './compensation';
-import { describeError } from './json';
-import { isTransientDatabaseError, persist } from './persist';
-import { TaskLease } from './task-lease';
+import { isTransientDatabaseError } from '../persistence/transient-error';
+import { describeError } from '../util/describe-error';
+import { runCompensation } from './compensation';
 
 /** How a rollback ended, as far as this process knows. */
 export type RollbackOutcome =
@@ -37,7 +36,6 @@ export class SagaExecutor {
   private readonly logger = new Logger('Duraflow');
 
   constructor(
-    @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
     private readonly registry: WorkflowRegistry,
     private readonly tasks: TaskStore,
     private readonly steps: StepStore,
@@ -55,18 +53,22 @@ export class SagaExecutor {
     start?: { error: TaskError | null },
   ): Promise<RollbackOutcome> {
     try {
-      if (start && !(await this.write(lease, () => this.tasks.beginRollback(task.id, lease.claimToken, reason, start.error && JSON.stringify(start.error))))) {
+      if (start && !(await recorded(lease.write(() => this.tasks.beginRollback(task.id, lease.claimToken, reason, start.error && JSON.stringify(start.error)))))) {
         return 'stopped';
       }
-      const steps = await this.write(lease, () => this.steps.listCompensableSteps(task.id));
+      const steps = await recorded(lease.retry(() => this.steps.listCompensableSteps(task.id)));
       for (const step of steps) {
         if (step.compensated || step.deadLettered) continue;
         if (lease.stoppedBecause) return 'stopped';
         if (!(await this.undo(task, lease, step))) return 'stopped';
       }
       if (lease.stoppedBecause) return 'stopped';
-      const status = await this.write(lease, () => this.tasks.finishRollback(task.id, lease.claimToken, reason, steps.length > 0));
-      if (!status) return 'stopped';
+      const ended: { status: TaskStatus | null } = { status: null };
+      const finished = await recorded(
+        lease.writeOutcome(async () => (ended.status = await this.tasks.finishRollback(task.id, lease.claimToken, reason, steps.length > 0)) !== null),
+      );
+      const { status } = ended;
+      if (!finished || !status) return 'stopped';
       if (status !== TaskStatus.CANCELLED) {
         const code = (start ? start.error : task.error)?.code ?? 'UNKNOWN';
         const deadLetters = status === TaskStatus.PARTIAL_ROLLBACK ? ': see its dead letters' : '';
@@ -102,29 +104,19 @@ export class SagaExecutor {
       if (!result.ok) failure = result;
     }
 
-    if (!failure) {
-      // Nothing changed: lost, or this very write landed on a try whose reply was lost.
-      const owned =
-        (await this.write(lease, () => this.steps.markCompensated(task.id, lease.claimToken, step.id))) ||
-        (await this.write(lease, () => this.tasks.ownsTask(task.id, lease.claimToken)));
-      if (!owned) lease.stop('lease-lost');
-      return owned;
-    }
+    if (!failure) return recorded(lease.write(() => this.steps.markCompensated(task.id, lease.claimToken, step.id)));
     const error = deadLetterError(failure.error, { stepKey: step.stepKey, compensationFn: step.compensationFn, attempt: failure.attempts });
     this.logger.warn(`Compensation of step "${step.stepKey}" of task ${task.id} failed for good: ${error.message}; sent to the dead-letter queue`);
-    const owned = await this.write(lease, () => this.deadLetters.insertDeadLetter(task.id, lease.claimToken, step.id, JSON.stringify(error)));
-    if (!owned) lease.stop('lease-lost');
-    return owned;
+    return recorded(lease.write(() => this.deadLetters.insertDeadLetter(task.id, lease.claimToken, step.id, JSON.stringify(error))));
   }
+}
 
-  /** A fenced statement, retried while the database is unreachable, for as long as the task would stay unreaped. */
-  private async write<T>(lease: TaskLease, statement: () => Promise<T>): Promise<T> {
-    try {
-      return await persist(statement, { giveUpAfterMs: this.options.reaper.staleAfterMs, signal: lease.signal });
-    } catch (error) {
-      // Only an outage makes the rollback wait for recovery; a statement that is wrong is a bug to surface.
-      if (!isTransientDatabaseError(error)) throw error;
-      throw new Unrecorded(`the database could not be reached (${describeError(error).message})`);
-    }
+/** A statement of the rollback: only an outage makes it wait for recovery; a statement that is wrong is a bug to surface. */
+async function recorded<T>(statement: Promise<T>): Promise<T> {
+  try {
+    return await statement;
+  } catch (error) {
+    if (!isTransientDatabaseError(error)) throw error;
+    throw new Unrecorded(`the database could not be reached (${describeError(error).message})`);
   }
 }

@@ -9,15 +9,15 @@ import {
   StepTimeoutError,
 } from '../errors';
 import { StepContext, StepOptions, StepRunner } from '../interfaces/workflow-context';
-import { CompletedStep, StepMemo, StepStore } from '../persistence/step.store';
-import { CheckpointBatcher } from './checkpoint-batcher';
-import { TaskStore } from '../persistence/task.store';
+import { TaskLease } from '../lease/task-lease';
+import { CompletedStep, StepMemo } from '../persistence/step.store';
+import { retryDelayMs } from '../util/backoff';
+import { describeError } from '../util/describe-error';
+import { OutputLimits, outputToJson } from '../util/json';
+import { sleep } from '../util/sleep';
 import { runAttempt } from './attempt';
-import { persist } from './persist';
-import { retryDelayMs, sleep } from './backoff';
-import { describeError, OutputLimits, outputToJson } from './json';
+import { CheckpointBatcher } from './checkpoint-batcher';
 import { RunScope, runScopeStorage } from './run-scope';
-import { TaskLease } from './task-lease';
 
 /** The step that failed for good, so the task's error can name it. */
 export interface StepFailure {
@@ -26,12 +26,28 @@ export interface StepFailure {
   attempts: number;
 }
 
+/** What the step runner of one run works with. */
+export interface StepRunnerOptions {
+  workflow: RegisteredWorkflow;
+  /** The run's claim: every checkpoint is written through it. */
+  lease: TaskLease;
+  /** The task's steps from earlier runs, by step key (empty for a task never claimed before). */
+  memos: Map<string, StepMemo>;
+  checkpoints: CheckpointBatcher;
+  outputLimits: OutputLimits;
+}
+
 /**
  * The step runner of one run: memoizes through `step_runs`, retries with backoff, enforces
- * timeouts, and writes every checkpoint fenced on the run's claim. `ctx.step.run` and
- * @Step methods both end up in `runStep`.
+ * timeouts, and writes every checkpoint through the checkpoint batcher, fenced on the run's
+ * lease. `ctx.step.run` and @Step methods both end up in `runStep`.
  */
 export class MemoizedStepRunner implements StepRunner {
+  private readonly workflow: RegisteredWorkflow;
+  private readonly lease: TaskLease;
+  private readonly memos: Map<string, StepMemo>;
+  private readonly checkpoints: CheckpointBatcher;
+  private readonly outputLimits: OutputLimits;
   private readonly usedKeys = new Set<string>();
   /** The completion_seq the next completed step gets. */
   private nextCompletionSeq: number;
@@ -43,17 +59,12 @@ export class MemoizedStepRunner implements StepRunner {
   hasCompensableSteps: boolean;
   readonly scope: RunScope = { runStep: (key, fn, options) => this.runStep(key, fn, options) };
 
-  constructor(
-    private readonly workflow: RegisteredWorkflow,
-    private readonly lease: TaskLease,
-    private readonly memos: Map<string, StepMemo>,
-    private readonly steps: StepStore,
-    private readonly checkpoints: CheckpointBatcher,
-    private readonly tasks: TaskStore,
-    /** How long a checkpoint is retried while the database is unreachable. */
-    private readonly persistForMs: number,
-    private readonly outputLimits: OutputLimits,
-  ) {
+  constructor({ workflow, lease, memos, checkpoints, outputLimits }: StepRunnerOptions) {
+    this.workflow = workflow;
+    this.lease = lease;
+    this.memos = memos;
+    this.checkpoints = checkpoints;
+    this.outputLimits = outputLimits;
     this.hasCompensableSteps = [...memos.values()].some((memo) => memo.compensable);
     this.nextCompletionSeq = Math.max(0, ...[...memos.values()].map((memo) => memo.completionSeq ?? 0)) + 1;
   }
@@ -68,14 +79,7 @@ export class MemoizedStepRunner implements StepRunner {
   }
 
   async runStep<T>(key: string, fn: (step: StepContext) => T | Promise<T>, options?: StepOptions): Promise<T> {
-    if (typeof key !== 'string' || key.length === 0 || key.length > 255) throw new InvalidStepKeyError(key);
-    if (typeof fn !== 'function') throw new TypeError(`ctx.step.run("${key}", fn): fn must be a function.`);
-    if (this.closed) throw new StepOutsideRunError(key);
-    const parent = runScopeStorage.getStore()?.step;
-    if (parent) throw new NestedStepError(key, parent.key);
-    if (this.usedKeys.has(key)) throw new DuplicateStepKeyError(this.workflow.name, key);
-    this.usedKeys.add(key);
-
+    this.enterStep(key, fn);
     const memo = this.memos.get(key);
     if (memo?.status === 'completed') return (memo.outputUndefined ? undefined : memo.output) as T;
     this.throwIfStopped();
@@ -91,16 +95,7 @@ export class MemoizedStepRunner implements StepRunner {
         value = await this.attempt(key, fn, attempt, resolved.timeout);
       } catch (error) {
         this.throwIfStopped();
-        await this.checkpoint(() =>
-          this.steps.recordStepFailed({
-            taskId: this.lease.taskId,
-            claimToken: this.lease.claimToken,
-            stepKey: key,
-            errorJson: JSON.stringify({ ...describeError(error), stepKey: key, attempt }),
-            attempt,
-            startedAt,
-          }),
-        );
+        await this.recordFailedAttempt(key, error, attempt, startedAt);
         rowMayExist = true;
         if (retry >= resolved.retries) {
           this.lastFailure = { error, stepKey: key, attempts: retry + 1 };
@@ -109,34 +104,61 @@ export class MemoizedStepRunner implements StepRunner {
         await sleep(retryDelayMs(resolved.backoff, retry + 1), this.lease.signal).catch(() => this.throwIfStopped());
         continue;
       }
-      let outputJson: string | undefined;
-      try {
-        outputJson = outputToJson(value, this.outputLimits, this.workflow.name, key);
-      } catch (error) {
-        this.lastFailure = { error, stepKey: key, attempts: retry + 1 };
-        throw error;
-      }
-      const compensationFn = this.workflow.compensations.get(key)?.name ?? null;
-      const completionSeq = this.nextCompletionSeq++;
-      const completed: CompletedStep = {
+      return this.recordCompletion(key, value, { attempt, startedAt, attempts: retry + 1, rowMayExist });
+    }
+  }
+
+  /** A step call that may start: a valid key used once in this run, outside any other step, before the run returned. */
+  private enterStep(key: string, fn: unknown): void {
+    if (typeof key !== 'string' || key.length === 0 || key.length > 255) throw new InvalidStepKeyError(key);
+    if (typeof fn !== 'function') throw new TypeError(`ctx.step.run("${key}", fn): fn must be a function.`);
+    if (this.closed) throw new StepOutsideRunError(key);
+    const parent = runScopeStorage.getStore()?.step;
+    if (parent) throw new NestedStepError(key, parent.key);
+    if (this.usedKeys.has(key)) throw new DuplicateStepKeyError(this.workflow.name, key);
+    this.usedKeys.add(key);
+  }
+
+  private recordFailedAttempt(key: string, error: unknown, attempt: number, startedAt: Date): Promise<void> {
+    return this.checkpoint(() =>
+      this.checkpoints.stepFailed({
         taskId: this.lease.taskId,
         claimToken: this.lease.claimToken,
         stepKey: key,
-        outputJson: outputJson ?? null,
-        compensationFn,
+        errorJson: JSON.stringify({ ...describeError(error), stepKey: key, attempt }),
         attempt,
         startedAt,
-        completionSeq,
-      };
-      // A step's first completion goes through the process's group commit; after a failed
-      // attempt its row exists and is upserted on its own.
-      await this.checkpoint(() =>
-        rowMayExist ? this.steps.upsertCompletedStep(completed) : this.checkpoints.stepCompleted(completed),
-      );
-      if (compensationFn) this.hasCompensableSteps = true;
-      // The value a replay would return, so a run behaves the same before and after a crash.
-      return (outputJson === undefined ? undefined : JSON.parse(outputJson)) as T;
+      }),
+    );
+  }
+
+  /** Checkpoints the step's output; resolves with the value a replay would return, so a run behaves the same before and after a crash. */
+  private async recordCompletion<T>(
+    key: string,
+    value: T,
+    run: { attempt: number; startedAt: Date; attempts: number; rowMayExist: boolean },
+  ): Promise<T> {
+    let outputJson: string | undefined;
+    try {
+      outputJson = outputToJson(value, this.outputLimits, this.workflow.name, key);
+    } catch (error) {
+      this.lastFailure = { error, stepKey: key, attempts: run.attempts };
+      throw error;
     }
+    const compensationFn = this.workflow.compensations.get(key)?.name ?? null;
+    const completed: CompletedStep = {
+      taskId: this.lease.taskId,
+      claimToken: this.lease.claimToken,
+      stepKey: key,
+      outputJson: outputJson ?? null,
+      compensationFn,
+      attempt: run.attempt,
+      startedAt: run.startedAt,
+      completionSeq: this.nextCompletionSeq++,
+    };
+    await this.checkpoint(() => this.checkpoints.stepCompleted(completed, run.rowMayExist));
+    if (compensationFn) this.hasCompensableSteps = true;
+    return (outputJson === undefined ? undefined : JSON.parse(outputJson)) as T;
   }
 
   /** One attempt, raced against the run's stop and the step's timeout, inside the step's scope. */
@@ -157,22 +179,17 @@ export class MemoizedStepRunner implements StepRunner {
     );
   }
 
+  /** A checkpoint through the lease; a run whose claim is lost, or that cannot reach the database, goes no further. */
   private async checkpoint(write: () => Promise<boolean>): Promise<void> {
-    let owned: boolean;
+    let landed: boolean;
     try {
-      const options = { giveUpAfterMs: this.persistForMs, signal: this.lease.signal };
-      owned = await persist(write, options);
-      // Nothing changed: lost, or this very write already landed on a try whose reply was lost.
-      if (!owned) owned = await persist(() => this.tasks.ownsTask(this.lease.taskId, this.lease.claimToken), options);
+      landed = await this.lease.write(write);
     } catch (error) {
       this.throwIfStopped();
       this.persistenceFailure = error;
       throw new RunAbortedError(this.lease.taskId, `a checkpoint could not be written (${describeError(error).message})`);
     }
-    if (!owned) {
-      this.lease.stop('lease-lost');
-      this.throwIfStopped();
-    }
+    if (!landed) this.throwIfStopped();
   }
 
   private throwIfStopped(): void {

@@ -6,19 +6,25 @@ import { AgentTask, TaskError } from '../entities/agent-task.entity';
 import { DuraflowError, OutputTooLargeError } from '../errors';
 import { TaskStatus } from '../interfaces/task-status';
 import { WorkflowContext } from '../interfaces/workflow-context';
+import { TaskLease } from '../lease/task-lease';
 import { StepMemo, StepStore } from '../persistence/step.store';
 import { ClaimedTask, TaskStore } from '../persistence/task.store';
+import { describeError } from '../util/describe-error';
+import { outputToJson } from '../util/json';
 import { CheckpointBatcher } from './checkpoint-batcher';
 import { CompletionBatcher } from './completion-batcher';
-import { describeError, outputToJson } from './json';
-import { persist } from './persist';
 import { runScopeStorage } from './run-scope';
 import { SagaExecutor } from './saga-executor';
 import { MemoizedStepRunner } from './step-runner';
-import { TaskLease } from './task-lease';
 
 /** How one execution of a claimed task ended, as far as this worker knows. */
 export type RunOutcome = 'completed' | 'failed' | 'rolled_back' | 'partial_rollback' | 'cancelled' | 'stopped' | 'unrecorded';
+
+/** The slot a run holds in its worker while its code runs. */
+export interface RunSlot {
+  /** The run's code is over and only its outcome is left to write: the worker may start its next task meanwhile. */
+  release(): void;
+}
 
 /**
  * Runs one claimed task to its end: loads its memoized steps, calls the workflow, and
@@ -42,12 +48,12 @@ export class TaskExecutor {
     private readonly checkpoints: CheckpointBatcher,
   ) {}
 
-  async execute({ task, fresh }: ClaimedTask, lease: TaskLease): Promise<RunOutcome> {
+  async execute({ task, fresh }: ClaimedTask, lease: TaskLease, slot: RunSlot): Promise<RunOutcome> {
     if (task.rollbackReason) return this.saga.rollback(task, lease, task.rollbackReason);
     const workflow = this.registry.get(task.workflowName);
-    const memos = fresh ? new Map<string, StepMemo>() : await this.durably(lease, () => this.steps.loadStepMemos(task.id));
+    const memos = fresh ? new Map<string, StepMemo>() : await lease.retry(() => this.steps.loadStepMemos(task.id));
     const outputLimits = { maxBytes: this.options.maxOutputBytes, maxDepth: this.options.maxJsonDepth };
-    const runner = new MemoizedStepRunner(workflow, lease, memos, this.steps, this.checkpoints, this.tasks, this.options.reaper.staleAfterMs, outputLimits);
+    const runner = new MemoizedStepRunner({ workflow, lease, memos, checkpoints: this.checkpoints, outputLimits });
     const ctx: WorkflowContext = {
       runId: task.id,
       workflowName: task.workflowName,
@@ -64,7 +70,7 @@ export class TaskExecutor {
       runner.close();
       if (lease.stoppedBecause) return 'stopped';
       if (runner.persistenceFailure) return 'unrecorded';
-      return this.fail(task, lease, runner, this.taskError(error, runner));
+      return this.fail(task, lease, slot, runner, this.taskError(error, runner));
     }
     runner.close();
 
@@ -74,12 +80,12 @@ export class TaskExecutor {
     } catch (error) {
       // OUTPUT_TOO_LARGE keeps its code; anything else JSON cannot hold is OUTPUT_NOT_SERIALIZABLE.
       const code = error instanceof OutputTooLargeError ? error.code : 'OUTPUT_NOT_SERIALIZABLE';
-      return this.fail(task, lease, runner, { ...this.taskError(error, runner), code });
+      return this.fail(task, lease, slot, runner, { ...this.taskError(error, runner), code });
     }
     try {
-      lease.markRecording(); // the worker may claim the next task while this completion commits
-      const owned = await this.durably(lease, () => this.completions.complete(task.id, lease.claimToken, outputJson ?? null));
-      return owned ? 'completed' : 'stopped';
+      slot.release(); // the worker may claim the next task while this completion commits
+      const landed = await lease.writeOutcome(() => this.completions.complete(task.id, lease.claimToken, outputJson ?? null));
+      return landed ? 'completed' : 'stopped';
     } catch (error) {
       if (lease.stoppedBecause) return 'stopped';
       this.logger.warn(`Task ${task.id} finished but its completion could not be recorded (${describeError(error).message}); it will be recovered.`);
@@ -88,16 +94,16 @@ export class TaskExecutor {
   }
 
   /** The run failed for good: undo its completed steps if it has any to undo, else end `failed`. */
-  private fail(task: AgentTask, lease: TaskLease, runner: MemoizedStepRunner, error: TaskError): Promise<RunOutcome> {
+  private fail(task: AgentTask, lease: TaskLease, slot: RunSlot, runner: MemoizedStepRunner, error: TaskError): Promise<RunOutcome> {
     if (runner.hasCompensableSteps) return this.saga.rollback(task, lease, 'failed', { error });
-    return this.recordFailure(task, lease, error);
+    return this.recordFailure(task, lease, slot, error);
   }
 
-  private async recordFailure(task: AgentTask, lease: TaskLease, error: TaskError): Promise<RunOutcome> {
-    lease.markRecording(); // as for a completion: the slot is free while the failure commits
+  private async recordFailure(task: AgentTask, lease: TaskLease, slot: RunSlot, error: TaskError): Promise<RunOutcome> {
+    slot.release(); // as for a completion: the slot is free while the failure commits
     try {
-      const owned = await this.durably(lease, () => this.tasks.finishTaskWithError(task.id, lease.claimToken, TaskStatus.FAILED, JSON.stringify(error)));
-      if (!owned) return 'stopped';
+      const landed = await lease.writeOutcome(() => this.tasks.finishTaskWithError(task.id, lease.claimToken, TaskStatus.FAILED, JSON.stringify(error)));
+      if (!landed) return 'stopped';
       this.logger.warn(`Task ${task.id} (${task.workflowName}) ended failed: ${error.code}`);
       return 'failed';
     } catch (dbError) {
@@ -105,11 +111,6 @@ export class TaskExecutor {
       this.logger.warn(`Task ${task.id} failed but the failure could not be recorded (${describeError(dbError).message}); it will be recovered.`);
       return 'unrecorded';
     }
-  }
-
-  /** A fenced statement, retried while the database is unreachable (for as long as the task would stay unreaped). */
-  private durably<T>(lease: TaskLease, statement: () => Promise<T>): Promise<T> {
-    return persist(statement, { giveUpAfterMs: this.options.reaper.staleAfterMs, signal: lease.signal });
   }
 
   private taskError(error: unknown, runner: MemoizedStepRunner): TaskError {

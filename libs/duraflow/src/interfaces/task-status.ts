@@ -1,4 +1,4 @@
-/** A task's status, stored as the seeds spell it. */
+/** A task's status, as `agent_tasks.status` stores it (lowercase, `_` between words). */
 export enum TaskStatus {
   PENDING = 'pending',
   RUNNING = 'running',

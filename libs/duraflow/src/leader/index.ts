@@ -1,4 +1,6 @@
-export { type LeaderElection, type LeaderElectionLogger, REAPER_LEADER_KEY, reaperLeaderApplicationName } from './leader-election';
+export { REAPER_LEADER_KEY } from '../duraflow.constants';
+export { type LeaderElection, type LeaderElectionLogger, reaperLeaderApplicationName } from './leader-election';
 export { RedisLeaderElection, type RedisLeaderElectionOptions } from './redis-leader-election';
-export { PostgresLeaderElection, type PostgresLeaderElectionOptions, advisoryLockId } from './postgres-leader-election';
+export { PostgresLeaderElection, type PostgresLeaderElectionOptions } from './postgres-leader-election';
+export { advisoryLockId } from '../util/advisory-lock-id';
 export { createLeaderElection, type LeaderElectionOptions } from './create-leader-election';

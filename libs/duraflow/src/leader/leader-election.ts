@@ -1,11 +1,8 @@
 import { LoggerService } from '@nestjs/common';
 
-/** The key (Redis) or advisory-lock name (PostgreSQL) the reaper's leader holds: the seeds' key. */
-export const REAPER_LEADER_KEY = 'duraflow:reaper:leader';
-
 /**
  * Who runs the reaper. Followers try again on every tick, so a dead leader is replaced as
- * soon as its claim lapses (the seeds' engine tried once at boot and never again).
+ * soon as its claim lapses, not only when a node boots.
  */
 export interface LeaderElection {
   readonly kind: 'redis' | 'postgres';

@@ -1,13 +1,8 @@
-import { Logger } from '@nestjs/common';
-import { createHash } from 'node:crypto';
 import { Client } from 'pg';
-import { describeError } from '../execution/json';
-import { LeaderElection, LeaderElectionLogger, REAPER_LEADER_KEY } from './leader-election';
-
-/** `pg_try_advisory_lock` takes a bigint: the first 8 bytes of the key's SHA-256, as text. */
-export function advisoryLockId(key: string): string {
-  return createHash('sha256').update(key).digest().readBigInt64BE(0).toString();
-}
+import { REAPER_LEADER_KEY } from '../duraflow.constants';
+import { advisoryLockId } from '../util/advisory-lock-id';
+import { BaseLeaderElection } from './base-leader-election';
+import { LeaderElectionLogger } from './leader-election';
 
 /** How long connecting or checking the session may take before the connection counts as lost. */
 const SESSION_TIMEOUT_MS = 5_000;
@@ -30,27 +25,22 @@ export interface PostgresLeaderElectionOptions {
  * the lock went with it, this node steps down and tries again on a fresh connection.
  * Advisory locks are per database: nodes on the same database compete, others do not.
  */
-export class PostgresLeaderElection implements LeaderElection {
+export class PostgresLeaderElection extends BaseLeaderElection {
   readonly kind = 'postgres';
   readonly key: string;
   /** The advisory lock's bigint id (`advisoryLockId(key)`), as text. */
   readonly lockId: string;
   private readonly createClient: () => Client | Promise<Client>;
-  private readonly logger: LeaderElectionLogger;
   private client: Client | undefined;
   private pid: number | undefined;
-  private leading = false;
   /** The session died between ticks: the next tick reports it instead of reconnecting at once. */
   private sessionLost = false;
-  private unreachable = false;
-  private ticking: Promise<boolean> | undefined;
-  private closing: Promise<void> | undefined;
 
   constructor(options: PostgresLeaderElectionOptions) {
+    super('PostgreSQL', options.logger);
     this.key = options.key ?? REAPER_LEADER_KEY;
     this.lockId = advisoryLockId(this.key);
     this.createClient = options.createClient;
-    this.logger = options.logger ?? new Logger('Duraflow');
   }
 
   /** The server process of the session that holds (or tries for) the lock, while connected. */
@@ -58,22 +48,11 @@ export class PostgresLeaderElection implements LeaderElection {
     return this.client ? this.pid : undefined;
   }
 
-  tick(): Promise<boolean> {
-    if (this.closing) return Promise.resolve(false);
-    this.ticking ??= this.holdOrAcquire().finally(() => (this.ticking = undefined));
-    return this.ticking;
-  }
-
   isLeader(): boolean {
     return this.leading;
   }
 
-  close(): Promise<void> {
-    this.closing ??= this.release();
-    return this.closing;
-  }
-
-  private async holdOrAcquire(): Promise<boolean> {
+  protected async holdOrAcquire(): Promise<boolean> {
     if (this.sessionLost) {
       // Stepping down for one tick lets a follower, whose session survived, take the lock.
       this.sessionLost = false;
@@ -92,15 +71,12 @@ export class PostgresLeaderElection implements LeaderElection {
         // The session may have died while the query ran: then the lock died with it.
         this.setLeading(rows[0].acquired && this.client === client);
       }
-      if (this.unreachable) {
-        this.unreachable = false;
-        this.logger.log('Reaper leader election: PostgreSQL is reachable again');
-      }
+      this.noteReachable();
     } catch (error) {
       if (client) this.dropConnection(client);
       // This tick reports the loss itself, however the connection told of it first.
       this.sessionLost = false;
-      this.noteOutage(error);
+      this.noteOutage('PostgreSQL session lost', error);
     }
     return this.leading;
   }
@@ -127,16 +103,7 @@ export class PostgresLeaderElection implements LeaderElection {
     if (this.client !== client) return;
     this.dropConnection(client);
     this.sessionLost = true;
-    if (!this.closing) this.noteOutage(error);
-  }
-
-  private noteOutage(error: unknown): void {
-    if (this.unreachable) return;
-    this.unreachable = true;
-    this.logger.warn(
-      `Reaper leader election: PostgreSQL session lost (${describeError(error).message}); ` +
-        'this node does not reap until it is back',
-    );
+    if (!this.closed) this.noteOutage('PostgreSQL session lost', error);
   }
 
   /** The lock belonged to that session: whatever happens to it now, this node no longer holds it. */
@@ -148,18 +115,13 @@ export class PostgresLeaderElection implements LeaderElection {
     client.end().catch(() => undefined);
   }
 
-  private setLeading(leading: boolean): void {
-    if (leading === this.leading) return;
-    this.leading = leading;
-    this.logger.log(
-      leading
-        ? 'Reaper leader election: this node holds the PostgreSQL advisory lock and leads'
-        : 'Reaper leader election: this node no longer leads',
-    );
+  protected leadershipChanged(leading: boolean): string {
+    return leading
+      ? 'Reaper leader election: this node holds the PostgreSQL advisory lock and leads'
+      : 'Reaper leader election: this node no longer leads';
   }
 
-  private async release(): Promise<void> {
-    await this.ticking?.catch(() => undefined);
+  protected async release(): Promise<void> {
     const client = this.client;
     const leading = this.leading;
     this.client = undefined;

@@ -1,10 +1,10 @@
-import { Logger } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
 import type { Redis, RedisOptions } from 'ioredis';
 import { loadIoredis } from '../dependencies/optional-dependencies';
 import { DuraflowRedisOptions } from '../duraflow.options';
-import { describeError } from '../execution/json';
-import { LeaderElection, LeaderElectionLogger, REAPER_LEADER_KEY } from './leader-election';
+import { REAPER_LEADER_KEY } from '../duraflow.constants';
+import { BaseLeaderElection } from './base-leader-election';
+import { LeaderElectionLogger } from './leader-election';
 
 /** Extends the key's life only while this node holds it: after an expiry another node may have it. */
 const RENEW_SCRIPT = `if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -39,7 +39,7 @@ export interface RedisLeaderElectionOptions {
  * locally from the time the last successful command was *sent*, minus a safety margin, so
  * this node stops believing it leads before Redis can hand the key to anyone else.
  */
-export class RedisLeaderElection implements LeaderElection {
+export class RedisLeaderElection extends BaseLeaderElection {
   readonly kind = 'redis';
   readonly key: string;
   /** The key's value while this node leads. */
@@ -47,43 +47,26 @@ export class RedisLeaderElection implements LeaderElection {
   private readonly ttlMs: number;
   /** Covers clock-rate drift between this process and Redis. */
   private readonly safetyMarginMs: number;
-  private readonly logger: LeaderElectionLogger;
   private readonly client: Redis;
   /** `performance.now()` until which this node certainly holds the key; 0 when it does not. */
   private validUntil = 0;
-  /** What the last tick concluded, to log changes of leadership once. */
-  private leading = false;
-  private unreachable = false;
-  private ticking: Promise<boolean> | undefined;
-  private closing: Promise<void> | undefined;
 
   constructor(options: RedisLeaderElectionOptions) {
+    super('Redis', options.logger);
     this.key = options.key ?? REAPER_LEADER_KEY;
     this.workerId = options.workerId;
     this.ttlMs = options.ttlMs;
     this.safetyMarginMs = Math.min(1_000, Math.ceil(options.ttlMs / 10));
-    this.logger = options.logger ?? new Logger('Duraflow');
     this.client = createClient(options.redis, options.ttlMs);
     // Connection errors surface as failed ticks; without a listener ioredis would print each one.
     this.client.on('error', () => undefined);
-  }
-
-  tick(): Promise<boolean> {
-    if (this.closing) return Promise.resolve(false);
-    this.ticking ??= this.holdOrAcquire().finally(() => (this.ticking = undefined));
-    return this.ticking;
   }
 
   isLeader(): boolean {
     return performance.now() < this.validUntil;
   }
 
-  close(): Promise<void> {
-    this.closing ??= this.release();
-    return this.closing;
-  }
-
-  private async holdOrAcquire(): Promise<boolean> {
+  protected async holdOrAcquire(): Promise<boolean> {
     try {
       if (this.client.status === 'wait' || this.client.status === 'end') await this.client.connect();
       const sentAt = performance.now();
@@ -94,22 +77,13 @@ export class RedisLeaderElection implements LeaderElection {
         ? (await this.renew()) || (await this.acquire())
         : (await this.acquire()) || (await this.renew());
       this.validUntil = held ? sentAt + this.ttlMs - this.safetyMarginMs : 0;
-      if (this.unreachable) {
-        this.unreachable = false;
-        this.logger.log('Reaper leader election: Redis is reachable again');
-      }
+      this.noteReachable();
     } catch (error) {
       // The key may outlive the outage, but nothing proves it: not leader until a command succeeds.
       this.validUntil = 0;
-      if (!this.unreachable) {
-        this.unreachable = true;
-        this.logger.warn(
-          `Reaper leader election: Redis is unreachable (${describeError(error).message}); ` +
-            'this node does not reap until it is back',
-        );
-      }
+      this.noteOutage('Redis is unreachable', error);
     }
-    this.noteLeadership(this.isLeader());
+    this.setLeading(this.isLeader());
     return this.isLeader();
   }
 
@@ -121,18 +95,13 @@ export class RedisLeaderElection implements LeaderElection {
     return (await this.client.eval(RENEW_SCRIPT, 1, this.key, this.workerId, this.ttlMs)) === 1;
   }
 
-  private noteLeadership(leading: boolean): void {
-    if (leading === this.leading) return;
-    this.leading = leading;
-    this.logger.log(
-      leading
-        ? `Reaper leader election: this node (${this.workerId}) is the leader`
-        : `Reaper leader election: this node (${this.workerId}) is no longer the leader`,
-    );
+  protected leadershipChanged(leading: boolean): string {
+    return leading
+      ? `Reaper leader election: this node (${this.workerId}) is the leader`
+      : `Reaper leader election: this node (${this.workerId}) is no longer the leader`;
   }
 
-  private async release(): Promise<void> {
-    await this.ticking?.catch(() => undefined);
+  protected async release(): Promise<void> {
     this.validUntil = 0;
     this.leading = false;
     try {

@@ -1,9 +1,10 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
- * The schema exactly as seed 000 ("Database Schema") defines it: the three tables with
- * every column, default and constraint, and the seed's five indexes. Never edit this
- * migration; what Duraflow needs beyond the seed lives in later migrations that only add.
+ * The base schema that applications may already have (test/fixtures/schema holds its text and
+ * test/schema.spec.ts checks it): the three tables with every column, default and constraint,
+ * and its five indexes. Never edit this migration: databases made from it must stay valid;
+ * what Duraflow needs beyond it lives in later migrations that only add.
  */
 export class SeedSchema1700000000000 implements MigrationInterface {
   name = 'SeedSchema1700000000000';

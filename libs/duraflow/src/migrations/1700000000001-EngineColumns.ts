@@ -1,8 +1,8 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
- * What the engine needs beyond the seed. It only adds (nullable columns and indexes);
- * no seed column, default or index is changed or dropped.
+ * What the engine needs beyond the base schema (SeedSchema). It only adds (nullable columns and indexes);
+ * no column, default or index of the base schema is changed or dropped.
  */
 export class EngineColumns1700000000001 implements MigrationInterface {
   name = 'EngineColumns1700000000001';
@@ -21,7 +21,7 @@ export class EngineColumns1700000000001 implements MigrationInterface {
     await queryRunner.query(`ALTER TABLE agent_tasks ADD COLUMN claim_token UUID`);
 
     // The claim reads pending rows in exactly this order; with the order in the index the
-    // plan has no sort node, whatever the queue depth (the seed's index leads with scheduled_at).
+    // plan has no sort node, whatever the queue depth (the base schema's index leads with scheduled_at).
     await queryRunner.query(`
       CREATE INDEX idx_agent_tasks_claim
       ON agent_tasks(priority DESC, created_at, id)

@@ -1,8 +1,8 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
- * What the saga needs beyond the seed. Like the previous engine migration it only adds:
- * no seed column, default or index is changed or dropped.
+ * What the saga needs beyond the base schema (SeedSchema). Like the previous engine migration it only adds:
+ * no column, default or index of the base schema is changed or dropped.
  */
 export class SagaColumns1700000000002 implements MigrationInterface {
   name = 'SagaColumns1700000000002';
@@ -16,7 +16,7 @@ export class SagaColumns1700000000002 implements MigrationInterface {
 
     // At most one open dead letter per step: a compensation that failed for good is written
     // once, whoever (worker or reaper) gets there, and a resumed rollback skips it. A table
-    // filled before Duraflow (the seed allows several rows per step) must have its duplicates
+    // filled before Duraflow (the base schema allows several rows per step) must have its duplicates
     // resolved first: the index then fails with a unique violation naming one, and nothing is
     // deleted on the user's behalf.
     await queryRunner.query(`CREATE UNIQUE INDEX idx_dlq_step_id ON dead_letter_queue(step_id)`);

@@ -1,7 +1,7 @@
 import { Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { Client } from 'pg';
 import { TASK_FINISHED_CHANNEL, TASK_SUBMITTED_CHANNEL } from '../duraflow.constants';
-import { describeError } from '../execution/json';
+import { describeError } from '../util/describe-error';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
 
 type Listener = (payload: string) => void;

@@ -1,3 +1,4 @@
+import { DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, UUID_PATTERN } from '../duraflow.constants';
 import { InvalidCursorError, InvalidListOptionsError } from '../errors';
 
 /** A keyset position: created_at in µs since the epoch (exact, unlike a JS Date) and the row id. */
@@ -5,8 +6,6 @@ export interface KeysetPosition {
   createdAtMicros: string;
   id: string;
 }
-
-export const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** The opaque `nextCursor` handed to callers. */
 export function encodeCursor(position: KeysetPosition): string {
@@ -37,11 +36,11 @@ export function olderThan(n: number): string {
   return `(created_at, id) < (timestamptz 'epoch' + $${n}::bigint * interval '1 microsecond', $${n + 1}::uuid)`;
 }
 
-/** The `limit` of a list call: 1..1000, default 50. */
+/** The `limit` of a list call: 1..MAX_LIST_LIMIT, default DEFAULT_LIST_LIMIT. */
 export function listLimit(limit: unknown): number {
-  const value = limit ?? 50;
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1 || value > 1000) {
-    throw new InvalidListOptionsError('limit', `must be an integer from 1 to 1000, got ${String(limit)}.`);
+  const value = limit ?? DEFAULT_LIST_LIMIT;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1 || value > MAX_LIST_LIMIT) {
+    throw new InvalidListOptionsError('limit', `must be an integer from 1 to ${MAX_LIST_LIMIT}, got ${String(limit)}.`);
   }
   return value;
 }

@@ -1,45 +1,30 @@
 import { Injectable } from '@nestjs/common';
 import { DeadLetter } from '../entities/dead-letter.entity';
 import { KeysetPosition, keysetPageSql, olderThan, StoredPage } from './cursor';
+import { DeadLetterClaim, deadLetterLockId } from './dead-letter-claim';
 import { DuraflowDatabase, SqlExecutor } from './duraflow-database';
 import { ownedTaskRow } from './fencing';
+import { DEAD_LETTER_COLUMNS, toDeadLetter } from './row-mappers';
+import { DeadLetterForRetry, readDeadLetterForRetry } from './sql/read-dead-letter-for-retry';
+import { resolveDeadLetter } from './sql/resolve-dead-letter';
 
 export interface DeadLetterRow {
   deadLetter: DeadLetter;
   createdAtMicros: string;
 }
 
-/** A dead letter with what a retry needs: its step's saved output and compensation name. */
-export interface DeadLetterForRetry {
-  deadLetter: DeadLetter;
-  /** Null when the step (and so its task) no longer exists: an orphaned entry. */
-  stepKey: string | null;
-  output: unknown;
-  outputUndefined: boolean;
-  compensationFn: string | null;
-  workflowName: string | null;
-  taskStatus: string | null;
-}
-
-const DEAD_LETTER_COLUMNS = `id, task_id, step_id, error, retry_count, created_at`;
-
-function toDeadLetter(row: Record<string, any>): DeadLetter {
-  return Object.assign(new DeadLetter(), {
-    id: row.id,
-    taskId: row.task_id,
-    stepId: row.step_id,
-    error: row.error,
-    retryCount: row.retry_count,
-    createdAt: row.created_at,
-  });
-}
-
-/** Every statement on `dead_letter_queue`. */
+/**
+ * The statements that write `dead_letter_queue` (a rollback's entry, fenced on its claim; a
+ * failed retry's count) and read it, and the claim a retry or a discard takes on an entry.
+ * Resolving an entry also writes `step_runs` and `agent_tasks` in one transaction, and a retry
+ * reads the entry with its step and task: sql/resolve-dead-letter.ts and
+ * sql/read-dead-letter-for-retry.ts, reached through here.
+ */
 @Injectable()
 export class DeadLetterStore {
   constructor(private readonly db: DuraflowDatabase) {}
 
-  /** Newest first, as the seed's "Find failed compensations" query orders them; keyset pages cut to `maxBytes`. */
+  /** Newest first on the keyset (created_at, id); pages cut to `maxBytes`. */
   async listDeadLetters(filter: { taskId?: string; limit: number; maxBytes: number; after?: KeysetPosition }): Promise<StoredPage<DeadLetterRow>> {
     const values: unknown[] = [];
     const where: string[] = [];
@@ -79,72 +64,30 @@ export class DeadLetterStore {
     return rowCount > 0;
   }
 
-  /**
-   * Locks one dead letter for a retry (inside the caller's transaction) and reads what the
-   * retry needs. `busy` when another retry holds it.
-   */
-  async lockForRetry(tx: SqlExecutor, id: string): Promise<DeadLetterForRetry | 'busy' | null> {
-    let rows: Record<string, any>[];
-    try {
-      ({ rows } = await tx.query(
-        `SELECT d.id, d.task_id, d.step_id, d.error, d.retry_count, d.created_at,
-                s.step_key, s.output, s.output IS NULL AS output_undefined, s.compensation_fn,
-                t.workflow_name, t.status AS task_status
-         FROM dead_letter_queue d
-         LEFT JOIN step_runs s ON s.id = d.step_id
-         LEFT JOIN agent_tasks t ON t.id = d.task_id
-         WHERE d.id = $1
-         FOR UPDATE OF d NOWAIT`,
-        [id],
-      ));
-    } catch (error) {
-      if ((error as { code?: string }).code === '55P03') return 'busy'; // lock_not_available
-      throw error;
-    }
-    if (!rows.length) return null;
-    const row = rows[0];
-    return {
-      deadLetter: toDeadLetter(row),
-      stepKey: row.step_key,
-      output: row.output,
-      outputUndefined: row.output_undefined,
-      compensationFn: row.compensation_fn,
-      workflowName: row.workflow_name,
-      taskStatus: row.task_status,
-    };
+  /** Claims the entry for a retry, on a session of its own (DeadLetterClaim); null when a retry or a discard holds it. */
+  claimForRetry(id: string): Promise<DeadLetterClaim | null> {
+    return DeadLetterClaim.take(this.db, id);
   }
 
-  /**
-   * The dead letter is resolved (its compensation succeeded on retry, or a person fixed the
-   * effect and discarded it): the entry goes; with `compensated` the step is marked undone;
-   * a `partial_rollback` task with no entry left becomes `rolled_back`. Returns the task's status.
-   */
-  async resolve(tx: SqlExecutor, deadLetter: DeadLetter, compensated: boolean): Promise<string | null> {
-    // Resolutions of one task's entries take turns on its row, and each reads the queue in a
-    // statement after the lock: two entries resolved at once cannot both still see the other.
-    await tx.query(`SELECT 1 FROM agent_tasks WHERE id = $1 FOR UPDATE`, [deadLetter.taskId]);
-    await tx.query(`DELETE FROM dead_letter_queue WHERE id = $1`, [deadLetter.id]);
-    if (compensated) {
-      await tx.query(`UPDATE step_runs SET compensated_at = clock_timestamp() WHERE id = $1 AND compensated_at IS NULL`, [
-        deadLetter.stepId,
-      ]);
-    }
-    const { rows } = await tx.query(
-      `WITH moved AS (
-         UPDATE agent_tasks SET status = 'rolled_back', updated_at = now()
-         WHERE id = $1 AND status = 'partial_rollback'
-           AND NOT EXISTS (SELECT 1 FROM dead_letter_queue WHERE task_id = $1)
-         RETURNING status
-       )
-       SELECT COALESCE((SELECT status FROM moved), (SELECT status FROM agent_tasks WHERE id = $1)) AS status`,
-      [deadLetter.taskId],
-    );
-    return rows[0]?.status ?? null;
+  /** Claims the entry for the rest of the caller's transaction (a discard); false when a retry or a discard holds it. */
+  async claimInTransaction(tx: SqlExecutor, id: string): Promise<boolean> {
+    const { rows } = await tx.query<{ claimed: boolean }>(`SELECT pg_try_advisory_xact_lock($1::bigint) AS claimed`, [deadLetterLockId(id)]);
+    return rows[0].claimed;
+  }
+
+  /** The entry with its step and task (sql/read-dead-letter-for-retry.ts); null when there is none. */
+  findForRetry(executor: SqlExecutor, id: string): Promise<DeadLetterForRetry | null> {
+    return readDeadLetterForRetry(executor, id);
+  }
+
+  /** The dead letter is resolved, inside the caller's transaction (sql/resolve-dead-letter.ts). Returns the task's status. */
+  resolve(tx: SqlExecutor, deadLetter: DeadLetter, compensated: boolean): Promise<string | null> {
+    return resolveDeadLetter(tx, deadLetter, compensated);
   }
 
   /** A retry failed again: one more retry counted, and the latest error kept. */
-  async recordRetryFailure(tx: SqlExecutor, id: string, errorJson: string): Promise<DeadLetter> {
-    const { rows } = await tx.query(
+  async recordRetryFailure(executor: SqlExecutor, id: string, errorJson: string): Promise<DeadLetter> {
+    const { rows } = await executor.query(
       `UPDATE dead_letter_queue SET retry_count = COALESCE(retry_count, 0) + 1, error = $2::jsonb
        WHERE id = $1 RETURNING ${DEAD_LETTER_COLUMNS}`,
       [id, errorJson],

@@ -33,6 +33,26 @@ export function clientExecutor(client: ClientBase): SqlExecutor {
 }
 
 /**
+ * Runs `work` in a transaction on `client`: committed when it resolves, rolled back when it
+ * throws (`onBroken` hears of a rollback that failed too: the connection is then unusable).
+ */
+export async function transactionOn<T>(
+  client: ClientBase,
+  work: (executor: SqlExecutor) => Promise<T>,
+  onBroken: (error: Error) => void = () => undefined,
+): Promise<T> {
+  try {
+    await client.query('BEGIN');
+    const result = await work(clientExecutor(client));
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(onBroken);
+    throw error;
+  }
+}
+
+/**
  * The engine's way into the host's TypeORM DataSource. Hot statements go straight to the
  * DataSource's own `pg` pool (prepared, one round trip, rows as they are); a caller's
  * EntityManager is used as is, so a submit joins the caller's transaction.
@@ -98,18 +118,16 @@ export class DuraflowDatabase implements SqlExecutor, OnModuleInit {
   /**
    * Runs `work` in a transaction on one pooled connection: committed when it resolves, rolled
    * back when it throws. A connection that failed is destroyed rather than returned to the pool.
+   *
+   * On the DataSource's own pg pool, not through a TypeORM QueryRunner: the executor must send
+   * several statements in one round trip and return the last one's rows (the claim does, and a
+   * caller may run it in here), which QueryRunner.query cannot; and it is the same pool either way.
    */
   async transaction<T>(work: (executor: SqlExecutor) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     let broken: Error | undefined;
     try {
-      await client.query('BEGIN');
-      const result = await work(clientExecutor(client));
-      await client.query('COMMIT');
-      return result;
-    } catch (error) {
-      await client.query('ROLLBACK').catch((rollbackError: Error) => (broken = rollbackError));
-      throw error;
+      return await transactionOn(client, work, (error) => (broken = error));
     } finally {
       client.release(broken);
     }

@@ -1,6 +1,6 @@
 /**
- * The SQL that fences a worker's writes and that defines "left to undo", in one place for
- * every store.
+ * The SQL that fences a run's writes on its claim, in one place for every store and every
+ * statement in sql/, with the order in which several task rows are locked.
  */
 
 /** WHERE condition on agent_tasks: the claim `$token` still owns the running task `$id`. */
@@ -26,13 +26,4 @@ export function ownedTaskRows(claims: string, lock: 'SHARE' | 'NO KEY UPDATE'): 
   return `SELECT id, claim_token FROM agent_tasks
           WHERE (id, claim_token) IN (SELECT task_id, claim_token FROM ${claims}) AND status = 'running'
           ORDER BY id FOR ${lock}`;
-}
-
-/**
- * Condition on a step_runs row `s`: completed, with a compensation that has not run and is
- * not in the dead-letter queue. A rollback undoes exactly these.
- */
-export function leftToUndo(s: string): string {
-  return `${s}.status = 'completed' AND ${s}.compensation_fn IS NOT NULL AND ${s}.compensated_at IS NULL
-          AND NOT EXISTS (SELECT 1 FROM dead_letter_queue d WHERE d.step_id = ${s}.id)`;
 }

@@ -1,12 +1,26 @@
 import { AgentTask, TaskError } from '../entities/agent-task.entity';
+import { DeadLetter } from '../entities/dead-letter.entity';
 import { StepRun } from '../entities/step-run.entity';
+
+/** A column list each prefixed with `alias.`, for statements that join. */
+function qualified(columns: string, alias: string): string {
+  return columns.replace(/(^|,\s*)(\w+)/g, `$1${alias}.$2`);
+}
 
 /** The columns a task is read with (never the fencing token). */
 export const TASK_COLUMNS = `id, workflow_name, status, input, output, error, priority, scheduled_at, started_at,
   completed_at, heartbeat_at, worker_id, retry_count, max_retries, created_at, updated_at, deleted_at, idempotency_key, rollback_reason`;
 
+/** TASK_COLUMNS for statements that join agent_tasks as `t`: `t.id, t.workflow_name, ...`. */
+export const TASK_COLUMNS_OF_T = qualified(TASK_COLUMNS, 't');
+
 export const STEP_COLUMNS = `id, task_id, step_key, status, input, output, error, compensation_fn, compensated_at,
   started_at, completed_at, created_at, attempt, completion_seq`;
+
+export const DEAD_LETTER_COLUMNS = `id, task_id, step_id, error, retry_count, created_at`;
+
+/** DEAD_LETTER_COLUMNS for statements that join dead_letter_queue as `d`. */
+export const DEAD_LETTER_COLUMNS_OF_D = qualified(DEAD_LETTER_COLUMNS, 'd');
 
 export function toAgentTask(row: Record<string, any>): AgentTask {
   const task = new AgentTask();
@@ -49,4 +63,15 @@ export function toStepRun(row: Record<string, any>): StepRun {
   step.attempt = row.attempt;
   step.completionSeq = row.completion_seq;
   return step;
+}
+
+export function toDeadLetter(row: Record<string, any>): DeadLetter {
+  return Object.assign(new DeadLetter(), {
+    id: row.id,
+    taskId: row.task_id,
+    stepId: row.step_id,
+    error: row.error,
+    retryCount: row.retry_count,
+    createdAt: row.created_at,
+  });
 }

@@ -3,6 +3,7 @@ import { StepRun } from '../entities/step-run.entity';
 import { JsonPreview, StepSummary } from '../interfaces/task-summaries';
 import { DuraflowDatabase } from './duraflow-database';
 import { ownedTaskRow, ownedTaskRows } from './fencing';
+import { deadLettered } from './rollback-rules';
 import { STEP_COLUMNS, toStepRun } from './row-mappers';
 
 /** What a run needs to know of a step it may have run before. */
@@ -32,6 +33,16 @@ export interface CompletedStep {
   completionSeq: number;
 }
 
+/** A failed attempt of a step, as its run writes it (fenced on the run's claim). */
+export interface FailedStepAttempt {
+  taskId: string;
+  claimToken: string;
+  stepKey: string;
+  errorJson: string;
+  attempt: number;
+  startedAt: Date;
+}
+
 /** A completed step with a compensation, as a rollback sees it. */
 export interface CompensableStep {
   id: string;
@@ -51,7 +62,21 @@ const INSERT_COMPLETED_STEP = `INSERT INTO step_runs (task_id, step_key, status,
        SELECT $1, $2, 'completed', $4::jsonb, $5, $6, $7, clock_timestamp(), $8
        FROM (${OWNED_TASK}) owner`;
 
-/** Every statement on `step_runs`. */
+/**
+ * Sets a step's `compensated_at`, once (it is never cleared), for the step `stepId` (an SQL
+ * expression) when `fence` holds: the rollback's claim owns the task, or the dead letter of the
+ * step was just removed by the retry that ran its compensation.
+ */
+export function markCompensatedSql(stepId: string, fence: string): string {
+  return `UPDATE step_runs SET compensated_at = clock_timestamp()
+          WHERE id = ${stepId} AND compensated_at IS NULL AND ${fence}`;
+}
+
+/**
+ * The statements that write `step_runs` (a run's checkpoints, a rollback's marks, each fenced
+ * on its run's claim through fencing.ts) and read it. They read `agent_tasks` only through the
+ * fencing fragments and `dead_letter_queue` only through rollback-rules.ts.
+ */
 @Injectable()
 export class StepStore {
   constructor(private readonly db: DuraflowDatabase) {}
@@ -144,14 +169,7 @@ export class StepStore {
   }
 
   /** Fenced: records a failed attempt (the error and the attempt number). */
-  async recordStepFailed(step: {
-    taskId: string;
-    claimToken: string;
-    stepKey: string;
-    errorJson: string;
-    attempt: number;
-    startedAt: Date;
-  }): Promise<boolean> {
+  async recordStepFailed(step: FailedStepAttempt): Promise<boolean> {
     const { rowCount } = await this.db.query(
       `INSERT INTO step_runs (task_id, step_key, status, error, attempt, started_at)
        SELECT $1, $2, 'failed', $4::jsonb, $5, $6
@@ -168,13 +186,13 @@ export class StepStore {
 
   /**
    * The steps a rollback undoes, in the order it undoes them: LIFO by completion time, ties
-   * broken by the order the run completed them (the seed's "Saga Rollback" query, made total).
+   * broken by the order the run completed them (two steps can complete within one clock tick).
    */
   async listCompensableSteps(taskId: string): Promise<CompensableStep[]> {
     const { rows } = await this.db.query(
       `SELECT s.id, s.step_key, s.output, s.output IS NULL AS output_undefined, s.compensation_fn,
               s.compensated_at IS NOT NULL AS compensated,
-              EXISTS (SELECT 1 FROM dead_letter_queue d WHERE d.step_id = s.id) AS dead_lettered
+              ${deadLettered('s')} AS dead_lettered
        FROM step_runs s
        WHERE s.task_id = $1 AND s.status = 'completed' AND s.compensation_fn IS NOT NULL
        ORDER BY s.completed_at DESC, s.completion_seq DESC NULLS LAST`,
@@ -195,9 +213,7 @@ export class StepStore {
   /** Fenced: the compensation of this step succeeded. Set once; never cleared. */
   async markCompensated(taskId: string, claimToken: string, stepId: string): Promise<boolean> {
     const { rowCount } = await this.db.query(
-      `UPDATE step_runs SET compensated_at = clock_timestamp()
-       WHERE id = $2 AND task_id = $1 AND compensated_at IS NULL
-         AND EXISTS (${OWNED_TASK})`,
+      markCompensatedSql('$2', `task_id = $1 AND EXISTS (${OWNED_TASK})`),
       [taskId, stepId, claimToken],
       'duraflow_step_compensated',
     );

@@ -4,9 +4,13 @@ import { AgentTask, RollbackReason } from '../entities/agent-task.entity';
 import { TaskStatus } from '../interfaces/task-status';
 import { KeysetPosition, keysetPageSql, olderThan, StoredPage } from './cursor';
 import { DuraflowDatabase, SqlExecutor } from './duraflow-database';
-import { leftToUndo, ownedBy, ownedTaskRows } from './fencing';
+import { ownedBy, ownedTaskRows } from './fencing';
 import { countLiteral, textLiteral, varcharArrayLiteral } from './literals';
-import { TASK_COLUMNS, toAgentTask } from './row-mappers';
+import { TASK_COLUMNS, TASK_COLUMNS_OF_T, toAgentTask } from './row-mappers';
+import { cancelTask } from './sql/cancel-task';
+import { finishRollback } from './sql/finish-rollback';
+import { ReapedTask, reapStaleTasks } from './sql/reap-stale-tasks';
+import { CancelRollbackTakeOver, takeOverForCancelRollback } from './sql/take-over-for-cancel-rollback';
 
 export interface NewTask {
   workflowName: string;
@@ -48,22 +52,8 @@ export interface TaskListRow {
   createdAtMicros: string;
 }
 
-/** What the reaper did with one stale task. */
-export interface ReapedTask {
-  id: string;
-  /** The status it was left in. */
-  status: TaskStatus;
-  retryCount: number;
-  workflowName: string;
-  /** The `code` of the task's error (null while it has none). */
-  errorCode: string | null;
-  /** requeue: to run again; rollback: retries used up, to undo its steps; abandon/end: finished by the reaper. */
-  action: 'requeue' | 'rollback' | 'abandon' | 'end';
-}
-
 /** A write guarded by the claim: lands only while this claim still owns a running task. */
 const OWNED = ownedBy('$1', '$2');
-
 /**
  * The claim's transaction (through the pool, the claim alone) runs with these, LOCAL to it.
  *
@@ -95,7 +85,14 @@ const CLAIM_SETTINGS = `SELECT ${[
   .map((setting) => `set_config('${setting}', 'off', true)`)
   .join(', ')}`;
 
-/** Every statement on `agent_tasks`. */
+/**
+ * The way in to `agent_tasks`: submit, reads and lists, claim, heartbeat, completion, failure,
+ * cancel and hand-back, each written here but cancel's (sql/cancel-task.ts, which cancel's
+ * take-over runs too). The operations that also write `step_runs` or `dead_letter_queue`, or
+ * decide on what they hold, in the same statement or transaction (a reaping pass, the end of a
+ * rollback, cancel's take-over) are written in `sql/`, one file per operation, and reached
+ * through here: each starts by locking task rows.
+ */
 @Injectable()
 export class TaskStore {
   constructor(private readonly db: DuraflowDatabase) {}
@@ -215,7 +212,7 @@ export class TaskStore {
          FOR UPDATE SKIP LOCKED
        ) claimable
        WHERE t.id = claimable.id
-       RETURNING ${TASK_COLUMNS.replace(/(^|,\s*)(\w+)/g, '$1t.$2')}, t.claim_token, claimable.fresh`,
+       RETURNING ${TASK_COLUMNS_OF_T}, t.claim_token, claimable.fresh`,
     );
     return rows
       .map((row) => ({ task: toAgentTask(row), claimToken: row.claim_token as string, fresh: row.fresh as boolean }))
@@ -276,75 +273,14 @@ export class TaskStore {
     return rowCount > 0;
   }
 
-  /**
-   * Fenced: the rollback is over. `cancelled` for a cancel; else `partial_rollback` when a
-   * compensation of this task is in the dead-letter queue, `rolled_back` when there was
-   * something to undo and it all was, `failed` when there was nothing to undo. The error stays.
-   */
-  async finishRollback(id: string, claimToken: string, reason: RollbackReason, undidSomething: boolean): Promise<TaskStatus | null> {
-    // The task row is locked first and the queue read in a later statement, so a dead-letter
-    // retry that resolved an entry meanwhile (it locks the same row) is seen.
-    return this.db.transaction(async (tx) => {
-      const owned = await tx.query(`SELECT 1 FROM agent_tasks WHERE ${OWNED} FOR UPDATE`, [id, claimToken]);
-      if (!owned.rowCount) return null;
-      const { rows } = await tx.query<{ status: TaskStatus }>(
-        `WITH done AS (
-           UPDATE agent_tasks
-           SET status = CASE
-                 WHEN $2 = 'cancelled' THEN 'cancelled'
-                 WHEN EXISTS (SELECT 1 FROM dead_letter_queue WHERE task_id = $1) THEN 'partial_rollback'
-                 WHEN $3 THEN 'rolled_back'
-                 ELSE 'failed' END,
-               completed_at = now(), updated_at = now()
-           WHERE id = $1 RETURNING id, status
-         )
-         SELECT status, pg_notify('${TASK_FINISHED_CHANNEL}', id::text) FROM done`,
-        [id, reason, undidSomething],
-        'duraflow_finish_rollback',
-      );
-      return rows[0]?.status ?? null;
-    });
+  /** Fenced: the rollback is over (sql/finish-rollback.ts). Null when the claim no longer owns the task. */
+  finishRollback(id: string, claimToken: string, reason: RollbackReason, hadStepsToUndo: boolean): Promise<TaskStatus | null> {
+    return finishRollback(this.db, id, claimToken, reason, hadStepsToUndo);
   }
 
-  /**
-   * cancel(id, { compensate: true }): a pending or running task with steps to undo is taken
-   * over for a `cancelled` rollback under a new claim (the worker running it is fenced out and
-   * told through NOTIFY); one with nothing to undo is simply cancelled. The task row is locked
-   * before the steps are read, so a checkpoint committed meanwhile is seen.
-   */
-  async takeOverForCancelRollback(
-    id: string,
-    workerId: string,
-  ): Promise<{ previousStatus: string | null; task: AgentTask | null; claimToken: string | null }> {
-    return this.db.transaction(async (tx) => {
-      const locked = await tx.query<{ status: string }>(`SELECT status FROM agent_tasks WHERE id = $1 FOR UPDATE`, [id]);
-      if (!locked.rows.length) return { previousStatus: null, task: null, claimToken: null };
-      const previousStatus = locked.rows[0].status;
-      if (previousStatus !== 'pending' && previousStatus !== 'running') return { previousStatus, task: null, claimToken: null };
-      const { rows } = await tx.query(
-        `WITH undo AS (
-           SELECT EXISTS (
-             SELECT 1 FROM step_runs s WHERE s.task_id = $1 AND ${leftToUndo('s')}
-           ) AS needed
-         ), updated AS (
-           UPDATE agent_tasks t
-           SET status = CASE WHEN undo.needed THEN 'running' ELSE 'cancelled' END,
-               rollback_reason = CASE WHEN undo.needed THEN 'cancelled' ELSE t.rollback_reason END,
-               worker_id = CASE WHEN undo.needed THEN $2 ELSE t.worker_id END,
-               claim_token = CASE WHEN undo.needed THEN gen_random_uuid() ELSE t.claim_token END,
-               heartbeat_at = CASE WHEN undo.needed THEN now() ELSE t.heartbeat_at END,
-               started_at = COALESCE(t.started_at, now()),
-               completed_at = CASE WHEN undo.needed THEN NULL ELSE now() END,
-               updated_at = now()
-           FROM undo WHERE t.id = $1
-           RETURNING ${TASK_COLUMNS.replace(/(^|,\s*)(\w+)/g, '$1t.$2')}, t.claim_token, undo.needed
-         )
-         SELECT updated.*, pg_notify('${TASK_FINISHED_CHANNEL}', id::text) FROM updated`,
-        [id, workerId],
-      );
-      const row = rows[0];
-      return { previousStatus, task: toAgentTask(row), claimToken: row.needed ? row.claim_token : null };
-    });
+  /** cancel(id, { compensate: true }): the task taken over for its rollback, or cancelled (sql/take-over-for-cancel-rollback.ts). */
+  takeOverForCancelRollback(id: string, workerId: string): Promise<CancelRollbackTakeOver> {
+    return takeOverForCancelRollback(this.db, id, workerId);
   }
 
   /**
@@ -390,91 +326,13 @@ export class TaskStore {
    * Cancels a pending or running task. A running one is fenced out at once (its claim no
    * longer owns a running task); the NOTIFY tells its worker to abort the current step.
    */
-  async cancelTask(id: string): Promise<{ task: AgentTask | null; previousStatus: string | null }> {
-    const { rows } = await this.db.query(
-      `WITH target AS (
-         SELECT id, status FROM agent_tasks WHERE id = $1 FOR UPDATE
-       ), cancelled AS (
-         UPDATE agent_tasks t SET status = 'cancelled', completed_at = now(), updated_at = now()
-         FROM target WHERE t.id = target.id AND target.status IN ('pending', 'running')
-         RETURNING ${TASK_COLUMNS.replace(/(^|,\s*)(\w+)/g, '$1t.$2')}
-       )
-       SELECT target.status AS previous_status, cancelled.*,
-              (SELECT pg_notify('${TASK_FINISHED_CHANNEL}', id::text) FROM cancelled) AS notified
-       FROM target LEFT JOIN cancelled ON cancelled.id = target.id`,
-      [id],
-    );
-    if (!rows.length) return { task: null, previousStatus: null };
-    const row = rows[0];
-    return { task: row.id ? toAgentTask(row) : null, previousStatus: row.previous_status };
+  cancelTask(id: string): Promise<{ task: AgentTask | null; previousStatus: string | null }> {
+    return cancelTask(this.db, id);
   }
 
-  /**
-   * Recovers running tasks whose heartbeat is older than `staleAfterMs`, in one statement that
-   * locks each stale row (SKIP LOCKED) and re-checks it, so two reapers never double-count:
-   * - retries left: back to `pending`, one more retry counted (a rollback in progress resumes);
-   * - retries used up, steps to undo: back to `pending` for its rollback (error MAX_RETRIES_EXCEEDED);
-   * - retries used up during a rollback: the compensations not yet run go to the dead-letter
-   *   queue, and the task ends `partial_rollback` (`cancelled` for a cancel);
-   * - retries used up, nothing (left) to undo: the task ends (`failed` with MAX_RETRIES_EXCEEDED,
-   *   or the rollback's final status).
-   */
-  async reapStaleTasks(staleAfterMs: number): Promise<ReapedTask[]> {
-    const { rows } = await this.db.query(
-      `WITH stale AS (
-         SELECT t.id, t.retry_count, t.max_retries, t.rollback_reason,
-                EXISTS (
-                  SELECT 1 FROM step_runs s WHERE s.task_id = t.id AND ${leftToUndo('s')}
-                ) AS undo_left,
-                EXISTS (SELECT 1 FROM dead_letter_queue d WHERE d.task_id = t.id) AS dead_lettered
-         FROM agent_tasks t
-         WHERE t.status = 'running' AND t.heartbeat_at < now() - $1 * interval '1 millisecond'
-         FOR UPDATE OF t SKIP LOCKED
-       ), decided AS (
-         SELECT stale.*,
-                CASE WHEN COALESCE(retry_count, 0) < COALESCE(max_retries, 0) THEN 'requeue'
-                     WHEN rollback_reason IS NULL AND undo_left THEN 'rollback'
-                     WHEN rollback_reason IS NOT NULL AND undo_left THEN 'abandon'
-                     ELSE 'end' END AS action
-         FROM stale
-       ), abandoned AS (
-         INSERT INTO dead_letter_queue (task_id, step_id, error)
-         SELECT s.task_id, s.id, jsonb_build_object(
-                  'code', 'MAX_RETRIES_EXCEEDED', 'name', 'MaxRetriesExceededError', 'stepKey', s.step_key,
-                  'compensationFn', s.compensation_fn,
-                  'message', 'The worker running this rollback stopped heartbeating and the task''s retries are used up; '
-                             || 'the compensation was not run (or not recorded). Retry it from the dead-letter queue.')
-         FROM step_runs s JOIN decided ON decided.id = s.task_id AND decided.action = 'abandon'
-         WHERE ${leftToUndo('s')}
-         ON CONFLICT (step_id) DO NOTHING
-       ), reaped AS (
-         UPDATE agent_tasks t
-         SET status = CASE
-               WHEN d.action IN ('requeue', 'rollback') THEN 'pending'
-               WHEN t.rollback_reason = 'cancelled' THEN 'cancelled'
-               WHEN d.action = 'abandon' OR d.dead_lettered THEN 'partial_rollback'
-               WHEN t.rollback_reason IS NOT NULL THEN 'rolled_back'
-               ELSE 'failed' END,
-             retry_count = CASE WHEN d.action = 'requeue' THEN COALESCE(t.retry_count, 0) + 1 ELSE t.retry_count END,
-             rollback_reason = CASE WHEN d.action = 'rollback' THEN 'failed' ELSE t.rollback_reason END,
-             error = CASE WHEN d.action = 'requeue' OR t.rollback_reason IS NOT NULL THEN t.error ELSE jsonb_build_object(
-               'code', 'MAX_RETRIES_EXCEEDED', 'name', 'MaxRetriesExceededError',
-               'message', 'The task''s worker stopped heartbeating ' || (COALESCE(t.retry_count, 0) + 1)
-                          || ' time(s); max_retries is ' || COALESCE(t.max_retries, 0) || '.') END,
-             completed_at = CASE WHEN d.action IN ('requeue', 'rollback') THEN NULL ELSE now() END,
-             worker_id = NULL, claim_token = NULL, heartbeat_at = NULL, updated_at = now()
-         FROM decided d
-         WHERE t.id = d.id
-         RETURNING t.id, t.status, t.retry_count, t.workflow_name, t.error ->> 'code' AS error_code, d.action
-       )
-       SELECT id, status, retry_count, workflow_name, error_code, action,
-              pg_notify(CASE WHEN status = 'pending' THEN '${TASK_SUBMITTED_CHANNEL}' ELSE '${TASK_FINISHED_CHANNEL}' END,
-                        CASE WHEN status = 'pending' THEN workflow_name ELSE id::text END)
-       FROM reaped`,
-      [staleAfterMs],
-      'duraflow_reap',
-    );
-    return rows.map((row) => ({ id: row.id, status: row.status, retryCount: row.retry_count, workflowName: row.workflow_name, errorCode: row.error_code, action: row.action }));
+  /** One reaping pass over the tasks stale for longer than `staleAfterMs` (sql/reap-stale-tasks.ts). */
+  reapStaleTasks(staleAfterMs: number): Promise<ReapedTask[]> {
+    return reapStaleTasks(this.db, staleAfterMs);
   }
 
   /**

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
-import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
+import { RESOLVED_DURAFLOW_OPTIONS, UUID_PATTERN } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { AgentTask } from '../entities/agent-task.entity';
 import { DeadLetter } from '../entities/dead-letter.entity';
@@ -12,10 +12,13 @@ import {
   DeadLetterTaskActiveError,
   InvalidListOptionsError,
 } from '../errors';
-import { deadLetterError, runCompensation } from '../execution/compensation';
-import { decodeCursor, keysetPage, listLimit, UUID_PATTERN } from '../persistence/cursor';
-import { DeadLetterForRetry, DeadLetterStore } from '../persistence/dead-letter.store';
-import { DuraflowDatabase, SqlExecutor } from '../persistence/duraflow-database';
+import { runCompensation } from '../execution/compensation';
+import { deadLetterError } from '../persistence/dead-letter-error';
+import { decodeCursor, keysetPage, listLimit } from '../persistence/cursor';
+import { DeadLetterClaim } from '../persistence/dead-letter-claim';
+import { DeadLetterStore } from '../persistence/dead-letter.store';
+import { DuraflowDatabase } from '../persistence/duraflow-database';
+import { DeadLetterForRetry } from '../persistence/sql/read-dead-letter-for-retry';
 import { TaskStore } from '../persistence/task.store';
 
 export interface ListDeadLettersOptions {
@@ -44,7 +47,7 @@ export interface DeadLetterRetryResult {
 
 /**
  * The dead-letter queue of compensations that failed for good (the rollback itself runs in
- * the worker): list the entries, retry one (the seeds' `dlqRepo.retry(id)`), or discard one
+ * the worker): list the entries, retry one, or discard one
  * whose effect a person undid by hand.
  */
 @Injectable()
@@ -58,8 +61,8 @@ export class SagaService {
   ) {}
 
   /**
-   * Dead letters, newest first (the seed's "Find failed compensations" order), paged with a
-   * keyset cursor; a page holds at most `limit` entries and `maxListPageBytes` (at least one entry).
+   * Dead letters, newest first, paged with a keyset cursor; a page holds at most `limit` entries
+   * and `maxListPageBytes` (at least one entry).
    */
   async listDeadLetters(options: ListDeadLettersOptions = {}): Promise<DeadLetterPage> {
     const limit = listLimit(options.limit);
@@ -79,42 +82,27 @@ export class SagaService {
    * Runs the entry's compensation once more (one attempt, with its timeout) on the output saved
    * for its step. Success removes the entry, sets the step's `compensated_at`, and moves the task
    * from `partial_rollback` to `rolled_back` when no entry of it is left; failure counts one more
-   * retry and keeps the entry with the new error. The entry is locked meanwhile, so two retries
-   * of one entry never run its compensation twice at once.
+   * retry and keeps the entry with the new error. The entry is claimed meanwhile (an advisory lock
+   * held by a connection of its own, outside the pool): the compensation runs with no transaction
+   * open and no row locked, two retries of one entry never run it twice at once, and a process
+   * that dies mid-retry leaves the entry to be retried.
    *
    * @throws DeadLetterNotFoundError, DeadLetterBusyError, CompensationNotRegisteredError, DeadLetterOrphanedError (nothing written)
    */
   async retryDeadLetter(id: string): Promise<DeadLetterRetryResult> {
-    const result = await this.withLockedEntry(id, async (tx, entry) => {
-      if (entry.stepKey === null) throw new DeadLetterOrphanedError(id);
-      const compensation =
-        entry.compensationFn && entry.workflowName
-          ? this.registry.resolveCompensation(entry.workflowName, entry.stepKey, entry.compensationFn)
-          : undefined;
-      if (!compensation) throw new CompensationNotRegisteredError(String(entry.compensationFn), entry.stepKey, entry.workflowName ?? undefined);
-      const outcome = await runCompensation({
-        compensation,
-        output: entry.outputUndefined ? undefined : entry.output,
-        runId: entry.deadLetter.taskId,
-        workflowName: entry.workflowName ?? '',
-        stepKey: entry.stepKey,
-        signal: new AbortController().signal,
-        maxAttempts: 1,
-      });
-      if (outcome.ok) {
-        await this.deadLetters.resolve(tx, entry.deadLetter, true);
-        return { outcome: 'compensated' as const, deadLetter: null };
-      }
-      const error = deadLetterError(outcome.error, {
-        stepKey: entry.stepKey,
-        compensationFn: entry.compensationFn,
-        attempt: 1,
-        retry: (entry.deadLetter.retryCount ?? 0) + 1,
-      });
-      return { outcome: 'failed' as const, deadLetter: await this.deadLetters.recordRetryFailure(tx, id, JSON.stringify(error)) };
-    });
-    const { taskId, ...retried } = result;
-    return { ...retried, task: await this.tasks.findTask(taskId) };
+    if (typeof id !== 'string' || !UUID_PATTERN.test(id)) throw new DeadLetterNotFoundError(String(id));
+    const claim = await this.deadLetters.claimForRetry(id);
+    if (!claim) throw new DeadLetterBusyError(id);
+    let retried: Omit<DeadLetterRetryResult, 'task'> & { taskId: string };
+    try {
+      const entry = await this.deadLetters.findForRetry(claim.session, id);
+      if (!entry) throw new DeadLetterNotFoundError(id);
+      retried = { ...(await this.retryClaimed(claim, entry)), taskId: entry.deadLetter.taskId };
+    } finally {
+      await claim.release();
+    }
+    const { taskId, ...result } = retried;
+    return { ...result, task: await this.tasks.findTask(taskId) };
   }
 
   /**
@@ -125,26 +113,40 @@ export class SagaService {
    * @throws DeadLetterNotFoundError, DeadLetterBusyError, DeadLetterTaskActiveError (its task is still rolling back)
    */
   async discardDeadLetter(id: string): Promise<AgentTask | null> {
-    const { taskId } = await this.withLockedEntry(id, async (tx, entry) => {
+    if (typeof id !== 'string' || !UUID_PATTERN.test(id)) throw new DeadLetterNotFoundError(String(id));
+    const taskId = await this.db.transaction(async (tx) => {
+      if (!(await this.deadLetters.claimInTransaction(tx, id))) throw new DeadLetterBusyError(id);
+      const entry = await this.deadLetters.findForRetry(tx, id);
+      if (!entry) throw new DeadLetterNotFoundError(id);
       if (entry.taskStatus === 'pending' || entry.taskStatus === 'running') {
         throw new DeadLetterTaskActiveError(id, entry.deadLetter.taskId, entry.taskStatus);
       }
       await this.deadLetters.resolve(tx, entry.deadLetter, false);
-      return {};
+      return entry.deadLetter.taskId;
     });
     return this.tasks.findTask(taskId);
   }
 
-  private async withLockedEntry<T extends object>(
-    id: string,
-    work: (tx: SqlExecutor, entry: DeadLetterForRetry) => Promise<T>,
-  ): Promise<T & { taskId: string }> {
-    if (typeof id !== 'string' || !UUID_PATTERN.test(id)) throw new DeadLetterNotFoundError(String(id));
-    return this.db.transaction(async (tx) => {
-      const entry = await this.deadLetters.lockForRetry(tx, id);
-      if (entry === 'busy') throw new DeadLetterBusyError(id);
-      if (!entry) throw new DeadLetterNotFoundError(id);
-      return { ...(await work(tx, entry)), taskId: entry.deadLetter.taskId };
+  /** The compensation of a claimed entry, run outside any transaction, and its outcome written on the claim's session. */
+  private async retryClaimed(claim: DeadLetterClaim, entry: DeadLetterForRetry): Promise<Omit<DeadLetterRetryResult, 'task'>> {
+    const { deadLetter, stepKey, compensationFn, workflowName } = entry;
+    if (stepKey === null) throw new DeadLetterOrphanedError(deadLetter.id);
+    const compensation = compensationFn && workflowName ? this.registry.resolveCompensation(workflowName, stepKey, compensationFn) : undefined;
+    if (!compensation) throw new CompensationNotRegisteredError(String(compensationFn), stepKey, workflowName ?? undefined);
+    const outcome = await runCompensation({
+      compensation,
+      output: entry.outputUndefined ? undefined : entry.output,
+      runId: deadLetter.taskId,
+      workflowName: workflowName ?? '',
+      stepKey,
+      signal: new AbortController().signal,
+      maxAttempts: 1,
     });
+    if (outcome.ok) {
+      await claim.transaction((tx) => this.deadLetters.resolve(tx, deadLetter, true));
+      return { outcome: 'compensated', deadLetter: null };
+    }
+    const error = deadLetterError(outcome.error, { stepKey, compensationFn, attempt: 1, retry: (deadLetter.retryCount ?? 0) + 1 });
+    return { outcome: 'failed', deadLetter: await this.deadLetters.recordRetryFailure(claim.session, deadLetter.id, JSON.stringify(error)) };
   }
 }

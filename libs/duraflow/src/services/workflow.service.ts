@@ -1,35 +1,37 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
-import { RegisteredWorkflow, WorkflowRegistry } from '../discovery/workflow.registry';
-import { RESOLVED_DURAFLOW_OPTIONS, WORKFLOW_NAME_PATTERN } from '../duraflow.constants';
+import { LeaseHeartbeat } from '../background/lease-heartbeat';
+import { WorkflowRegistry } from '../discovery/workflow.registry';
+import { RESOLVED_DURAFLOW_OPTIONS, UUID_PATTERN, WORKFLOW_NAME_PATTERN } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { AgentTask } from '../entities/agent-task.entity';
 import { StepRun } from '../entities/step-run.entity';
 import {
   IdempotencyKeyConflictError,
-  InputTooLargeError,
-  InputValidationError,
   InvalidListOptionsError,
-  InvalidSubmitOptionsError,
-  InvalidWaitOptionsError,
   InvalidWorkflowNameError,
   TaskAlreadyFinishedError,
   TaskNotFoundError,
   WaitForTimeoutError,
 } from '../errors';
-import { jsonPathDeeperThan, toJson } from '../execution/json';
-import { LeaseHeartbeat } from '../execution/lease-heartbeat';
 import { SagaExecutor } from '../execution/saga-executor';
-import { TaskLease } from '../execution/task-lease';
 import { isTerminalStatus, TaskStatus } from '../interfaces/task-status';
 import { StepSummary, StepSummaryOptions, TaskCountFilter, TaskCounts, TaskProgress } from '../interfaces/task-summaries';
+import { TaskLeases } from '../lease/task-leases';
 import { TaskNotifications } from '../notifications/task-notifications';
-import { decodeCursor, keysetPage, listLimit, UUID_PATTERN } from '../persistence/cursor';
+import { decodeCursor, keysetPage, listLimit } from '../persistence/cursor';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
-import { readTaskProgress } from '../persistence/read-task-progress';
+import { readTaskProgress } from '../persistence/sql/read-task-progress';
 import { StepStore } from '../persistence/step.store';
 import { TaskStore } from '../persistence/task.store';
-import { validateDtoInput } from '../validation/dto-input';
+import {
+  checkPreviewChars,
+  checkSubmitInput,
+  checkSubmitManyOptions,
+  checkSubmitOptions,
+  checkWaitOptions,
+  createdRange,
+} from '../validation/call-options';
 
 export interface SubmitOptions {
   /** Higher runs first. Default 0. */
@@ -89,24 +91,6 @@ export interface WaitForOptions {
   pollIntervalMs?: number;
 }
 
-const INT32_MAX = 2_147_483_647;
-const DEFAULT_PREVIEW_CHARS = 2048;
-const MAX_PREVIEW_CHARS = 1024 * 1024;
-const MAX_SUBMIT_MANY = 10_000;
-/** waitFor polls no more often than this: a tighter loop would only load the database. */
-const MIN_WAIT_POLL_MS = 10;
-/** The longest delay a Node timer takes (about 24.8 days); a longer one fires at once. */
-const MAX_TIMER_MS = INT32_MAX;
-
-/** A waitFor option: unset takes its default; else a whole number of ms from `min` to MAX_TIMER_MS. */
-function waitOption(option: string, value: unknown, defaultMs: number, min: number): number {
-  if (value === undefined) return defaultMs;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > MAX_TIMER_MS) {
-    throw new InvalidWaitOptionsError(option, `must be a whole number of milliseconds from ${min} to ${MAX_TIMER_MS}, got ${String(value)}.`);
-  }
-  return value;
-}
-
 /** Submit, inspect, list, cancel and await workflow runs. */
 @Injectable()
 export class WorkflowService {
@@ -118,6 +102,7 @@ export class WorkflowService {
     private readonly steps: StepStore,
     private readonly notifications: TaskNotifications,
     private readonly saga: SagaExecutor,
+    private readonly leases: TaskLeases,
     private readonly heartbeat: LeaseHeartbeat,
   ) {}
 
@@ -149,8 +134,8 @@ export class WorkflowService {
   ): Promise<SubmitResult> {
     if (typeof name !== 'string' || !WORKFLOW_NAME_PATTERN.test(name)) throw new InvalidWorkflowNameError(name);
     const workflow = this.registry.get(name);
-    const opts = this.checkSubmitOptions(options ?? {});
-    const inputJson = await this.checkInput(workflow, input);
+    const opts = checkSubmitOptions(options ?? {});
+    const inputJson = await checkSubmitInput(workflow, input, this.options);
 
     const { task, created, sameInput } = await this.tasks.insertTask(this.db.forManager(manager ?? options?.manager), {
       workflowName: name,
@@ -177,15 +162,9 @@ export class WorkflowService {
   ): Promise<AgentTask[]> {
     if (typeof name !== 'string' || !WORKFLOW_NAME_PATTERN.test(name)) throw new InvalidWorkflowNameError(name);
     const workflow = this.registry.get(name);
-    if (!Array.isArray(inputs) || inputs.length > MAX_SUBMIT_MANY) {
-      throw new InvalidSubmitOptionsError('inputs', `must be an array of at most ${MAX_SUBMIT_MANY} inputs.`);
-    }
-    if ((options as SubmitOptions)?.idempotencyKey !== undefined) {
-      throw new InvalidSubmitOptionsError('idempotencyKey', 'is not accepted by submitMany: submit those tasks one by one.');
-    }
-    const opts = this.checkSubmitOptions(options ?? {});
+    const opts = checkSubmitManyOptions(inputs, options ?? {});
     const inputsJson: string[] = [];
-    for (const [index, input] of inputs.entries()) inputsJson.push(await this.checkInput(workflow, input, index));
+    for (const [index, input] of inputs.entries()) inputsJson.push(await checkSubmitInput(workflow, input, this.options, index));
     if (!inputsJson.length) return [];
     return this.tasks.insertTasks(this.db.forManager(options?.manager), {
       workflowName: name,
@@ -256,10 +235,7 @@ export class WorkflowService {
    * @throws InvalidListOptionsError for `previewChars` outside 1..1,048,576
    */
   async getStepSummaries(id: string, options: StepSummaryOptions = {}): Promise<StepSummary[]> {
-    const previewChars = options.previewChars ?? DEFAULT_PREVIEW_CHARS;
-    if (!Number.isSafeInteger(previewChars) || previewChars < 1 || previewChars > MAX_PREVIEW_CHARS) {
-      throw new InvalidListOptionsError('previewChars', `must be an integer from 1 to ${MAX_PREVIEW_CHARS}, got ${String(options.previewChars)}.`);
-    }
+    const previewChars = checkPreviewChars(options.previewChars);
     if (typeof id !== 'string' || !UUID_PATTERN.test(id)) return [];
     return this.steps.listStepSummaries(id, previewChars);
   }
@@ -301,7 +277,7 @@ export class WorkflowService {
     if (!previousStatus) throw new TaskNotFoundError(id);
     if (!task) throw new TaskAlreadyFinishedError(id, previousStatus);
     if (!claimToken) return task;
-    const lease = new TaskLease(id, claimToken);
+    const lease = this.leases.open(id, claimToken);
     this.heartbeat.hold(lease);
     try {
       await this.saga.rollback(task, lease, 'cancelled');
@@ -317,8 +293,7 @@ export class WorkflowService {
    * @throws InvalidWaitOptionsError (before anything is read), TaskNotFoundError, WaitForTimeoutError
    */
   async waitFor(id: string, options: WaitForOptions = {}): Promise<AgentTask> {
-    const timeoutMs = waitOption('timeoutMs', options?.timeoutMs, 30_000, 0);
-    const pollIntervalMs = waitOption('pollIntervalMs', options?.pollIntervalMs, 200, MIN_WAIT_POLL_MS);
+    const { timeoutMs, pollIntervalMs } = checkWaitOptions(options ?? {});
     const deadline = Date.now() + timeoutMs;
     let notified = false;
     let wake: () => void = () => undefined;
@@ -350,72 +325,4 @@ export class WorkflowService {
       unsubscribe();
     }
   }
-
-  private checkSubmitOptions(options: SubmitOptions) {
-    const priority = options.priority ?? 0;
-    if (!Number.isInteger(priority) || priority < -INT32_MAX - 1 || priority > INT32_MAX) {
-      throw new InvalidSubmitOptionsError('priority', `must be an integer (32-bit), got ${String(options.priority)}.`);
-    }
-    let scheduledAt: Date | null = null;
-    if (options.scheduledAt !== undefined && options.scheduledAt !== null) {
-      scheduledAt = options.scheduledAt instanceof Date ? options.scheduledAt : new Date(options.scheduledAt);
-      if (Number.isNaN(scheduledAt.getTime())) {
-        throw new InvalidSubmitOptionsError('scheduledAt', `must be a Date or an ISO-8601 string, got ${String(options.scheduledAt)}.`);
-      }
-    }
-    const maxRetries = options.maxRetries;
-    if (maxRetries !== undefined && (!Number.isInteger(maxRetries) || maxRetries < 0 || maxRetries > INT32_MAX)) {
-      throw new InvalidSubmitOptionsError('maxRetries', `must be an integer >= 0, got ${String(maxRetries)}.`);
-    }
-    const key = options.idempotencyKey;
-    if (key !== undefined && key !== null && (typeof key !== 'string' || key.length === 0 || key.length > 255)) {
-      throw new InvalidSubmitOptionsError('idempotencyKey', 'must be a non-empty string of at most 255 characters.');
-    }
-    return { priority, scheduledAt, maxRetries, idempotencyKey: key ?? null };
-  }
-
-  /**
-   * The input as the JSON that will be stored, once it is serializable, within `maxInputBytes`
-   * and valid for the workflow's DTO, as that DTO validated it (`index`: its place in a
-   * submitMany call).
-   */
-  private async checkInput(workflow: RegisteredWorkflow, input: unknown, index?: number): Promise<string> {
-    const { name } = workflow;
-    const where = index === undefined ? `The input of workflow "${name}"` : `The input at index ${index} of workflow "${name}"`;
-    const value = input === undefined ? {} : input;
-    const prefix = index === undefined ? '' : `[${index}]`;
-    // Before anything recurses into the input: past a few thousand levels that overflows the stack.
-    const tooDeep = jsonPathDeeperThan(value, this.options.maxJsonDepth);
-    if (tooDeep !== undefined) {
-      const property = `${prefix}${tooDeep.slice(1)}`.replace(/^\./, '') || '$';
-      const message = `input must not nest objects and arrays deeper than ${this.options.maxJsonDepth} levels (DuraflowModule's maxJsonDepth)`;
-      throw new InputValidationError(name, [{ property, constraints: { maxDepth: message } }]);
-    }
-    const submittedJson = this.checkSize(name, toJson(value, where, this.options.maxJsonDepth)!);
-    if (!workflow.inputType) return submittedJson;
-    const validated = await validateDtoInput(name, workflow.inputType, JSON.parse(submittedJson), workflow.unknownInputProperties, prefix);
-    // Property defaults of the DTO class may have made it larger than what was submitted.
-    return this.checkSize(name, toJson(validated, where, this.options.maxJsonDepth)!);
-  }
-
-  private checkSize(name: string, inputJson: string): string {
-    const bytes = Buffer.byteLength(inputJson, 'utf8');
-    if (bytes > this.options.maxInputBytes) throw new InputTooLargeError(name, bytes, this.options.maxInputBytes);
-    return inputJson;
-  }
-}
-
-/** The creation-time bounds of a list or count, checked. */
-function createdRange(options: { createdAfter?: Date | string; createdBefore?: Date | string }): { createdAfter?: Date; createdBefore?: Date } {
-  return { createdAfter: listTime('createdAfter', options.createdAfter), createdBefore: listTime('createdBefore', options.createdBefore) };
-}
-
-function listTime(option: string, value: Date | string | undefined): Date | undefined {
-  if (value === undefined || value === null || value === '') return undefined;
-  const time = value instanceof Date ? value : typeof value === 'string' ? new Date(value) : new Date(NaN);
-  // PostgreSQL's timestamps stop at 4713 BC: a time outside years 1..9999 would be a database error.
-  if (Number.isNaN(time.getTime()) || time.getUTCFullYear() < 1 || time.getUTCFullYear() > 9999) {
-    throw new InvalidListOptionsError(option, `must be a Date or an ISO-8601 string of a year from 1 to 9999, got ${String(value)}.`);
-  }
-  return time;
 }

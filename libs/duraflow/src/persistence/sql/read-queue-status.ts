@@ -1,6 +1,6 @@
-import { advisoryLockId } from '../leader/postgres-leader-election';
-import { workerIdOfLeaderSession } from '../leader/leader-election';
-import type { SqlExecutor } from './duraflow-database';
+import { advisoryLockId } from '../../util/advisory-lock-id';
+import { workerIdOfLeaderSession } from '../../leader/leader-election';
+import type { SqlExecutor } from '../duraflow-database';
 
 /** Tasks of one workflow by status (only statuses that have tasks). */
 export interface WorkflowTaskCounts {

@@ -2,8 +2,8 @@ import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/commo
 import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { TaskStore } from '../persistence/task.store';
-import { describeError } from './json';
-import { TaskLease } from './task-lease';
+import { describeError } from '../util/describe-error';
+import { TaskLease } from '../lease/task-lease';
 
 /**
  * Keeps every task this process holds alive: one fenced statement per `heartbeatIntervalMs`

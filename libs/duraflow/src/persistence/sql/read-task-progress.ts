@@ -1,5 +1,5 @@
-import { TaskProgress } from '../interfaces/task-summaries';
-import { SqlExecutor } from './duraflow-database';
+import { TaskProgress } from '../../interfaces/task-summaries';
+import { SqlExecutor } from '../duraflow-database';
 
 /**
  * A task's progress over its three tables in one statement: counts and sums only, so no input

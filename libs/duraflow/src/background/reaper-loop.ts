@@ -1,0 +1,138 @@
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
+import { SchedulerRegistry } from '@nestjs/schedule';
+import { REAPER_INTERVAL_NAME, RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
+import { ResolvedDuraflowOptions } from '../duraflow.options';
+import { ReapResult } from '../interfaces/reap-result';
+import { TaskStatus } from '../interfaces/task-status';
+import { createLeaderElection, LeaderElection, reaperLeaderApplicationName } from '../leader';
+import { DuraflowDatabase } from '../persistence/duraflow-database';
+import { TaskStore } from '../persistence/task.store';
+import { describeError } from '../util/describe-error';
+
+/**
+ * The reaper's loop: recovers the tasks of dead workers (running tasks whose heartbeat went
+ * stale). On every tick each node tries to become or stay leader (Redis key with a ttl, or a
+ * PostgreSQL advisory lock without Redis), ticking often enough to renew within the ttl; only
+ * the leader reaps, every `reaper.intervalMs`. The interval is registered in @nestjs/schedule's
+ * SchedulerRegistry when the host imported `ScheduleModule.forRoot()`.
+ */
+@Injectable()
+export class ReaperLoop {
+  private readonly logger = new Logger('Duraflow');
+  private election: LeaderElection | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private ticking: Promise<void> | undefined;
+  /** Ticks since start; the leader reaps on every `reapEvery`-th one. */
+  private ticks = 0;
+  private reapEvery = 1;
+  private reapFailing = false;
+  private stopped = false;
+
+  constructor(
+    @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
+    private readonly tasks: TaskStore,
+    private readonly db: DuraflowDatabase,
+    @Optional() private readonly scheduler?: SchedulerRegistry,
+  ) {}
+
+  /** True while this node holds the reaper's leadership (judged locally, within the ttl). */
+  isLeader(): boolean {
+    return this.election?.isLeader() ?? false;
+  }
+
+  /** How leadership is decided here: `redis` with a `redis` option, `postgres` (advisory lock) without. */
+  get electionKind(): 'redis' | 'postgres' | undefined {
+    return this.election?.kind;
+  }
+
+  start(): void {
+    if (this.timer) return;
+    this.stopped = false;
+    const { intervalMs, leaderTtlMs, leaderKey } = this.options.reaper;
+    this.election = createLeaderElection({
+      redis: this.options.redis,
+      // Named after this worker, so `duraflow status` can tell which node holds the lock.
+      createClient: () => this.db.createDedicatedClient(reaperLeaderApplicationName(this.options.workerId)),
+      key: leaderKey,
+      workerId: this.options.workerId,
+      ttlMs: leaderTtlMs,
+      logger: this.logger,
+    });
+    // The leader renews well before its key expires, however long the reaping interval is.
+    const period = Math.max(1, Math.min(intervalMs, Math.floor(leaderTtlMs / 3)));
+    this.reapEvery = Math.max(1, Math.round(intervalMs / period));
+    this.ticks = 0;
+    this.timer = setInterval(() => this.tick(), period);
+    if (this.scheduler) {
+      this.scheduler.addInterval(REAPER_INTERVAL_NAME, this.timer);
+    } else {
+      this.logger.warn(
+        'ScheduleModule.forRoot() is not imported: the reaper runs on a timer of its own. Import it once in your root module.',
+      );
+    }
+    this.tick();
+  }
+
+  /** Stops ticking and gives leadership up (compare-and-delete in Redis, unlock in PostgreSQL). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) {
+      clearInterval(this.timer);
+      if (this.scheduler?.doesExist('interval', REAPER_INTERVAL_NAME)) this.scheduler.deleteInterval(REAPER_INTERVAL_NAME);
+      this.timer = undefined;
+    }
+    // Taken first: a start() during the awaits below makes an election of its own.
+    const election = this.election;
+    this.election = undefined;
+    await this.ticking;
+    await election?.close();
+  }
+
+  /** One reaping pass over tasks stale for longer than `reaper.staleAfterMs`, on any node (leader or not). */
+  async reapOnce(): Promise<ReapResult> {
+    const reaped = await this.tasks.reapStaleTasks(this.options.reaper.staleAfterMs);
+    const result: ReapResult = {
+      requeued: reaped.filter((task) => task.action === 'requeue').map((task) => task.id),
+      rollingBack: reaped.filter((task) => task.action === 'rollback').map((task) => task.id),
+      failed: reaped.filter((task) => task.status === TaskStatus.FAILED).map((task) => task.id),
+      ended: reaped.filter((task) => task.action === 'end' || task.action === 'abandon').map(({ id, status }) => ({ id, status })),
+    };
+    for (const task of reaped) {
+      if ((task.action === 'end' || task.action === 'abandon') && task.status !== TaskStatus.CANCELLED) {
+        this.logger.warn(`Task ${task.id} (${task.workflowName}) ended ${task.status}: ${task.errorCode ?? 'UNKNOWN'}`);
+      }
+    }
+    if (reaped.length) {
+      this.logger.log(
+        `Reaped ${reaped.length} stale task(s): ${result.requeued.length} re-queued, ` +
+          `${result.rollingBack.length} sent to rollback, ${result.ended.length} ended`,
+      );
+    }
+    return result;
+  }
+
+  /** A tick never overlaps the previous one and never throws. */
+  private tick(): void {
+    if (this.ticking || this.stopped) return;
+    this.ticks++;
+    this.ticking = this.leadAndReap().finally(() => (this.ticking = undefined));
+  }
+
+  private async leadAndReap(): Promise<void> {
+    const election = this.election;
+    if (!election) return;
+    // The election logs each change of leadership.
+    const leader = await election.tick();
+    if (!leader || this.stopped) return;
+    // Counted in ticks, not measured: a tick late by a round trip must not skip a whole interval.
+    if ((this.ticks - 1) % this.reapEvery !== 0) return;
+    try {
+      await this.reapOnce();
+      if (this.reapFailing) this.logger.log('Reaping works again');
+      this.reapFailing = false;
+    } catch (error) {
+      if (!this.reapFailing) this.logger.warn(`Reaping failed (${describeError(error).message}); retrying on the next tick`);
+      this.reapFailing = true;
+    }
+  }
+}

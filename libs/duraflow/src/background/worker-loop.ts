@@ -1,0 +1,250 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { WorkflowRegistry } from '../discovery/workflow.registry';
+import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
+import { ResolvedDuraflowOptions } from '../duraflow.options';
+import { RunOutcome, TaskExecutor } from '../execution/task-executor';
+import { WorkerState, WorkerStats } from '../interfaces/worker-stats';
+import { TaskLease } from '../lease/task-lease';
+import { TaskLeases } from '../lease/task-leases';
+import { TaskNotifications } from '../notifications/task-notifications';
+import { ClaimedTask, TaskStore } from '../persistence/task.store';
+import { describeError } from '../util/describe-error';
+import { BackpressureMonitor } from './backpressure-monitor';
+import { LeaseHeartbeat } from './lease-heartbeat';
+import { SlotPool, TakenTask } from './slot-pool';
+
+type OutcomeCounter = 'completed' | 'failed' | 'rolledBack' | 'partialRollback' | 'cancelled' | 'stopped' | 'unrecorded';
+
+const OUTCOME_COUNTER: Record<RunOutcome, OutcomeCounter> = {
+  completed: 'completed',
+  failed: 'failed',
+  rolled_back: 'rolledBack',
+  partial_rollback: 'partialRollback',
+  cancelled: 'cancelled',
+  stopped: 'stopped',
+  unrecorded: 'unrecorded',
+};
+
+/**
+ * The worker's loop: claims tasks of the workflows this process registers into its slot pool
+ * and runs them. Woken by NOTIFY on submit (unless the event loop lags), by its slot pool
+ * when a slot frees, and by a poll as the fallback (and for `scheduledAt`); each wake-up
+ * claims for the free slots and the prefetch queue in one statement. Hears cancels through
+ * NOTIFY (a run's own final status is not one). On stop it claims no more, hands the tasks
+ * claimed ahead back at once, lets running tasks finish for `shutdownTimeoutMs`, then hands
+ * the rest back to `pending`. Every task it holds is heartbeated (LeaseHeartbeat).
+ */
+@Injectable()
+export class WorkerLoop {
+  private readonly logger = new Logger('Duraflow');
+  private readonly counters: Record<OutcomeCounter | 'claimed', number> = {
+    claimed: 0,
+    completed: 0,
+    failed: 0,
+    rolledBack: 0,
+    partialRollback: 0,
+    cancelled: 0,
+    stopped: 0,
+    unrecorded: 0,
+  };
+  private readonly pool: SlotPool;
+  private readonly backpressure: BackpressureMonitor;
+  private state: WorkerState = 'idle';
+  private pollTimer: NodeJS.Timeout | undefined;
+  private claimLoop: Promise<void> | undefined;
+  private claimRequested = false;
+  private claimFailing = false;
+  private unsubscribe: Array<() => void> = [];
+  private stopping: Promise<void> | undefined;
+
+  constructor(
+    @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
+    private readonly registry: WorkflowRegistry,
+    private readonly tasks: TaskStore,
+    private readonly executor: TaskExecutor,
+    private readonly leases: TaskLeases,
+    private readonly notifications: TaskNotifications,
+    private readonly heartbeat: LeaseHeartbeat,
+  ) {
+    const { concurrency, prefetch } = options.worker;
+    this.pool = new SlotPool({ concurrency, prefetch });
+    this.backpressure = new BackpressureMonitor(options.worker, this.logger);
+    this.pool.onSlotFreed(() => this.requestClaim());
+    this.pool.onEnded((lease, outcome) => {
+      this.counters[OUTCOME_COUNTER[outcome]]++;
+      this.heartbeat.release(lease);
+      this.requestClaim();
+    });
+  }
+
+  async start(): Promise<void> {
+    if (this.state === 'running') return;
+    if (this.state === 'stopping') await this.stopping;
+    this.state = 'running';
+    const names = new Set(this.registry.names());
+    this.unsubscribe = [
+      this.notifications.onSubmitted((workflowName) => {
+        if (names.has(workflowName) && !this.backpressure.lagging) this.requestClaim();
+      }),
+      this.notifications.onFinished((taskId) => {
+        const lease = this.pool.lease(taskId);
+        // A run that writes its own final status hears its own NOTIFY: that is no cancel.
+        if (lease && !lease.writingOutcome) lease.stop('cancelled');
+      }),
+    ];
+    await this.notifications.ensureListening();
+    this.backpressure.start(() => this.handBackLongWaiting());
+    this.schedulePoll();
+    this.logger.log(
+      `Worker ${this.options.workerId} started (concurrency ${this.options.worker.concurrency}, workflows: ${[...names].join(', ') || 'none'})`,
+    );
+    this.requestClaim();
+  }
+
+  stop(): Promise<void> {
+    if (this.state !== 'running') return this.stopping ?? Promise.resolve();
+    this.state = 'stopping';
+    this.stopping = this.drainAndStop().finally(() => {
+      this.state = 'stopped';
+    });
+    return this.stopping;
+  }
+
+  stats(): WorkerStats {
+    const held = this.pool.size;
+    return {
+      workerId: this.options.workerId,
+      state: this.state,
+      concurrency: this.options.worker.concurrency,
+      running: held,
+      ...this.counters,
+      listening: this.notifications.listening,
+      backpressure: {
+        queued: held,
+        waiting: this.pool.waiting,
+        prefetch: this.pool.prefetch,
+        maxQueued: this.options.worker.backpressure.maxQueuedTasks,
+        queueFull: this.backpressure.queueFull(held),
+        eventLoopLagMs: this.backpressure.eventLoopLagMs,
+        lagging: this.backpressure.lagging,
+        pollIntervalMs: this.backpressure.pollIntervalMs,
+      },
+      workflows: this.registry.names(),
+    };
+  }
+
+  /** Checked on every poll and every lag window, so a long poll interval does not hold them longer. */
+  private handBackLongWaiting(): void {
+    const taken = this.pool.takeLongWaiting();
+    if (taken.length) void this.handBackUnstarted(taken, 'handed-back', 'that waited too long for a slot');
+  }
+
+  /** Hands back tasks claimed ahead that never started; their runs then end at once, running nothing. */
+  private async handBackUnstarted(taken: TakenTask[], reason: 'handed-back' | 'shutdown', why: string): Promise<void> {
+    for (const { lease } of taken) lease.stop(reason);
+    await this.handBack(
+      taken.map(({ lease }) => lease),
+      why,
+    );
+    for (const task of taken) task.dismiss();
+  }
+
+  private schedulePoll(): void {
+    this.pollTimer = setTimeout(() => {
+      this.handBackLongWaiting();
+      this.requestClaim();
+      if (this.state === 'running') this.schedulePoll();
+    }, this.backpressure.pollIntervalMs);
+  }
+
+  private async drainAndStop(): Promise<void> {
+    clearTimeout(this.pollTimer);
+    this.backpressure.stop();
+    for (const unsubscribe of this.unsubscribe) unsubscribe();
+    await this.claimLoop;
+    // Tasks claimed ahead and not started go back at once; they never start here.
+    const notStarted = this.pool.takeWaiting();
+    if (notStarted.length) await this.handBackUnstarted(notStarted, 'shutdown', 'on shutdown');
+    const finished = this.pool.allEnded();
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = await Promise.race([
+      finished.then(() => false),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), this.options.worker.shutdownTimeoutMs))),
+    ]);
+    clearTimeout(timer);
+    if (timedOut && this.pool.size) {
+      const leases = this.pool.leases();
+      for (const lease of leases) lease.stop('shutdown');
+      await this.handBack(leases, 'on shutdown');
+      await Promise.race([finished, new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
+    }
+    this.logger.log(`Worker ${this.options.workerId} stopped`);
+  }
+
+  /** Hands tasks back to `pending` without counting a retry. Never throws. */
+  private async handBack(leases: TaskLease[], why: string): Promise<void> {
+    try {
+      const released = await this.tasks.releaseTasks(
+        leases.map((lease) => lease.taskId),
+        leases.map((lease) => lease.claimToken),
+      );
+      this.logger.log(`Handed ${released.length} unfinished task(s) back to pending ${why}`);
+    } catch (error) {
+      this.logger.warn(`Could not hand tasks back ${why} (${describeError(error).message}); the reaper will recover them`);
+    }
+  }
+
+  private requestClaim(): void {
+    if (this.state !== 'running') return;
+    if (this.claimLoop) {
+      this.claimRequested = true;
+      return;
+    }
+    // While runs are going, claim one turn later: the runs that end in this turn free their
+    // slots first, so one claim fills them all. An idle worker (a submit woke it) claims at once.
+    const turn = this.pool.busy ? new Promise<void>((resolve) => setImmediate(resolve)) : Promise.resolve();
+    this.claimLoop = turn
+      .then(() => this.claimWhileFree())
+      .finally(() => {
+        this.claimLoop = undefined;
+        if (this.claimRequested) {
+          this.claimRequested = false;
+          this.requestClaim();
+        }
+      });
+  }
+
+  /** Claims until the pool is full or the queue has nothing more for this worker. */
+  private async claimWhileFree(): Promise<void> {
+    while (this.state === 'running') {
+      // Claim for the free slots and for the prefetch queue: a busy worker claims ahead, so
+      // the next task starts without a round trip.
+      const free = Math.min(this.pool.wanted, this.backpressure.room(this.pool.size));
+      if (free <= 0) return;
+      let claimed: ClaimedTask[];
+      try {
+        claimed = await this.tasks.claimTasks(this.options.workerId, this.registry.names(), free);
+      } catch (error) {
+        if (!this.claimFailing) this.logger.warn(`Claiming tasks failed (${describeError(error).message}); retrying on the next poll`);
+        this.claimFailing = true;
+        return;
+      }
+      if (this.claimFailing) this.logger.log('Claiming tasks works again');
+      this.claimFailing = false;
+      for (const task of claimed) this.admit(task);
+      if (claimed.length < free) return;
+    }
+  }
+
+  private admit(claimed: ClaimedTask): void {
+    const lease = this.leases.open(claimed.task.id, claimed.claimToken);
+    this.counters.claimed++;
+    this.pool.admit(lease, (slot) =>
+      this.executor.execute(claimed, lease, slot).catch((error): RunOutcome => {
+        this.logger.error(`Task ${claimed.task.id} could not run: ${describeError(error).message}`);
+        return 'unrecorded';
+      }),
+    );
+    this.heartbeat.hold(lease);
+  }
+}

@@ -1,0 +1,24 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
+import { ResolvedDuraflowOptions } from '../duraflow.options';
+import { TaskStore } from '../persistence/task.store';
+import { LeaseFencing, TaskLease } from './task-lease';
+
+/** Opens the leases of the claims this process makes (a worker's claims, cancel's take-overs). */
+@Injectable()
+export class TaskLeases {
+  private readonly fencing: LeaseFencing;
+
+  constructor(@Inject(RESOLVED_DURAFLOW_OPTIONS) options: ResolvedDuraflowOptions, tasks: TaskStore) {
+    this.fencing = {
+      // A statement may wait out an outage for as long as the reaper leaves the task with this claim.
+      retryForMs: options.reaper.staleAfterMs,
+      ownsTask: (taskId, claimToken) => tasks.ownsTask(taskId, claimToken),
+    };
+  }
+
+  /** The lease of a claim just made: `claimToken` fences every write of its run. */
+  open(taskId: string, claimToken: string): TaskLease {
+    return new TaskLease(taskId, claimToken, this.fencing);
+  }
+}

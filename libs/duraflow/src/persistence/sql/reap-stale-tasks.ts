@@ -1,0 +1,98 @@
+import { TASK_FINISHED_CHANNEL, TASK_SUBMITTED_CHANNEL } from '../../duraflow.constants';
+import { TaskStatus } from '../../interfaces/task-status';
+import { deadLetterErrorSql } from '../dead-letter-error';
+import { SqlExecutor } from '../duraflow-database';
+import { leftToUndo, rollbackFinalStatus, taskDeadLettered } from '../rollback-rules';
+
+/** What the reaper did with one stale task. */
+export interface ReapedTask {
+  id: string;
+  /** The status it was left in. */
+  status: TaskStatus;
+  retryCount: number;
+  workflowName: string;
+  /** The `code` of the task's error (null while it has none). */
+  errorCode: string | null;
+  /** requeue: to run again; rollback: retries used up, to undo its steps; abandon/end: finished by the reaper. */
+  action: 'requeue' | 'rollback' | 'abandon' | 'end';
+}
+
+/** The code and name of what the reaper writes once a task's retries are used up, as SQL literals. */
+const MAX_RETRIES_EXCEEDED = { code: `'MAX_RETRIES_EXCEEDED'`, name: `'MaxRetriesExceededError'` };
+
+/**
+ * Recovers running tasks whose heartbeat is older than `staleAfterMs`, in one statement that
+ * locks each stale row (SKIP LOCKED) and re-checks it, so two reapers never double-count:
+ * - retries left: back to `pending`, one more retry counted (a rollback in progress resumes);
+ * - retries used up, steps to undo: back to `pending` for its rollback (error MAX_RETRIES_EXCEEDED);
+ * - retries used up during a rollback: the compensations not yet run go to the dead-letter
+ *   queue, and the task ends as the rollback rules say (`partial_rollback`, or `cancelled`);
+ * - retries used up, nothing (left) to undo: the task ends (`failed` with MAX_RETRIES_EXCEEDED,
+ *   or the rollback's final status).
+ * One statement for the three tables, so a reaped rollback's dead letters and its final status
+ * commit together.
+ */
+export async function reapStaleTasks(db: SqlExecutor, staleAfterMs: number): Promise<ReapedTask[]> {
+  const { rows } = await db.query(
+    `WITH stale AS (
+       SELECT t.id, t.retry_count, t.max_retries, t.rollback_reason,
+              EXISTS (
+                SELECT 1 FROM step_runs s WHERE s.task_id = t.id AND ${leftToUndo('s')}
+              ) AS undo_left,
+              ${taskDeadLettered('t.id')} AS dead_lettered
+       FROM agent_tasks t
+       WHERE t.status = 'running' AND t.heartbeat_at < now() - $1 * interval '1 millisecond'
+       FOR UPDATE OF t SKIP LOCKED
+     ), decided AS (
+       SELECT stale.*,
+              CASE WHEN COALESCE(retry_count, 0) < COALESCE(max_retries, 0) THEN 'requeue'
+                   WHEN rollback_reason IS NULL AND undo_left THEN 'rollback'
+                   WHEN rollback_reason IS NOT NULL AND undo_left THEN 'abandon'
+                   ELSE 'end' END AS action
+       FROM stale
+     ), abandoned AS (
+       INSERT INTO dead_letter_queue (task_id, step_id, error)
+       SELECT s.task_id, s.id, ${deadLetterErrorSql(
+         {
+           ...MAX_RETRIES_EXCEEDED,
+           message: `'The worker running this rollback stopped heartbeating and the task''s retries are used up; '
+                     || 'the compensation was not run (or not recorded). Retry it from the dead-letter queue.'`,
+         },
+         { stepKey: 's.step_key', compensationFn: 's.compensation_fn', attempt: '0' },
+       )}
+       FROM step_runs s JOIN decided ON decided.id = s.task_id AND decided.action = 'abandon'
+       WHERE ${leftToUndo('s')}
+       ON CONFLICT (step_id) DO NOTHING
+     ), reaped AS (
+       UPDATE agent_tasks t
+       SET status = CASE
+             WHEN d.action IN ('requeue', 'rollback') THEN 'pending'
+             ELSE ${rollbackFinalStatus('t.rollback_reason', `(d.action = 'abandon' OR d.dead_lettered)`, 't.rollback_reason IS NOT NULL')} END,
+           retry_count = CASE WHEN d.action = 'requeue' THEN COALESCE(t.retry_count, 0) + 1 ELSE t.retry_count END,
+           rollback_reason = CASE WHEN d.action = 'rollback' THEN 'failed' ELSE t.rollback_reason END,
+           error = CASE WHEN d.action = 'requeue' OR t.rollback_reason IS NOT NULL THEN t.error ELSE jsonb_build_object(
+             'code', ${MAX_RETRIES_EXCEEDED.code}, 'name', ${MAX_RETRIES_EXCEEDED.name},
+             'message', 'The task''s worker stopped heartbeating ' || (COALESCE(t.retry_count, 0) + 1)
+                        || ' time(s); max_retries is ' || COALESCE(t.max_retries, 0) || '.') END,
+           completed_at = CASE WHEN d.action IN ('requeue', 'rollback') THEN NULL ELSE now() END,
+           worker_id = NULL, claim_token = NULL, heartbeat_at = NULL, updated_at = now()
+       FROM decided d
+       WHERE t.id = d.id
+       RETURNING t.id, t.status, t.retry_count, t.workflow_name, t.error ->> 'code' AS error_code, d.action
+     )
+     SELECT id, status, retry_count, workflow_name, error_code, action,
+            pg_notify(CASE WHEN status = 'pending' THEN '${TASK_SUBMITTED_CHANNEL}' ELSE '${TASK_FINISHED_CHANNEL}' END,
+                      CASE WHEN status = 'pending' THEN workflow_name ELSE id::text END)
+     FROM reaped`,
+    [staleAfterMs],
+    'duraflow_reap',
+  );
+  return rows.map((row) => ({
+    id: row.id,
+    status: row.status,
+    retryCount: row.retry_count,
+    workflowName: row.workflow_name,
+    errorCode: row.error_code,
+    action: row.action,
+  }));
+}
