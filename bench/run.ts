@@ -105,7 +105,7 @@ async function main(): Promise<number> {
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
 
-  let server: Record<string, string> = {};
+  let server: Record<string, string>;
   try {
     server = await serverInfo(ctx);
     await scenario(ctx, 'reference', () => referenceScenario(ctx));

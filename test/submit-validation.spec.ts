@@ -352,6 +352,7 @@ describe('submit validation (bad input gets a typed error and writes nothing)', 
       ['a function in an array', { items: [() => 1] }, '$.items[0]'],
       ['a top-level BigInt', BigInt(1), '$'],
       ['an invalid Date', { departure: new Date('not a date') }, '$.departure'],
+      // eslint-disable-next-line no-sparse-arrays -- the hole is what this case is about
       ['a hole in a sparse array', { items: [1, , 3] }, '$.items[1]'],
     ])('rejects input containing %s with NotSerializableError naming the path, and writes nothing', async (_, input, path) => {
       const error = await expectRejectedWithoutWrite(

@@ -83,6 +83,7 @@ export async function terminateBackends(client: Client, pids: number[], waitMs =
     throw new Error(
       `This test ends PostgreSQL sessions with pg_terminate_backend, which the role of DATABASE_URL may not do here ` +
         `(${(error as Error).message}): run the tests as a superuser, or GRANT pg_signal_backend TO that role.`,
+      { cause: error },
     );
   }
 }

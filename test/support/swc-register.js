@@ -13,7 +13,7 @@
 'use strict';
 
 const Module = require('node:module');
-const crypto = require('node:crypto');
+const { createHash } = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');
 
@@ -35,7 +35,7 @@ const CACHE_SALT = `${require('@swc/core/package.json').version}\0${JSON.stringi
 const compiled = new Map();
 
 function compile(source, filename) {
-  const key = crypto.createHash('sha1').update(CACHE_SALT).update('\0').update(filename).update('\0').update(source).digest('hex');
+  const key = createHash('sha1').update(CACHE_SALT).update('\0').update(filename).update('\0').update(source).digest('hex');
   const cacheFile = path.join(CACHE_DIR, `${key}.js`);
   let code;
   try {

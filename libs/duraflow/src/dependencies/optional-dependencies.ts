@@ -27,6 +27,8 @@ export function loadDtoValidation(workflowName: string): { validator: typeof Cla
 function requireInstalled(packageNames: string[], feature: string): unknown[] {
   const missing = packageNames.filter((name) => !isInstalled(name));
   if (missing.length) throw new MissingDependencyError(missing, feature);
+  // Loaded only when the feature is used, so a host without the optional peer never loads it.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
   return packageNames.map((name) => require(name));
 }
 

@@ -295,7 +295,7 @@ export class WorkflowService {
   async waitFor(id: string, options: WaitForOptions = {}): Promise<AgentTask> {
     const { timeoutMs, pollIntervalMs } = checkWaitOptions(options ?? {});
     const deadline = Date.now() + timeoutMs;
-    let notified = false;
+    let notified: boolean | undefined;
     let wake: () => void = () => undefined;
     const unsubscribe = this.notifications.onFinished((taskId) => {
       if (taskId !== id) return;

@@ -1,0 +1,38 @@
+// Lint for the library, the engine, the tests and the bench (run by `npm test`).
+import js from '@eslint/js';
+import prettier from 'eslint-config-prettier';
+import globals from 'globals';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['**/dist/**', '**/node_modules/**', 'coverage/**', '.duraflow/**', 'examples/**/dist/**'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  prettier,
+  {
+    languageOptions: { ecmaVersion: 2022, sourceType: 'module' },
+    rules: {
+      // Nest and TypeORM hand back untyped rows and metadata; `any` at those edges is deliberate.
+      '@typescript-eslint/no-explicit-any': 'off',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none', ignoreRestSiblings: true }],
+      // Decorated classes with no members and interfaces that name a shape are part of Nest's idiom.
+      '@typescript-eslint/no-extraneous-class': 'off',
+      '@typescript-eslint/no-empty-object-type': 'off',
+      // Decorator metadata is read off any function (a class or a method), as Nest's Reflector takes it.
+      '@typescript-eslint/no-unsafe-function-type': 'off',
+      // A variable a closure reads before its one assignment (a signal handler during start) stays `let`.
+      'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
+      eqeqeq: ['error', 'always', { null: 'ignore' }],
+      'no-console': ['error', { allow: ['warn', 'error'] }],
+    },
+  },
+  {
+    // The CLI, the bench and the test tooling print to the terminal; CommonJS helpers use require.
+    files: ['libs/duraflow/src/cli/**', 'src/db/migrate.ts', 'bench/**', 'test/**', 'examples/**', '**/*.js', '**/*.cjs'],
+    rules: { 'no-console': 'off', '@typescript-eslint/no-require-imports': 'off' },
+  },
+  {
+    files: ['**/*.js', '**/*.cjs'],
+    languageOptions: { sourceType: 'commonjs', globals: globals.node },
+  },
+);
