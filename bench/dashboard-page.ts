@@ -49,7 +49,10 @@ async function main(): Promise<void> {
     for (let i = 0; i < loads + 2; i++) {
       await page.goto(url, { waitUntil: 'load' });
       // Runs in the page: the browser's PerformanceNavigationTiming, as plain numbers.
-      const timing = JSON.parse(String(await page.evaluate(`JSON.stringify(performance.getEntriesByType('navigation')[0])`))) as Record<string, number>;
+      const timing = JSON.parse(String(await page.evaluate(`JSON.stringify(performance.getEntriesByType('navigation')[0])`))) as Record<
+        string,
+        number
+      >;
       if (i < 2) continue; // warm-up: JIT, connection, caches
       firstByte.push(timing.responseStart - timing.requestStart);
       contentLoaded.push(timing.domContentLoadedEventEnd - timing.startTime);
@@ -58,7 +61,9 @@ async function main(): Promise<void> {
     }
     const row = (figure: string, samples: number[]) =>
       `| ${figure} | ${median(samples).toFixed(0)} ms | ${quantile(samples, 0.95).toFixed(0)} ms |`;
-    console.log(`Task page of ${STEPS} steps (one output of 400 KB, cut to its first 2,048 characters): ${(bytes / 1024).toFixed(0)} KiB of HTML, ${loads} loads after 2 warm-ups\n`);
+    console.log(
+      `Task page of ${STEPS} steps (one output of 400 KB, cut to its first 2,048 characters): ${(bytes / 1024).toFixed(0)} KiB of HTML, ${loads} loads after 2 warm-ups\n`,
+    );
     console.log('| figure | median | p95 |');
     console.log('|---|---|---|');
     console.log(row('server: request to the last byte of HTML (fetch, no browser)', server));

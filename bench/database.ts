@@ -52,7 +52,11 @@ export async function createBenchDatabase(): Promise<BenchDatabase> {
       const estimate = await db.query(`EXPLAIN (FORMAT JSON) SELECT 1 FROM agent_tasks WHERE status = 'pending'`);
       const plannerPending = Math.round(estimate.rows[0]['QUERY PLAN'][0].Plan['Plan Rows']);
       const { gathered } = rows[0];
-      return { gathered, plannerPending, note: `${gathered ? 'analyzed' : 'statistics never gathered'}, the planner expects ${plannerPending} pending` };
+      return {
+        gathered,
+        plannerPending,
+        note: `${gathered ? 'analyzed' : 'statistics never gathered'}, the planner expects ${plannerPending} pending`,
+      };
     },
   };
 }

@@ -25,11 +25,23 @@ export async function pgbench(url: string, script: string, clients: number, seco
   const scriptFile = path.join(dir, 'script.sql');
   writeFileSync(scriptFile, `${script.trim()}\n`);
   const args = [
-    '-h', parsed.hostname || '127.0.0.1',
-    '-p', parsed.port || '5432',
-    '-U', decodeURIComponent(parsed.username || 'postgres'),
-    '-n', '-T', String(seconds), '-c', String(clients), '-j', String(clients), '-M', 'prepared',
-    '-f', scriptFile,
+    '-h',
+    parsed.hostname || '127.0.0.1',
+    '-p',
+    parsed.port || '5432',
+    '-U',
+    decodeURIComponent(parsed.username || 'postgres'),
+    '-n',
+    '-T',
+    String(seconds),
+    '-c',
+    String(clients),
+    '-j',
+    String(clients),
+    '-M',
+    'prepared',
+    '-f',
+    scriptFile,
     decodeURIComponent(parsed.pathname.slice(1)),
   ];
   const env = { ...process.env, ...(parsed.password ? { PGPASSWORD: decodeURIComponent(parsed.password) } : {}) };

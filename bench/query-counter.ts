@@ -28,7 +28,10 @@ export function installQueryCounter(): void {
   if (installed) return;
   installed = true;
   const query = Client.prototype.query as (...args: unknown[]) => unknown;
-  (Client.prototype as unknown as { query: (...args: unknown[]) => unknown }).query = function countedQuery(this: Client, ...args: unknown[]) {
+  (Client.prototype as unknown as { query: (...args: unknown[]) => unknown }).query = function countedQuery(
+    this: Client,
+    ...args: unknown[]
+  ) {
     const key = keyOf(args[0]);
     counts.set(key, (counts.get(key) ?? 0) + 1);
     return query.apply(this, args);

@@ -24,9 +24,21 @@ function drainRows(): RowDefinition[] {
     for (const concurrency of [10, 50]) {
       for (const steps of DRAIN_STEPS) {
         const where = `${steps}-step, concurrency ${concurrency}, ${processes} process${processes > 1 ? 'es' : ''}`;
-        rows.push({ id: drainRowId(steps, concurrency, processes, 'tasks'), figure: `Drain ${where}`, unit: 'tasks/s', ratio: 'tps4', vsClaim: true });
+        rows.push({
+          id: drainRowId(steps, concurrency, processes, 'tasks'),
+          figure: `Drain ${where}`,
+          unit: 'tasks/s',
+          ratio: 'tps4',
+          vsClaim: true,
+        });
         if (steps > 0) {
-          rows.push({ id: drainRowId(steps, concurrency, processes, 'steps'), figure: `Drain ${where}`, unit: 'steps/s', ratio: 'tps4', vsClaim: true });
+          rows.push({
+            id: drainRowId(steps, concurrency, processes, 'steps'),
+            figure: `Drain ${where}`,
+            unit: 'steps/s',
+            ratio: 'tps4',
+            vsClaim: true,
+          });
         }
       }
     }
@@ -77,8 +89,18 @@ export const ROWS: RowDefinition[] = [
   { id: 'latency.p95', figure: 'submit() to workflow start, idle worker, p95', unit: 'ms', ratio: 'time1' },
   { id: 'claim.small', figure: 'Claim statement (batch of 10), 1k pending, p50', unit: 'ms', ratio: 'time1' },
   { id: 'claim.large', figure: 'Claim statement (batch of 10), 100k pending, p50', unit: 'ms', ratio: 'time1' },
-  { id: 'claim.stale.small', figure: 'Claim statement (batch of 10), 1k pending, statistics never gathered, p50', unit: 'ms', ratio: 'time1' },
-  { id: 'claim.stale.large', figure: 'Claim statement (batch of 10), 100k pending, statistics never gathered, p50', unit: 'ms', ratio: 'time1' },
+  {
+    id: 'claim.stale.small',
+    figure: 'Claim statement (batch of 10), 1k pending, statistics never gathered, p50',
+    unit: 'ms',
+    ratio: 'time1',
+  },
+  {
+    id: 'claim.stale.large',
+    figure: 'Claim statement (batch of 10), 100k pending, statistics never gathered, p50',
+    unit: 'ms',
+    ratio: 'time1',
+  },
   { id: 'recovery.reclaimed', figure: 'SIGKILL to re-claimed by another process (short intervals)', unit: 'ms', ratio: 'time1' },
   { id: 'recovery.completed', figure: 'SIGKILL to completed by another process (short intervals)', unit: 'ms', ratio: 'time1' },
   { id: 'recovery.default.expected', figure: 'Recovery with default intervals, expected (computed)', unit: 's', ratio: 'none' },

@@ -60,7 +60,13 @@ async function scenario(ctx: BenchContext, name: string, body: () => Promise<voi
 }
 
 async function serverInfo(ctx: BenchContext): Promise<Record<string, string>> {
-  const { rows } = await ctx.db.client.query<{ version: string; synchronous_commit: string; fsync: string; shared_buffers: string; max_connections: string }>(
+  const { rows } = await ctx.db.client.query<{
+    version: string;
+    synchronous_commit: string;
+    fsync: string;
+    shared_buffers: string;
+    max_connections: string;
+  }>(
     `SELECT version(), current_setting('synchronous_commit') AS synchronous_commit, current_setting('fsync') AS fsync,
             current_setting('shared_buffers') AS shared_buffers, current_setting('max_connections') AS max_connections`,
   );
@@ -69,8 +75,10 @@ async function serverInfo(ctx: BenchContext): Promise<Record<string, string>> {
 
 function machineLine(server: Record<string, string>): string {
   const pg = /PostgreSQL [\d.]+/.exec(server.version)?.[0] ?? server.version;
-  return `${os.cpus().length} cores (${os.cpus()[0]?.model.trim()}), ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}, ` +
-    `${pg} on loopback (synchronous_commit ${server.synchronous_commit}, fsync ${server.fsync}, shared_buffers ${server.shared_buffers})`;
+  return (
+    `${os.cpus().length} cores (${os.cpus()[0]?.model.trim()}), ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}, ` +
+    `${pg} on loopback (synchronous_commit ${server.synchronous_commit}, fsync ${server.fsync}, shared_buffers ${server.shared_buffers})`
+  );
 }
 
 /** CHECKPOINT (the bench runs as a superuser or with pg_checkpoint); skipped, with a note, when not allowed. */
@@ -155,7 +163,15 @@ async function main(): Promise<number> {
     mode: args.quick ? 'quick' : 'full',
     startedAt: startedAt.toISOString(),
     seconds,
-    machine: { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model, totalMemBytes: os.totalmem(), node: process.version, server, loadBefore, loadAfter },
+    machine: {
+      cpus: os.cpus().length,
+      cpuModel: os.cpus()[0]?.model,
+      totalMemBytes: os.totalmem(),
+      node: process.version,
+      server,
+      loadBefore,
+      loadAfter,
+    },
     sizes: ctx.sizes,
     figures: Object.fromEntries(ctx.results.figures),
     errors: ctx.results.errors,
@@ -166,7 +182,9 @@ async function main(): Promise<number> {
   writeFileSync(args.out, `${JSON.stringify(json, null, 2)}\n`);
   process.stdout.write(`\nRaw results: ${args.out}\n`);
   if (ctx.results.errors.length) {
-    process.stdout.write(`\n${ctx.results.errors.length} scenario(s) failed: ${ctx.results.errors.map((error) => error.scenario).join(', ')}\n`);
+    process.stdout.write(
+      `\n${ctx.results.errors.length} scenario(s) failed: ${ctx.results.errors.map((error) => error.scenario).join(', ')}\n`,
+    );
     return 1;
   }
   return 0;

@@ -24,7 +24,10 @@ import { OrderGateway, OrderProcessingWorkflow } from './workflows/order-process
 export class AppModule {
   static forConfig(config: EngineConfig, databaseUrl: string): DynamicModule {
     const api: { controllers: Type[]; imports: DynamicModule[] } = config.http
-      ? { controllers: [TasksController, DeadLettersController, HealthController, DuraflowGrpcController], imports: [TerminusModule.forRoot(), EngineDashboardModule.forConfig(config)] }
+      ? {
+          controllers: [TasksController, DeadLettersController, HealthController, DuraflowGrpcController],
+          imports: [TerminusModule.forRoot(), EngineDashboardModule.forConfig(config)],
+        }
       : { controllers: [], imports: [] };
     return {
       module: AppModule,

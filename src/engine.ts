@@ -62,7 +62,11 @@ export async function startEngine(config: EngineConfig, options: EngineStartOpti
     let grpcAddress: string | undefined;
     let listening = 'Duraflow engine running worker-only (DURAFLOW_HTTP=false)';
     if (config.http) {
-      const http = await NestFactory.create<NestExpressApplication>(module, { ...nestOptions, bodyParser: false, forceCloseConnections: true });
+      const http = await NestFactory.create<NestExpressApplication>(module, {
+        ...nestOptions,
+        bodyParser: false,
+        forceCloseConnections: true,
+      });
       app = http;
       const bodyLimit = requestBodyLimit(config.maxInputBytes);
       useJsonBody(http, bodyLimit);

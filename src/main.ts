@@ -46,6 +46,8 @@ async function main(): Promise<void> {
 main().catch((error: unknown) => {
   // A bad setting, a busy port or a database that cannot start explains itself; anything else keeps its stack.
   const known = error instanceof EngineConfigError || error instanceof EmbeddedDatabaseError || error instanceof ListenError;
-  logger.error(known || !(error instanceof Error) ? String(error instanceof Error ? error.message : error) : (error.stack ?? error.message));
+  logger.error(
+    known || !(error instanceof Error) ? String(error instanceof Error ? error.message : error) : (error.stack ?? error.message),
+  );
   process.exit(1);
 });

@@ -36,7 +36,10 @@ function tableRows(stdout: string): Map<string, { value: string; unit: string }>
   const header = lines.findIndex((line) => line.startsWith('| # | Figure | Value | Unit |'));
   for (const line of lines.slice(header + 2)) {
     if (!line.startsWith('|')) break;
-    const cells = line.split('|').slice(1, -1).map((cell) => cell.trim());
+    const cells = line
+      .split('|')
+      .slice(1, -1)
+      .map((cell) => cell.trim());
     rows.set(`${cells[1]} [${cells[3]}]`, { value: cells[2], unit: cells[3] });
   }
   return rows;
@@ -62,7 +65,11 @@ describe('the quick benchmark (npm run bench:quick)', () => {
     expect(rows.size).toBe(ROWS.length);
     for (const row of ROWS) {
       const printed = rows.get(`${row.figure} [${row.unit}]`);
-      expect({ figure: row.figure, unit: row.unit, printed: printed !== undefined }).toEqual({ figure: row.figure, unit: row.unit, printed: true });
+      expect({ figure: row.figure, unit: row.unit, printed: printed !== undefined }).toEqual({
+        figure: row.figure,
+        unit: row.unit,
+        printed: true,
+      });
       const value = Number(printed!.value);
       expect({ figure: `${row.figure} [${row.unit}]`, value: printed!.value, positive: Number.isFinite(value) && value > 0 }).toEqual({
         figure: `${row.figure} [${row.unit}]`,

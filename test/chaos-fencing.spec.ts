@@ -9,10 +9,12 @@ describe('chaos: frozen workers, cancellation and graceful shutdown across proce
   const bed = useChaosBed(['chaos-steps']);
 
   const checkpoints = async (taskId: string) =>
-    (await bed.db.client.query(
-      `SELECT step_key, status, output, attempt, completed_at, compensated_at FROM step_runs WHERE task_id = $1 ORDER BY step_key`,
-      [taskId],
-    )).rows;
+    (
+      await bed.db.client.query(
+        `SELECT step_key, status, output, attempt, completed_at, compensated_at FROM step_runs WHERE task_id = $1 ORDER BY step_key`,
+        [taskId],
+      )
+    ).rows;
 
   it(
     'fences a worker frozen (SIGSTOP) past the stale threshold: when it wakes (SIGCONT) it changes nothing and stops the task',
@@ -35,12 +37,19 @@ describe('chaos: frozen workers, cancellation and graceful shutdown across proce
       const effectsBefore = await bed.effects(submitted.id);
 
       a.kill('SIGCONT');
-      await eventually('A let go of the task', async () => (await a.call<WorkerStats>('WorkerService', 'stats')).running === 0, { timeoutMs: 10_000 });
+      await eventually('A let go of the task', async () => (await a.call<WorkerStats>('WorkerService', 'stats')).running === 0, {
+        timeoutMs: 10_000,
+      });
       await sleep(500); // give A every chance to write something
       const stats = await a.call<WorkerStats>('WorkerService', 'stats');
       expect(stats).toMatchObject({ completed: 0, failed: 0, stopped: 1 });
       expect(await checkpoints(submitted.id)).toEqual(before);
-      expect(await bed.task(submitted.id)).toMatchObject({ status: TaskStatus.COMPLETED, workerId: b.workerId, retryCount: 1, output: { steps: 5 } });
+      expect(await bed.task(submitted.id)).toMatchObject({
+        status: TaskStatus.COMPLETED,
+        workerId: b.workerId,
+        retryCount: 1,
+        output: { steps: 5 },
+      });
       // A started no new step after waking: at most the body it was inside when it froze went on.
       const effectsAfter = await bed.effects(submitted.id);
       expect(effectsAfter.slice(0, effectsBefore.length)).toEqual(effectsBefore);
@@ -64,7 +73,9 @@ describe('chaos: frozen workers, cancellation and graceful shutdown across proce
 
       const cancelled = await bed.workflows.cancel(submitted.id);
       expect(cancelled.status).toBe(TaskStatus.CANCELLED);
-      await eventually('A stopped the run', async () => (await a.call<WorkerStats>('WorkerService', 'stats')).stopped === 1, { timeoutMs: 10_000 });
+      await eventually('A stopped the run', async () => (await a.call<WorkerStats>('WorkerService', 'stats')).stopped === 1, {
+        timeoutMs: 10_000,
+      });
       await sleep(300);
       expect((await bed.effects(submitted.id)).map((effect) => effect.step_key)).toEqual(['s1']);
       expect(await checkpoints(submitted.id)).toEqual([]);

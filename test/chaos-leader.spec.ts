@@ -53,7 +53,11 @@ describe('chaos: two reaper processes and the Redis leader key', () => {
          RETURNING id`,
         [leader.workerId],
       );
-      await eventually('the new leader re-queued the dead worker\u2019s task', async () => (await bed.task(rows[0].id)).status === 'pending', { timeoutMs: 10_000 });
+      await eventually(
+        'the new leader re-queued the dead worker\u2019s task',
+        async () => (await bed.task(rows[0].id)).status === 'pending',
+        { timeoutMs: 10_000 },
+      );
       expect((await bed.task(rows[0].id)).retryCount).toBe(1);
     }),
     45_000,

@@ -20,9 +20,13 @@ describe('chaos: three worker processes on one queue', () => {
       await bed.control.get(DataSource).transaction(async (manager) => {
         for (let i = 0; i < TASKS; i++) await bed.workflows.submit('chaos-steps', { steps: 3, stepMs: i % 3 }, { manager });
       });
-      await eventually(`all ${TASKS} tasks are completed`, async () => (await bed.rows.count('agent_tasks', `status = 'completed'`)) === TASKS, {
-        timeoutMs: 30_000,
-      });
+      await eventually(
+        `all ${TASKS} tasks are completed`,
+        async () => (await bed.rows.count('agent_tasks', `status = 'completed'`)) === TASKS,
+        {
+          timeoutMs: 30_000,
+        },
+      );
 
       expect(await bed.rows.countByStatus()).toEqual({ completed: TASKS });
       const { rows: totals } = await bed.db.client.query(

@@ -15,7 +15,9 @@ describe('chaos: a worker process killed in the middle of a saga rollback', () =
       const submitted = await bed.workflows.submit('chaos-saga', { steps: 5, failAt: 4 }, { maxRetries: 3 });
 
       // On A: s1..s3 complete, s4 fails, the rollback undoes s3 (LIFO) and A dies as it turns to s2.
-      await eventually('worker A dies in the rollback', async () => !a.alive || isTerminalStatus((await bed.task(submitted.id)).status), { timeoutMs: 20_000 });
+      await eventually('worker A dies in the rollback', async () => !a.alive || isTerminalStatus((await bed.task(submitted.id)).status), {
+        timeoutMs: 20_000,
+      });
       expect(await bed.compensations(submitted.id)).toEqual([
         expect.objectContaining({ step_key: 's3', worker_id: a.workerId, pid: a.pid }),
       ]);

@@ -60,7 +60,12 @@ describe('The claim', () => {
       const json = /plan:\n([\s\S]*)$/.exec(notice.message ?? '')?.[1];
       if (json) plans.push(JSON.parse(json).Plan);
     });
-    for (const setting of [`LOAD 'auto_explain'`, 'SET auto_explain.log_min_duration = 0', 'SET auto_explain.log_level = notice', 'SET auto_explain.log_format = json']) {
+    for (const setting of [
+      `LOAD 'auto_explain'`,
+      'SET auto_explain.log_min_duration = 0',
+      'SET auto_explain.log_level = notice',
+      'SET auto_explain.log_format = json',
+    ]) {
       await explained.query(setting);
     }
   }, 60_000);
@@ -123,12 +128,15 @@ describe('The claim', () => {
   }
 
   function expectOrderedWalks(): void {
-    it.each(SHAPES)('walks the claim index for a claim of %j, limit %d, and claims the first tasks in the claim order', async (names, limit) => {
-      const { plan, claimed } = await claimOnce(names, limit);
-      expect(nodeTypes(plan).filter((type) => /Sort|Bitmap|Seq Scan|Hash|Merge/.test(type))).toEqual([]);
-      expect(outline(plan)).toBe(WALK);
-      expect(claimed).toEqual(await firstInClaimOrder(names, limit));
-    });
+    it.each(SHAPES)(
+      'walks the claim index for a claim of %j, limit %d, and claims the first tasks in the claim order',
+      async (names, limit) => {
+        const { plan, claimed } = await claimOnce(names, limit);
+        expect(nodeTypes(plan).filter((type) => /Sort|Bitmap|Seq Scan|Hash|Merge/.test(type))).toEqual([]);
+        expect(outline(plan)).toBe(WALK);
+        expect(claimed).toEqual(await firstInClaimOrder(names, limit));
+      },
+    );
   }
 
   describe('plan, on a table never analyzed', () => {
@@ -156,13 +164,17 @@ describe('The claim', () => {
   describe('plan, on a table analyzed while every task was finished', () => {
     beforeAll(async () => {
       await bed.db.client.query('TRUNCATE agent_tasks CASCADE');
-      await bed.db.client.query(`INSERT INTO agent_tasks (workflow_name, status) SELECT 'claim-a', 'completed' FROM generate_series(1, 20000)`);
+      await bed.db.client.query(
+        `INSERT INTO agent_tasks (workflow_name, status) SELECT 'claim-a', 'completed' FROM generate_series(1, 20000)`,
+      );
       await bed.db.client.query('ANALYZE agent_tasks');
       await insertBacklog();
     });
 
     it('holds the backlog while its statistics know no pending task', async () => {
-      const { rows } = await bed.db.client.query(`SELECT most_common_vals::text AS statuses FROM pg_stats WHERE tablename = 'agent_tasks' AND attname = 'status'`);
+      const { rows } = await bed.db.client.query(
+        `SELECT most_common_vals::text AS statuses FROM pg_stats WHERE tablename = 'agent_tasks' AND attname = 'status'`,
+      );
       expect(rows).toEqual([{ statuses: '{completed}' }]);
       expect(await believedAndReal()).toEqual({ believed: 20_000, real: 20_000 + BACKLOG });
     });
@@ -211,7 +223,10 @@ describe('The claim', () => {
       try {
         const claimed = await storeOn(bed.db.client).claimTasks(workerId, [odd], 5);
         expect(claimed.map(({ task }) => task.id).sort()).toEqual(rows.map((row) => row.id).sort());
-        const stored = await bed.db.client.query(`SELECT worker_id, status, claim_token FROM agent_tasks WHERE workflow_name = $1 ORDER BY claim_token`, [odd]);
+        const stored = await bed.db.client.query(
+          `SELECT worker_id, status, claim_token FROM agent_tasks WHERE workflow_name = $1 ORDER BY claim_token`,
+          [odd],
+        );
         expect(stored.rows.map((row) => [row.worker_id, row.status])).toEqual([
           [workerId, 'running'],
           [workerId, 'running'],

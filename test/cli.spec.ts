@@ -49,19 +49,23 @@ describe('the duraflow command line', () => {
   const database = (migrate: boolean) => bed.createDatabase({ migrate, prefix: 'duraflow_cli' });
 
   describe('migrate', () => {
-    it('applies the migrations to --url, then finds nothing to do through DATABASE_URL', async () => {
-      const db = await database(false);
+    it(
+      'applies the migrations to --url, then finds nothing to do through DATABASE_URL',
+      async () => {
+        const db = await database(false);
 
-      const first = await duraflow(['migrate', '--url', db.url]);
-      expect(first).toMatchObject({ code: 0, stderr: '' });
-      expect(first.stdout).toBe(`Applied to ${new URL(db.url).host}/${db.name}: ${MIGRATIONS.join(', ')}\n`);
-      const { rows } = await db.client.query('SELECT name FROM migrations ORDER BY timestamp');
-      expect(rows.map((row) => row.name)).toEqual(MIGRATIONS);
+        const first = await duraflow(['migrate', '--url', db.url]);
+        expect(first).toMatchObject({ code: 0, stderr: '' });
+        expect(first.stdout).toBe(`Applied to ${new URL(db.url).host}/${db.name}: ${MIGRATIONS.join(', ')}\n`);
+        const { rows } = await db.client.query('SELECT name FROM migrations ORDER BY timestamp');
+        expect(rows.map((row) => row.name)).toEqual(MIGRATIONS);
 
-      const second = await duraflow(['migrate'], { DATABASE_URL: db.url });
-      expect(second).toMatchObject({ code: 0, stderr: '' });
-      expect(second.stdout).toMatch(/^Schema is up to date on /);
-    }, CHILD_TIMEOUT_MS);
+        const second = await duraflow(['migrate'], { DATABASE_URL: db.url });
+        expect(second).toMatchObject({ code: 0, stderr: '' });
+        expect(second.stdout).toMatch(/^Schema is up to date on /);
+      },
+      CHILD_TIMEOUT_MS,
+    );
   });
 
   describe('status', () => {
@@ -82,37 +86,48 @@ describe('the duraflow command line', () => {
       const { rows } = await db.client.query(
         `INSERT INTO step_runs (task_id, step_key, status) VALUES ('00000000-0000-4000-8000-000000000003', 'charge', 'completed') RETURNING id`,
       );
-      await db.client.query(`INSERT INTO dead_letter_queue (task_id, step_id, error) VALUES ('00000000-0000-4000-8000-000000000003', $1, '{}')`, [rows[0].id]);
+      await db.client.query(
+        `INSERT INTO dead_letter_queue (task_id, step_id, error) VALUES ('00000000-0000-4000-8000-000000000003', $1, '{}')`,
+        [rows[0].id],
+      );
     });
 
-    it('reports tasks by workflow and status, the oldest runnable pending task, later ones and dead letters (--json)', async () => {
-      const run = await duraflow(['status', '--json'], { DATABASE_URL: db.url });
-      expect(run).toMatchObject({ code: 0, stderr: '' });
-      const report = JSON.parse(run.stdout);
+    it(
+      'reports tasks by workflow and status, the oldest runnable pending task, later ones and dead letters (--json)',
+      async () => {
+        const run = await duraflow(['status', '--json'], { DATABASE_URL: db.url });
+        expect(run).toMatchObject({ code: 0, stderr: '' });
+        const report = JSON.parse(run.stdout);
 
-      expect(report.tasks).toEqual([
-        { workflowName: 'alpha', counts: { completed: 2, partial_rollback: 1, pending: 1 } },
-        { workflowName: 'beta', counts: { pending: 2, running: 1 } },
-      ]);
-      expect(report.oldestPending).toMatchObject({ id: '00000000-0000-4000-8000-000000000004', workflowName: 'alpha' });
-      expect(report.oldestPending.waitingMs).toBeGreaterThanOrEqual(95_000);
-      expect(report.scheduledLater).toBe(1);
-      expect(report.deadLetters).toMatchObject({ total: 1, byWorkflow: [{ workflowName: 'alpha', count: 1 }] });
-      expect(report.leader).toEqual({ via: 'postgres', key: 'duraflow:reaper:leader', session: null });
-    }, CHILD_TIMEOUT_MS);
+        expect(report.tasks).toEqual([
+          { workflowName: 'alpha', counts: { completed: 2, partial_rollback: 1, pending: 1 } },
+          { workflowName: 'beta', counts: { pending: 2, running: 1 } },
+        ]);
+        expect(report.oldestPending).toMatchObject({ id: '00000000-0000-4000-8000-000000000004', workflowName: 'alpha' });
+        expect(report.oldestPending.waitingMs).toBeGreaterThanOrEqual(95_000);
+        expect(report.scheduledLater).toBe(1);
+        expect(report.deadLetters).toMatchObject({ total: 1, byWorkflow: [{ workflowName: 'alpha', count: 1 }] });
+        expect(report.leader).toEqual({ via: 'postgres', key: 'duraflow:reaper:leader', session: null });
+      },
+      CHILD_TIMEOUT_MS,
+    );
 
-    it('prints the same as a table for a person', async () => {
-      const run = await duraflow(['status', '--url', db.url]);
-      expect(run).toMatchObject({ code: 0, stderr: '' });
-      expect(run.stdout).toMatch(/workflow\s+pending\s+running\s+completed\s+failed\s+cancelled\s+rolled_back\s+partial_rollback\n/);
-      expect(run.stdout).toMatch(/alpha\s+1\s+0\s+2\s+0\s+0\s+0\s+1\n/);
-      expect(run.stdout).toMatch(/beta\s+2\s+1\s+0\s+0\s+0\s+0\s+0\n/);
-      expect(run.stdout).toMatch(/\(all\)\s+3\s+1\s+2\s+0\s+0\s+0\s+1\n/);
-      expect(run.stdout).toMatch(/Oldest runnable pending task: waiting 1m \d+s \(00000000-0000-4000-8000-000000000004, alpha\)/);
-      expect(run.stdout).toContain('Pending tasks scheduled for later: 1');
-      expect(run.stdout).toMatch(/Dead letters: 1 \(alpha: 1\), oldest \d{4}-/);
-      expect(run.stdout).toContain('Reaper leader: none (no session holds the PostgreSQL advisory lock "duraflow:reaper:leader")');
-    }, CHILD_TIMEOUT_MS);
+    it(
+      'prints the same as a table for a person',
+      async () => {
+        const run = await duraflow(['status', '--url', db.url]);
+        expect(run).toMatchObject({ code: 0, stderr: '' });
+        expect(run.stdout).toMatch(/workflow\s+pending\s+running\s+completed\s+failed\s+cancelled\s+rolled_back\s+partial_rollback\n/);
+        expect(run.stdout).toMatch(/alpha\s+1\s+0\s+2\s+0\s+0\s+0\s+1\n/);
+        expect(run.stdout).toMatch(/beta\s+2\s+1\s+0\s+0\s+0\s+0\s+0\n/);
+        expect(run.stdout).toMatch(/\(all\)\s+3\s+1\s+2\s+0\s+0\s+0\s+1\n/);
+        expect(run.stdout).toMatch(/Oldest runnable pending task: waiting 1m \d+s \(00000000-0000-4000-8000-000000000004, alpha\)/);
+        expect(run.stdout).toContain('Pending tasks scheduled for later: 1');
+        expect(run.stdout).toMatch(/Dead letters: 1 \(alpha: 1\), oldest \d{4}-/);
+        expect(run.stdout).toContain('Reaper leader: none (no session holds the PostgreSQL advisory lock "duraflow:reaper:leader")');
+      },
+      CHILD_TIMEOUT_MS,
+    );
 
     describe('with an app running on the database', () => {
       let app: TestingModule;
@@ -128,43 +143,63 @@ describe('the duraflow command line', () => {
 
       afterAll(() => bed.close(app));
 
-      it('names the worker that holds the PostgreSQL advisory lock', async () => {
-        const run = await duraflow(['status', '--url', db.url]);
-        expect(run.stdout).toMatch(
-          new RegExp(`Reaper leader: ${workerId} \\(PostgreSQL advisory lock "duraflow:reaper:leader", backend pid \\d+`),
-        );
-        const json = JSON.parse((await duraflow(['status', '--url', db.url, '--json'])).stdout);
-        expect(json.leader.session).toMatchObject({ workerId, applicationName: `duraflow-leader ${workerId}` });
-      }, CHILD_TIMEOUT_MS);
+      it(
+        'names the worker that holds the PostgreSQL advisory lock',
+        async () => {
+          const run = await duraflow(['status', '--url', db.url]);
+          expect(run.stdout).toMatch(
+            new RegExp(`Reaper leader: ${workerId} \\(PostgreSQL advisory lock "duraflow:reaper:leader", backend pid \\d+`),
+          );
+          const json = JSON.parse((await duraflow(['status', '--url', db.url, '--json'])).stdout);
+          expect(json.leader.session).toMatchObject({ workerId, applicationName: `duraflow-leader ${workerId}` });
+        },
+        CHILD_TIMEOUT_MS,
+      );
 
-      it('looks for the leader key the app was given (--leader-key)', async () => {
-        const json = JSON.parse((await duraflow(['status', '--url', db.url, '--json', '--leader-key', 'another:key'])).stdout);
-        expect(json.leader).toEqual({ via: 'postgres', key: 'another:key', session: null });
-      }, CHILD_TIMEOUT_MS);
+      it(
+        'looks for the leader key the app was given (--leader-key)',
+        async () => {
+          const json = JSON.parse((await duraflow(['status', '--url', db.url, '--json', '--leader-key', 'another:key'])).stdout);
+          expect(json.leader).toEqual({ via: 'postgres', key: 'another:key', session: null });
+        },
+        CHILD_TIMEOUT_MS,
+      );
     });
 
-    it('reads the leader from Redis with --redis or REDIS_URL', async () => {
-      const key = `duraflow:test:cli:${randomBytes(4).toString('hex')}`;
-      const election = new RedisLeaderElection({ redis: { url: SHARED_REDIS_URL }, key, workerId: 'redis-led-worker', ttlMs: 30_000 });
-      try {
-        expect(await election.tick()).toBe(true);
+    it(
+      'reads the leader from Redis with --redis or REDIS_URL',
+      async () => {
+        const key = `duraflow:test:cli:${randomBytes(4).toString('hex')}`;
+        const election = new RedisLeaderElection({ redis: { url: SHARED_REDIS_URL }, key, workerId: 'redis-led-worker', ttlMs: 30_000 });
+        try {
+          expect(await election.tick()).toBe(true);
 
-        const viaOption = await duraflow(['status', '--url', db.url, '--redis', SHARED_REDIS_URL, '--leader-key', key]);
-        expect(viaOption.stdout).toMatch(new RegExp(`Reaper leader: redis-led-worker \\(Redis key ${key}, expires in \\d+\\.\\d s unless renewed\\)`));
-        const viaEnv = JSON.parse((await duraflow(['status', '--json', '--leader-key', key], { DATABASE_URL: db.url, REDIS_URL: SHARED_REDIS_URL })).stdout);
-        expect(viaEnv.leader).toMatchObject({ via: 'redis', key, workerId: 'redis-led-worker' });
-        expect(viaEnv.leader.expiresInMs).toBeGreaterThan(0);
-      } finally {
-        await election.close();
-      }
-      const none = await duraflow(['status', '--url', db.url, '--redis', SHARED_REDIS_URL, '--leader-key', key]);
-      expect(none.stdout).toContain(`Reaper leader: none (Redis key ${key} is not set)`);
-    }, CHILD_TIMEOUT_MS);
+          const viaOption = await duraflow(['status', '--url', db.url, '--redis', SHARED_REDIS_URL, '--leader-key', key]);
+          expect(viaOption.stdout).toMatch(
+            new RegExp(`Reaper leader: redis-led-worker \\(Redis key ${key}, expires in \\d+\\.\\d s unless renewed\\)`),
+          );
+          const viaEnv = JSON.parse(
+            (await duraflow(['status', '--json', '--leader-key', key], { DATABASE_URL: db.url, REDIS_URL: SHARED_REDIS_URL })).stdout,
+          );
+          expect(viaEnv.leader).toMatchObject({ via: 'redis', key, workerId: 'redis-led-worker' });
+          expect(viaEnv.leader.expiresInMs).toBeGreaterThan(0);
+        } finally {
+          await election.close();
+        }
+        const none = await duraflow(['status', '--url', db.url, '--redis', SHARED_REDIS_URL, '--leader-key', key]);
+        expect(none.stdout).toContain(`Reaper leader: none (Redis key ${key} is not set)`);
+      },
+      CHILD_TIMEOUT_MS,
+    );
 
-    it('says to migrate first on a database without the Duraflow tables', async () => {
-      const empty = await database(false);
-      expectOneLineFailure(await duraflow(['status', '--url', empty.url]), 1, /has no Duraflow tables: run `duraflow migrate` first\./);
-    }, CHILD_TIMEOUT_MS);
+    it(
+      'says to migrate first on a database without the Duraflow tables',
+      async () => {
+        const empty = await database(false);
+        expectOneLineFailure(await duraflow(['status', '--url', empty.url]), 1, /has no Duraflow tables: run `duraflow migrate` first\./);
+      },
+      CHILD_TIMEOUT_MS,
+    );
   });
 
   describe('failures: one line, a non-zero exit, no stack trace', () => {
@@ -180,27 +215,68 @@ describe('the duraflow command line', () => {
     it.each<[string, string[], Record<string, string>, number, RegExp]>([
       ['no database at all', ['status'], {}, 2, /No database given: set DATABASE_URL or pass --url/],
       ['a URL that is not one', ['migrate', '--url', 'not a url'], {}, 2, /Invalid database URL "not a url": expected postgres:\/\//],
-      ['another scheme, without echoing the password', ['status'], { DATABASE_URL: 'mysql://root:s3cret@db/app' }, 2, /Invalid database URL "mysql:\/\/root:\*\*\*@db\/app": the scheme must be postgres:\/\//],
-      ['an unreachable server (migrate)', ['migrate', '--url', unreachable], {}, 1, /Cannot connect to PostgreSQL at 127\.0\.0\.1:1\/duraflow_nowhere: connect ECONNREFUSED/],
-      ['an unreachable server (status)', ['status'], { DATABASE_URL: unreachable }, 1, /Cannot connect to PostgreSQL at 127\.0\.0\.1:1\/duraflow_nowhere: connect ECONNREFUSED/],
-      ['a database that does not exist', ['migrate', '--url', databaseUrl('duraflow_cli_missing')], {}, 1, /database "duraflow_cli_missing" does not exist; create it, or fix the URL\./],
-      ['an unreachable Redis', ['status', '--url', MIGRATED, '--redis', 'redis://127.0.0.1:1'], {}, 1, /Cannot read the reaper leader from Redis at 127\.0\.0\.1:1: .*ECONNREFUSED/],
+      [
+        'another scheme, without echoing the password',
+        ['status'],
+        { DATABASE_URL: 'mysql://root:s3cret@db/app' },
+        2,
+        /Invalid database URL "mysql:\/\/root:\*\*\*@db\/app": the scheme must be postgres:\/\//,
+      ],
+      [
+        'an unreachable server (migrate)',
+        ['migrate', '--url', unreachable],
+        {},
+        1,
+        /Cannot connect to PostgreSQL at 127\.0\.0\.1:1\/duraflow_nowhere: connect ECONNREFUSED/,
+      ],
+      [
+        'an unreachable server (status)',
+        ['status'],
+        { DATABASE_URL: unreachable },
+        1,
+        /Cannot connect to PostgreSQL at 127\.0\.0\.1:1\/duraflow_nowhere: connect ECONNREFUSED/,
+      ],
+      [
+        'a database that does not exist',
+        ['migrate', '--url', databaseUrl('duraflow_cli_missing')],
+        {},
+        1,
+        /database "duraflow_cli_missing" does not exist; create it, or fix the URL\./,
+      ],
+      [
+        'an unreachable Redis',
+        ['status', '--url', MIGRATED, '--redis', 'redis://127.0.0.1:1'],
+        {},
+        1,
+        /Cannot read the reaper leader from Redis at 127\.0\.0\.1:1: .*ECONNREFUSED/,
+      ],
       ['an unknown command', ['migrat'], {}, 2, /Unknown command "migrat": use migrate or status/],
       ['an unknown option', ['status', '--verbose'], {}, 2, /Unknown option --verbose/],
       ['an option without its value', ['status', '--url'], {}, 2, /--url needs a value/],
-    ])('refuses %s', async (_, args, env, code, message) => {
-      const run = await duraflow(args.map((arg) => (arg === MIGRATED ? migrated.url : arg)), env);
-      expectOneLineFailure(run, code, message);
-    }, CHILD_TIMEOUT_MS);
+    ])(
+      'refuses %s',
+      async (_, args, env, code, message) => {
+        const run = await duraflow(
+          args.map((arg) => (arg === MIGRATED ? migrated.url : arg)),
+          env,
+        );
+        expectOneLineFailure(run, code, message);
+      },
+      CHILD_TIMEOUT_MS,
+    );
 
-    it('prints its usage with --help and without a command', async () => {
-      for (const args of [['--help'], []]) {
-        const run = await duraflow(args);
-        expect(run).toMatchObject({ code: 0, stderr: '' });
-        expect(run.stdout).toMatch(/^Usage: duraflow <command> \[options\]/);
-        expect(run.stdout).toContain('migrate');
-        expect(run.stdout).toContain('status');
-      }
-    }, CHILD_TIMEOUT_MS);
+    it(
+      'prints its usage with --help and without a command',
+      async () => {
+        for (const args of [['--help'], []]) {
+          const run = await duraflow(args);
+          expect(run).toMatchObject({ code: 0, stderr: '' });
+          expect(run.stdout).toMatch(/^Usage: duraflow <command> \[options\]/);
+          expect(run.stdout).toContain('migrate');
+          expect(run.stdout).toContain('status');
+        }
+      },
+      CHILD_TIMEOUT_MS,
+    );
   });
 });

@@ -3,7 +3,14 @@ import { cp, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { HOST_APP_SOURCE, HostAppFlavour, HostAppProcess, PreparedHostApp, prepareHostApp, prepareVariant } from './fixtures/consumer/host-app';
+import {
+  HOST_APP_SOURCE,
+  HostAppFlavour,
+  HostAppProcess,
+  PreparedHostApp,
+  prepareHostApp,
+  prepareVariant,
+} from './fixtures/consumer/host-app';
 import { hostEnvironment, run, runOrThrow } from './fixtures/consumer/npm';
 import { eventually, sleep } from './support/waiting';
 import { TestDatabase } from './support/database';
@@ -93,7 +100,14 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
       expect(unexpected).toEqual([]);
       expect(packed.files.filter((file) => /(^|\/)(test|tests|bench|__tests__|examples)\/|\.spec\.|\.map$/.test(file))).toEqual([]);
       expect(packed.files).toEqual(
-        expect.arrayContaining(['package.json', 'README.md', 'dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'dist/migrations/index.js']),
+        expect.arrayContaining([
+          'package.json',
+          'README.md',
+          'dist/index.js',
+          'dist/index.d.ts',
+          'dist/cli/main.js',
+          'dist/migrations/index.js',
+        ]),
       );
     });
 
@@ -117,7 +131,8 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
         for (const [, specifier] of code.matchAll(/require\("([^"]+)"\)/g)) {
           if (specifier.startsWith('.')) {
             const target = path.posix.join(path.posix.dirname(file), specifier);
-            if (!packed.files.includes(`${target}.js`) && !packed.files.includes(`${target}/index.js`)) undeclared.add(`${file} -> ${specifier}`);
+            if (!packed.files.includes(`${target}.js`) && !packed.files.includes(`${target}/index.js`))
+              undeclared.add(`${file} -> ${specifier}`);
             continue;
           }
           const name = specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : specifier.split('/')[0];
@@ -125,7 +140,13 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
         }
       }
       expect([...undeclared]).toEqual([]);
-      for (const target of [manifest.main, manifest.types, manifest.exports['.'].types, manifest.exports['.'].default, manifest.bin.duraflow]) {
+      for (const target of [
+        manifest.main,
+        manifest.types,
+        manifest.exports['.'].types,
+        manifest.exports['.'].default,
+        manifest.bin.duraflow,
+      ]) {
         expect(packed.files).toContain(target.replace(/^\.\//, ''));
       }
       expect(await readFile(path.join(packed.extracted, manifest.bin.duraflow), 'utf8')).toMatch(/^#!\/usr\/bin\/env node\n/);
@@ -138,94 +159,140 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
   });
 
   describe(LOWEST.label, () => {
-    it('type-checks with tsc --strict against the shipped .d.ts', async () => {
-      const app = await lowest;
-      expect(app.typeErrors).toEqual([]);
-    }, STEP_TIMEOUT_MS);
+    it(
+      'type-checks with tsc --strict against the shipped .d.ts',
+      async () => {
+        const app = await lowest;
+        expect(app.typeErrors).toEqual([]);
+      },
+      STEP_TIMEOUT_MS,
+    );
 
-    it('boots on a database of its own (migrationsRun) and runs a workflow to completed over HTTP', async () => {
-      await expectOrderFulfilled(await lowest, await database());
-    }, STEP_TIMEOUT_MS);
+    it(
+      'boots on a database of its own (migrationsRun) and runs a workflow to completed over HTTP',
+      async () => {
+        await expectOrderFulfilled(await lowest, await database());
+      },
+      STEP_TIMEOUT_MS,
+    );
 
-    it('refuses to boot with the redis option but without ioredis, naming the package to install', async () => {
-      const app = await lowest;
-      const host = new HostAppProcess(app.dir, { DATABASE_URL: (await database()).url, REDIS_URL: SHARED_REDIS_URL });
-      const exit = await host.exited;
-      expect(exit.code).not.toBe(0);
-      expect(host.log).toContain('needs "ioredis", which is not installed: run `npm install ioredis`');
-    }, STEP_TIMEOUT_MS);
+    it(
+      'refuses to boot with the redis option but without ioredis, naming the package to install',
+      async () => {
+        const app = await lowest;
+        const host = new HostAppProcess(app.dir, { DATABASE_URL: (await database()).url, REDIS_URL: SHARED_REDIS_URL });
+        const exit = await host.exited;
+        expect(exit.code).not.toBe(0);
+        expect(host.log).toContain('needs "ioredis", which is not installed: run `npm install ioredis`');
+      },
+      STEP_TIMEOUT_MS,
+    );
 
-    it('loads and runs workflows without class-validator and class-transformer, and refuses a DTO workflow naming them', async () => {
-      const app = await lowest;
-      await rm(path.join(app.dir, 'node_modules', 'class-validator'), { recursive: true });
-      await rm(path.join(app.dir, 'node_modules', 'class-transformer'), { recursive: true });
-      await cp(path.join(__dirname, 'fixtures', 'consumer', 'without-optional-peers.cjs'), path.join(app.dir, 'without-optional-peers.cjs'));
+    it(
+      'loads and runs workflows without class-validator and class-transformer, and refuses a DTO workflow naming them',
+      async () => {
+        const app = await lowest;
+        await rm(path.join(app.dir, 'node_modules', 'class-validator'), { recursive: true });
+        await rm(path.join(app.dir, 'node_modules', 'class-transformer'), { recursive: true });
+        await cp(
+          path.join(__dirname, 'fixtures', 'consumer', 'without-optional-peers.cjs'),
+          path.join(app.dir, 'without-optional-peers.cjs'),
+        );
 
-      const result = await runOrThrow(process.execPath, ['without-optional-peers.cjs'], {
-        cwd: app.dir,
-        env: hostEnvironment({ DATABASE_URL: (await database()).url, NODE_ENV: 'production' }),
-      });
-      expect(JSON.parse(result.stdout.trim().split('\n').pop()!)).toEqual({
-        plain: { status: 'completed', output: { greeting: 'hello ada' } },
-        dto: {
-          name: 'MissingDependencyError',
-          code: 'MISSING_DEPENDENCY',
-          message:
-            'The "input" DTO of workflow "greet-dto" needs "class-validator" and "class-transformer", which are not installed: ' +
-            'run `npm install class-validator class-transformer`.',
-        },
-      });
-    }, STEP_TIMEOUT_MS);
+        const result = await runOrThrow(process.execPath, ['without-optional-peers.cjs'], {
+          cwd: app.dir,
+          env: hostEnvironment({ DATABASE_URL: (await database()).url, NODE_ENV: 'production' }),
+        });
+        expect(JSON.parse(result.stdout.trim().split('\n').pop()!)).toEqual({
+          plain: { status: 'completed', output: { greeting: 'hello ada' } },
+          dto: {
+            name: 'MissingDependencyError',
+            code: 'MISSING_DEPENDENCY',
+            message:
+              'The "input" DTO of workflow "greet-dto" needs "class-validator" and "class-transformer", which are not installed: ' +
+              'run `npm install class-validator class-transformer`.',
+          },
+        });
+      },
+      STEP_TIMEOUT_MS,
+    );
   });
 
   describe('the newest majors (examples/host-app/package.json)', () => {
-    it('type-checks with tsc --strict against the shipped .d.ts', async () => {
-      const app = await highest;
-      expect(app.typeErrors).toEqual([]);
-    }, STEP_TIMEOUT_MS);
+    it(
+      'type-checks with tsc --strict against the shipped .d.ts',
+      async () => {
+        const app = await highest;
+        expect(app.typeErrors).toEqual([]);
+      },
+      STEP_TIMEOUT_MS,
+    );
 
-    it('boots on a database of its own (migrationsRun) and runs a workflow to completed over HTTP', async () => {
-      await expectOrderFulfilled(await highest, await database());
-    }, STEP_TIMEOUT_MS);
+    it(
+      'boots on a database of its own (migrationsRun) and runs a workflow to completed over HTTP',
+      async () => {
+        await expectOrderFulfilled(await highest, await database());
+      },
+      STEP_TIMEOUT_MS,
+    );
 
-    it('elects the reaper leader through Redis with REDIS_URL (ioredis installed)', async () => {
-      const app = await highest;
-      const leaderKey = `duraflow:test:host:${randomBytes(4).toString('hex')}`;
-      const db = await database();
-      const host = new HostAppProcess(app.dir, { DATABASE_URL: db.url, REDIS_URL: SHARED_REDIS_URL, DURAFLOW_LEADER_KEY: leaderKey });
-      try {
-        await host.ready;
-        await waitForLog(host, /Reaper leader election: this node \(.+\) is the leader/);
-        const status = await runOrThrow('npx', ['--no', 'duraflow', 'status', '--json', '--leader-key', leaderKey], {
+    it(
+      'elects the reaper leader through Redis with REDIS_URL (ioredis installed)',
+      async () => {
+        const app = await highest;
+        const leaderKey = `duraflow:test:host:${randomBytes(4).toString('hex')}`;
+        const db = await database();
+        const host = new HostAppProcess(app.dir, { DATABASE_URL: db.url, REDIS_URL: SHARED_REDIS_URL, DURAFLOW_LEADER_KEY: leaderKey });
+        try {
+          await host.ready;
+          await waitForLog(host, /Reaper leader election: this node \(.+\) is the leader/);
+          const status = await runOrThrow('npx', ['--no', 'duraflow', 'status', '--json', '--leader-key', leaderKey], {
+            cwd: app.dir,
+            env: hostEnvironment({ DATABASE_URL: db.url, REDIS_URL: SHARED_REDIS_URL }),
+          });
+          expect(JSON.parse(status.stdout).leader).toMatchObject({ via: 'redis', key: leaderKey, workerId: expect.any(String) });
+        } finally {
+          await host.stop();
+        }
+      },
+      STEP_TIMEOUT_MS,
+    );
+
+    it(
+      'gives the installed CLI: npx duraflow migrate and npx duraflow status',
+      async () => {
+        const app = await highest;
+        const db = await database();
+        const env = hostEnvironment({ DATABASE_URL: db.url });
+        const migrate = await runOrThrow('npx', ['--no', 'duraflow', 'migrate'], { cwd: app.dir, env });
+        expect(migrate.stdout).toMatch(/^Applied to .+: SeedSchema1700000000000, EngineColumns1700000000001, SagaColumns1700000000002\n$/);
+        const status = await runOrThrow('npx', ['--no', 'duraflow', 'status'], { cwd: app.dir, env });
+        expect(status.stdout).toContain('Tasks: none');
+        const unreachable = await run('npx', ['--no', 'duraflow', 'status', '--url', 'postgres://postgres@127.0.0.1:1/none'], {
           cwd: app.dir,
-          env: hostEnvironment({ DATABASE_URL: db.url, REDIS_URL: SHARED_REDIS_URL }),
+          env,
         });
-        expect(JSON.parse(status.stdout).leader).toMatchObject({ via: 'redis', key: leaderKey, workerId: expect.any(String) });
-      } finally {
-        await host.stop();
-      }
-    }, STEP_TIMEOUT_MS);
+        expect(unreachable.code).toBe(1);
+        expect(unreachable.stderr.trim()).toMatch(
+          /^duraflow: Cannot connect to PostgreSQL at 127\.0\.0\.1:1\/none: connect ECONNREFUSED[^\n]*$/,
+        );
+      },
+      STEP_TIMEOUT_MS,
+    );
 
-    it('gives the installed CLI: npx duraflow migrate and npx duraflow status', async () => {
-      const app = await highest;
-      const db = await database();
-      const env = hostEnvironment({ DATABASE_URL: db.url });
-      const migrate = await runOrThrow('npx', ['--no', 'duraflow', 'migrate'], { cwd: app.dir, env });
-      expect(migrate.stdout).toMatch(/^Applied to .+: SeedSchema1700000000000, EngineColumns1700000000001, SagaColumns1700000000002\n$/);
-      const status = await runOrThrow('npx', ['--no', 'duraflow', 'status'], { cwd: app.dir, env });
-      expect(status.stdout).toContain('Tasks: none');
-      const unreachable = await run('npx', ['--no', 'duraflow', 'status', '--url', 'postgres://postgres@127.0.0.1:1/none'], { cwd: app.dir, env });
-      expect(unreachable.code).toBe(1);
-      expect(unreachable.stderr.trim()).toMatch(/^duraflow: Cannot connect to PostgreSQL at 127\.0\.0\.1:1\/none: connect ECONNREFUSED[^\n]*$/);
-    }, STEP_TIMEOUT_MS);
-
-    it('also runs as an ES module app (a `nest new` default), on the same install', async () => {
-      const installed = await highest;
-      const esm = await prepareVariant(installed, 'esm', await highestFlavour(true));
-      expect(esm.typeErrors).toEqual([]);
-      expect(await readFile(path.join(esm.dir, 'dist', 'app.module.js'), 'utf8')).toMatch(/^import \{ Module \} from '@nestjs\/common';$/m);
-      await expectOrderFulfilled(esm, await database());
-    }, STEP_TIMEOUT_MS);
+    it(
+      'also runs as an ES module app (a `nest new` default), on the same install',
+      async () => {
+        const installed = await highest;
+        const esm = await prepareVariant(installed, 'esm', await highestFlavour(true));
+        expect(esm.typeErrors).toEqual([]);
+        expect(await readFile(path.join(esm.dir, 'dist', 'app.module.js'), 'utf8')).toMatch(
+          /^import \{ Module \} from '@nestjs\/common';$/m,
+        );
+        await expectOrderFulfilled(esm, await database());
+      },
+      STEP_TIMEOUT_MS,
+    );
   });
 
   /**
@@ -250,7 +317,11 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
       const state = await eventually(
         "the order's task has ended",
         async () => (await (await fetch(`${url}/orders/${orderId}`)).json()) as OrderState,
-        { until: (read) => ['completed', 'failed', 'rolled_back', 'partial_rollback', 'cancelled'].includes(read.task.status), timeoutMs: 30_000, everyMs: 100 },
+        {
+          until: (read) => ['completed', 'failed', 'rolled_back', 'partial_rollback', 'cancelled'].includes(read.task.status),
+          timeoutMs: 30_000,
+          everyMs: 100,
+        },
       );
       completedAt = Date.now();
       expect(state).toEqual({
@@ -291,7 +362,9 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
     await runOrThrow('tar', ['xzf', tarball, '-C', extracted, '--strip-components=1'], { cwd: into });
     const files: string[] = info.files.map((file: { path: string }) => file.path).sort();
     expect((await listFiles(extracted)).sort()).toEqual(files);
-    summary.push(`@duraflow/nestjs tarball: ${(info.size / 1024).toFixed(1)} kB packed, ${(info.unpackedSize / 1024).toFixed(1)} kB unpacked, ${files.length} files`);
+    summary.push(
+      `@duraflow/nestjs tarball: ${(info.size / 1024).toFixed(1)} kB packed, ${(info.unpackedSize / 1024).toFixed(1)} kB unpacked, ${files.length} files`,
+    );
     return { tarball, size: info.size, unpackedSize: info.unpackedSize, files, extracted };
   }
 });
@@ -299,7 +372,9 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
 async function listFiles(dir: string, prefix = ''): Promise<string[]> {
   const entries = await readdir(path.join(dir, prefix), { withFileTypes: true });
   const nested = await Promise.all(
-    entries.map((entry) => (entry.isDirectory() ? listFiles(dir, path.posix.join(prefix, entry.name)) : [path.posix.join(prefix, entry.name)])),
+    entries.map((entry) =>
+      entry.isDirectory() ? listFiles(dir, path.posix.join(prefix, entry.name)) : [path.posix.join(prefix, entry.name)],
+    ),
   );
   return nested.flat();
 }

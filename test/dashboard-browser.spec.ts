@@ -54,7 +54,8 @@ async function openTab(options: { signedIn?: boolean; url?: string } = {}): Prom
   page.on('console', (message) => {
     if (message.type() === 'error') errors.push(`console: ${message.text()} (${message.location().url ?? ''})`);
   });
-  if (options.signedIn ?? true) await page.setCookie({ name: OPERATOR_COOKIE.name, value: OPERATOR_COOKIE.value, url: options.url ?? app.url });
+  if (options.signedIn ?? true)
+    await page.setCookie({ name: OPERATOR_COOKIE.name, value: OPERATOR_COOKIE.value, url: options.url ?? app.url });
   return { page, errors };
 }
 
@@ -86,7 +87,7 @@ async function finished(name: string, input: unknown = {}): Promise<AgentTask> {
   return workflows.waitFor((await workflows.submit(name, input)).id, { timeoutMs: 20_000 });
 }
 
-it('shows a browser without the operator\'s credential only the guard\'s refusal', async () => {
+it("shows a browser without the operator's credential only the guard's refusal", async () => {
   const { page, errors } = await openTab({ signedIn: false });
   const response = await page.goto(`${app.url}${MOUNT}`);
   expect(response!.status()).toBe(401);
@@ -216,10 +217,7 @@ describe('another site', () => {
     // localhost and 127.0.0.1 are different sites to the browser.
     const attackerUrl = `http://localhost:${(attacker.address() as AddressInfo).port}/`;
     const page = await chromium.browser.newPage();
-    const [refused] = await Promise.all([
-      page.waitForResponse((response) => response.url() === target),
-      page.goto(attackerUrl),
-    ]);
+    const [refused] = await Promise.all([page.waitForResponse((response) => response.url() === target), page.goto(attackerUrl)]);
     expect(refused.status()).toBe(403);
     await page.waitForFunction(() => document.querySelector('h1')?.textContent === 'Not allowed');
     expect(await text(page, 'main')).toContain('This action was sent from another site and was refused.');
@@ -257,7 +255,11 @@ describe('the engine app', () => {
     expect(await text(page, 'h1')).toBe('Tasks');
 
     const cookies = await page.cookies();
-    expect(cookies.find((cookie) => cookie.name === 'duraflow_session')).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/duraflow' });
+    expect(cookies.find((cookie) => cookie.name === 'duraflow_session')).toMatchObject({
+      httpOnly: true,
+      sameSite: 'Strict',
+      path: '/duraflow',
+    });
     expect(cookies.find((cookie) => cookie.name === 'duraflow_session')!.value).not.toContain('operator-key-1');
     // The cookie opens the dashboard, not the API.
     expect((await fetch(`${engine.httpUrl}/tasks`, { headers: { cookie: `duraflow_session=${cookies[0].value}` } })).status).toBe(401);

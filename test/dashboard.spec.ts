@@ -1,4 +1,11 @@
-import { AgentTask, InvalidDashboardOptionsError, resolveDashboardOptions, SagaService, TaskStatus, WorkflowService } from '@duraflow/nestjs';
+import {
+  AgentTask,
+  InvalidDashboardOptionsError,
+  resolveDashboardOptions,
+  SagaService,
+  TaskStatus,
+  WorkflowService,
+} from '@duraflow/nestjs';
 import { ODD_STEP_KEY, OPERATOR_HEADERS, startDashboardApp } from './fixtures/dashboard/dashboard-app';
 import { TestHttpApp, useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
@@ -26,7 +33,10 @@ interface Answer {
   headers: Headers;
 }
 
-async function request(path: string, options: { method?: string; auth?: boolean; headers?: Record<string, string>; on?: TestHttpApp } = {}): Promise<Answer> {
+async function request(
+  path: string,
+  options: { method?: string; auth?: boolean; headers?: Record<string, string>; on?: TestHttpApp } = {},
+): Promise<Answer> {
   const response = await fetch(`${(options.on ?? app).url}${path}`, {
     method: options.method ?? 'GET',
     redirect: 'manual',
@@ -44,7 +54,9 @@ async function finished(name: string, input: unknown = {}): Promise<AgentTask> {
 /** An `approval` task, running, its `prepare` step completed. */
 async function runningApproval(): Promise<AgentTask> {
   const task = await workflows.submit('approval', {});
-  await eventually('its prepare step completed', () => workflows.getStepSummaries(task.id), { until: (steps) => steps.some((step) => step.stepKey === 'prepare') });
+  await eventually('its prepare step completed', () => workflows.getStepSummaries(task.id), {
+    until: (steps) => steps.some((step) => step.stepKey === 'prepare'),
+  });
   return (await workflows.get(task.id))!;
 }
 
@@ -60,7 +72,7 @@ function countOf(html: string, status: string): number {
 }
 
 describe('guards', () => {
-  it('answers every route, live updates and actions included, with the guard\'s 401 page and changes nothing', async () => {
+  it("answers every route, live updates and actions included, with the guard's 401 page and changes nothing", async () => {
     const task = await runningApproval();
     const routes: Array<[string, string]> = [
       ['GET', MOUNT],
@@ -149,7 +161,7 @@ describe('the task list', () => {
   });
 });
 
-describe('a task\'s page', () => {
+describe("a task's page", () => {
   it('shows the step timeline: each step with its times, attempts, output or error, and its compensation', async () => {
     const trip = await finished('trip', { traveller: 'ada' });
     expect(trip.status).toBe(TaskStatus.ROLLED_BACK);
@@ -216,7 +228,9 @@ describe('actions', () => {
     expect(done.headers.get('location')).toBe(`${MOUNT}/tasks/${task.id}?notice=cancelled-compensated`);
     expect((await workflows.get(task.id))!.status).toBe(TaskStatus.CANCELLED);
     expect((await workflows.getStep(task.id, 'prepare'))!.compensatedAt).toBeInstanceOf(Date);
-    expect((await request(done.headers.get('location')!)).text).toContain('The task was cancelled and its completed steps were compensated');
+    expect((await request(done.headers.get('location')!)).text).toContain(
+      'The task was cancelled and its completed steps were compensated',
+    );
 
     const again = await request(`${MOUNT}/tasks/${task.id}/cancel`, { method: 'POST', headers: SAME_ORIGIN });
     expect(again.status).toBe(409);
@@ -262,7 +276,10 @@ describe('actions', () => {
     expect(gone.text).toContain('DEAD_LETTER_NOT_FOUND');
     expect((await request(`${MOUNT}/tasks/${first.id}/dead-letters/${retried.id}/retry`)).status).toBe(404);
 
-    const discard = await request(`${MOUNT}/tasks/${second.id}/dead-letters/${discarded.id}/discard`, { method: 'POST', headers: SAME_ORIGIN });
+    const discard = await request(`${MOUNT}/tasks/${second.id}/dead-letters/${discarded.id}/discard`, {
+      method: 'POST',
+      headers: SAME_ORIGIN,
+    });
     expect(discard.headers.get('location')).toBe(`${MOUNT}/tasks/${second.id}?notice=discarded`);
     expect((await workflows.get(second.id))!.status).toBe(TaskStatus.ROLLED_BACK);
     expect((await workflows.getStep(second.id, 'reserve-stock'))!.compensatedAt).toBeNull();
@@ -288,7 +305,7 @@ describe('live updates', () => {
     };
   }
 
-  it('sends the task\'s progress as server-sent events while it runs and ends the stream when it finishes', async () => {
+  it("sends the task's progress as server-sent events while it runs and ends the stream when it finishes", async () => {
     const task = await runningApproval();
     const response = await fetch(`${app.url}${MOUNT}/tasks/${task.id}/events`, { headers: OPERATOR_HEADERS });
     expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
@@ -316,7 +333,7 @@ describe('live updates', () => {
 });
 
 describe('mounting', () => {
-  it('puts the host\'s global prefix in every link', async () => {
+  it("puts the host's global prefix in every link", async () => {
     const prefixed = await startDashboardApp(bed, {}, { globalPrefix: 'api' });
     const task = await prefixed.app.get(WorkflowService).submit('trip', { traveller: 'bo' });
     const list = await request(`/api${MOUNT}`, { on: prefixed });

@@ -1,12 +1,5 @@
 import { TestingModule } from '@nestjs/testing';
-import {
-  DeadLetterBusyError,
-  SagaService,
-  TaskStatus,
-  workflow,
-  WorkflowContext,
-  WorkflowService,
-} from '@duraflow/nestjs';
+import { DeadLetterBusyError, SagaService, TaskStatus, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
 import { useTestBed } from './support/test-bed';
 
 /*
@@ -94,7 +87,9 @@ describe('Dead-letter retry claim', () => {
     const result = await retry;
     expect(result).toMatchObject({ outcome: 'compensated', deadLetter: null, task: { id: taskId, status: TaskStatus.ROLLED_BACK } });
     expect(undoCalls).toBe(2); // the rollback's attempt, then this retry's: the turned-away retry ran nothing
-    const { rows: steps } = await bed.db.client.query(`SELECT compensated_at FROM step_runs WHERE task_id = $1 AND step_key = 'charge'`, [taskId]);
+    const { rows: steps } = await bed.db.client.query(`SELECT compensated_at FROM step_runs WHERE task_id = $1 AND step_key = 'charge'`, [
+      taskId,
+    ]);
     expect(steps[0].compensated_at).not.toBeNull();
   });
 

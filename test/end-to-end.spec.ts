@@ -1,14 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { TestingModule } from '@nestjs/testing';
-import {
-  Compensate,
-  Step,
-  TaskStatus,
-  Workflow,
-  WorkflowContext,
-  WorkflowService,
-  workflow,
-} from '@duraflow/nestjs';
+import { Compensate, Step, TaskStatus, Workflow, WorkflowContext, WorkflowService, workflow } from '@duraflow/nestjs';
 import { useTestBed } from './support/test-bed';
 
 @Injectable()

@@ -44,7 +44,9 @@ describe('the engine API: one error shape, typed errors, 503 while the database 
 
   beforeAll(async () => {
     const server = new URL(SERVER_URL);
-    proxy = bed.closeLater(await TcpProxy.start({ targetHost: server.hostname, targetPort: Number(server.port || 5432) }), (opened) => opened.teardown());
+    proxy = bed.closeLater(await TcpProxy.start({ targetHost: server.hostname, targetPort: Number(server.port || 5432) }), (opened) =>
+      opened.teardown(),
+    );
     // A database the test left away comes back first, so the engine closes as it would in production.
     bed.beforeClosing(async () => {
       if (!proxy.running) await proxy.restart().catch(() => undefined);
@@ -66,10 +68,25 @@ describe('the engine API: one error shape, typed errors, 503 while the database 
     ['a body that is not JSON', () => raw(engine, 'POST', '/tasks', '{"workflowName": "booking",'), 400, 'INVALID_JSON'],
     ['no API key', () => http(engine, 'GET', '/tasks'), 401, 'UNAUTHENTICATED'],
     ['an unknown route', () => http(engine, 'GET', '/no-such-route', { headers: AUTH }), 404, 'NOT_FOUND'],
-    ['a property of the wrong type', () => http(engine, 'POST', '/tasks', { body: { workflowName: 'booking', input: BOOKING, priority: 'high' }, headers: AUTH }), 400, 'INVALID_REQUEST'],
+    [
+      'a property of the wrong type',
+      () => http(engine, 'POST', '/tasks', { body: { workflowName: 'booking', input: BOOKING, priority: 'high' }, headers: AUTH }),
+      400,
+      'INVALID_REQUEST',
+    ],
     ['an id that is no UUID', () => http(engine, 'GET', '/tasks/nope', { headers: AUTH }), 400, 'INVALID_REQUEST'],
-    ['a dead-letter id that is no UUID', () => http(engine, 'POST', '/dead-letters/nope/discard', { headers: AUTH }), 400, 'INVALID_REQUEST'],
-    ['an unknown workflow', () => http(engine, 'POST', '/tasks', { body: { workflowName: 'nope' }, headers: AUTH }), 404, 'UNKNOWN_WORKFLOW'],
+    [
+      'a dead-letter id that is no UUID',
+      () => http(engine, 'POST', '/dead-letters/nope/discard', { headers: AUTH }),
+      400,
+      'INVALID_REQUEST',
+    ],
+    [
+      'an unknown workflow',
+      () => http(engine, 'POST', '/tasks', { body: { workflowName: 'nope' }, headers: AUTH }),
+      404,
+      'UNKNOWN_WORKFLOW',
+    ],
     ['a bad cursor', () => http(engine, 'GET', '/tasks?cursor=garbage', { headers: AUTH }), 400, 'INVALID_CURSOR'],
   ])('answers %s in the one error shape', async (_what, call, statusCode, code) => {
     expectErrorShape(await call(), statusCode, code);
@@ -91,7 +108,12 @@ describe('the engine API: one error shape, typed errors, 503 while the database 
 
   it('answers a body far over the limit REQUEST_TOO_LARGE, logging no stack', async () => {
     const before = logs.lines.length;
-    const response: { status: number; body: any } = await raw(engine, 'POST', '/tasks', JSON.stringify({ workflowName: 'booking', input: inputOf(400_000) }));
+    const response: { status: number; body: any } = await raw(
+      engine,
+      'POST',
+      '/tasks',
+      JSON.stringify({ workflowName: 'booking', input: inputOf(400_000) }),
+    );
     expectErrorShape(response, 413, 'REQUEST_TOO_LARGE');
     expect(response.body.message).toMatch(/The request body is over 365536 bytes/);
     expect(logs.lines.slice(before).join('\n')).not.toMatch(/\n\s+at /);
@@ -121,11 +143,16 @@ describe('the engine API: one error shape, typed errors, 503 while the database 
     ]);
     const { items } = (await http(engine, 'GET', `/dead-letters?taskId=${task.id}`, { headers: AUTH })).body;
     expect(items).toHaveLength(2);
-    expect(items[0].error).toMatchObject({ message: expect.stringMatching(/cancelling (flight|hotel)-ada-AMS-LIS failed \(try 3 of the 3/) });
+    expect(items[0].error).toMatchObject({
+      message: expect.stringMatching(/cancelling (flight|hotel)-ada-AMS-LIS failed \(try 3 of the 3/),
+    });
 
     // The compensation's 4th try works: retried, the entry is gone.
     const retried = await http(engine, 'POST', `/dead-letters/${items[0].id}/retry`, { headers: AUTH });
-    expect(retried).toMatchObject({ status: 200, body: { outcome: 'compensated', deadLetter: null, task: { status: 'partial_rollback' } } });
+    expect(retried).toMatchObject({
+      status: 200,
+      body: { outcome: 'compensated', deadLetter: null, task: { status: 'partial_rollback' } },
+    });
     // The other one a person undid by hand: discarded, the task is rolled_back.
     const discarded = await http(engine, 'POST', `/dead-letters/${items[1].id}/discard`, { headers: AUTH });
     expect(discarded).toEqual({ status: 200, body: { task: expect.objectContaining({ id: task.id, status: 'rolled_back' }) } });
@@ -138,7 +165,11 @@ describe('the engine API: one error shape, typed errors, 503 while the database 
   it('refuses to discard a dead letter whose task is still rolling back (409)', async () => {
     const seeded = await seedDeadLetter(bed.db.client);
     await bed.db.client.query(`UPDATE agent_tasks SET status = 'running', completed_at = NULL WHERE id = $1`, [seeded.taskId]);
-    expectErrorShape(await http(engine, 'POST', `/dead-letters/${seeded.deadLetterId}/discard`, { headers: AUTH }), 409, 'DEAD_LETTER_TASK_ACTIVE');
+    expectErrorShape(
+      await http(engine, 'POST', `/dead-letters/${seeded.deadLetterId}/discard`, { headers: AUTH }),
+      409,
+      'DEAD_LETTER_TASK_ACTIVE',
+    );
     await bed.db.client.query(`UPDATE agent_tasks SET status = 'partial_rollback', completed_at = now() WHERE id = $1`, [seeded.taskId]);
   });
 
@@ -146,7 +177,11 @@ describe('the engine API: one error shape, typed errors, 503 while the database 
     await proxy.stop();
     try {
       expectErrorShape(await http(engine, 'GET', '/tasks', { headers: AUTH }), 503, 'DATABASE_UNAVAILABLE');
-      expectErrorShape(await http(engine, 'POST', '/tasks', { body: { workflowName: 'booking', input: BOOKING }, headers: AUTH }), 503, 'DATABASE_UNAVAILABLE');
+      expectErrorShape(
+        await http(engine, 'POST', '/tasks', { body: { workflowName: 'booking', input: BOOKING }, headers: AUTH }),
+        503,
+        'DATABASE_UNAVAILABLE',
+      );
       const grpc = await client.ListTasks({}).catch((e) => e);
       expect([grpc.code, grpc.metadata.get('error-code')]).toEqual([status.UNAVAILABLE, ['DATABASE_UNAVAILABLE']]);
 

@@ -120,7 +120,9 @@ describe('the engine configuration (environment variables)', () => {
   ])('refuses %s=%j, naming the variable', (variable, value, expected) => {
     const attempt = () => loadEngineConfig({ [variable]: value });
     expect(attempt).toThrow(EngineConfigError);
-    expect(attempt).toThrow(new RegExp(`^Environment variable ${variable}=${JSON.stringify(value).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is invalid`));
+    expect(attempt).toThrow(
+      new RegExp(`^Environment variable ${variable}=${JSON.stringify(value).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is invalid`),
+    );
     expect(attempt).toThrow(expected);
   });
 
@@ -145,7 +147,9 @@ describe('the engine configuration (environment variables)', () => {
   it('stops `npm start` with exit code 1 and a message naming the bad variable', async () => {
     const engine = new EngineProcess({ DURAFLOW_CONCURRENCY: 'lots' });
     expect((await engine.exited).code).toBe(1);
-    expect(engine.log).toMatch(/ERROR \[Engine\] Environment variable DURAFLOW_CONCURRENCY="lots" is invalid: expected an integer from 1 to 10000\./);
+    expect(engine.log).toMatch(
+      /ERROR \[Engine\] Environment variable DURAFLOW_CONCURRENCY="lots" is invalid: expected an integer from 1 to 10000\./,
+    );
     expect(engine.log).not.toMatch(/\n\s+at /);
   });
 });

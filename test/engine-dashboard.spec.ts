@@ -9,7 +9,11 @@ const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
 
 const bed = useTestBed();
 
-async function call(engine: RunningEngine, path: string, init: RequestInit = {}): Promise<{ status: number; text: string; headers: Headers }> {
+async function call(
+  engine: RunningEngine,
+  path: string,
+  init: RequestInit = {},
+): Promise<{ status: number; text: string; headers: Headers }> {
   const response = await fetch(`${engine.httpUrl}${path}`, { redirect: 'manual', ...init });
   return { status: response.status, text: await response.text(), headers: response.headers };
 }
@@ -48,7 +52,9 @@ describe('with DURAFLOW_API_KEY', () => {
     expect(wrong.text).toContain("That is not the engine's API key.");
 
     const answer = await call(engine, '/duraflow/login', { method: 'POST', headers: FORM, body: `apiKey=${KEY}` });
-    expect(answer.headers.get('set-cookie')).toMatch(/^duraflow_session=[\w-]+; Max-Age=43200; Path=\/duraflow; Expires=.*; HttpOnly; SameSite=Strict$/);
+    expect(answer.headers.get('set-cookie')).toMatch(
+      /^duraflow_session=[\w-]+; Max-Age=43200; Path=\/duraflow; Expires=.*; HttpOnly; SameSite=Strict$/,
+    );
     expect(answer.headers.get('set-cookie')).not.toContain(KEY);
     const cookie = answer.headers.get('set-cookie')!.split(';')[0];
     expect((await call(engine, '/duraflow', { headers: { cookie } })).status).toBe(200);
@@ -65,7 +71,9 @@ describe('with DURAFLOW_API_KEY', () => {
     const out = await call(engine, '/duraflow/logout', { method: 'POST', headers: { cookie } });
     expect(out.status).toBe(303);
     expect(out.headers.get('location')).toBe('/duraflow/login');
-    expect(out.headers.get('set-cookie')).toMatch(/^duraflow_session=; Path=\/duraflow; Expires=Thu, 01 Jan 1970 00:00:00 GMT; HttpOnly; SameSite=Strict$/);
+    expect(out.headers.get('set-cookie')).toMatch(
+      /^duraflow_session=; Path=\/duraflow; Expires=Thu, 01 Jan 1970 00:00:00 GMT; HttpOnly; SameSite=Strict$/,
+    );
   });
 });
 

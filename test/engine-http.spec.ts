@@ -35,10 +35,19 @@ describe('the engine HTTP API', () => {
     it('answers 201 with the pending task; GET /tasks/:id and /steps show it completed', async () => {
       const created = await http(engine, 'POST', '/tasks', { body: { workflowName: 'booking', input: BOOKING, priority: 2 } });
       expect(created.status).toBe(201);
-      expect(created.body).toMatchObject({ id: expect.any(String), status: 'pending', workflowName: 'booking', priority: 2, input: BOOKING });
+      expect(created.body).toMatchObject({
+        id: expect.any(String),
+        status: 'pending',
+        workflowName: 'booking',
+        priority: 2,
+        input: BOOKING,
+      });
 
       const done = await finished(created.body.id);
-      expect(done).toMatchObject({ status: 'completed', output: { flight: 'flight-ada-AMS-LIS', hotel: 'hotel-ada-AMS-LIS', car: 'car-ada-AMS-LIS' } });
+      expect(done).toMatchObject({
+        status: 'completed',
+        output: { flight: 'flight-ada-AMS-LIS', hotel: 'hotel-ada-AMS-LIS', car: 'car-ada-AMS-LIS' },
+      });
       const steps = await http(engine, 'GET', `/tasks/${created.body.id}/steps`);
       expect(steps.status).toBe(200);
       expect(steps.body.map((s: any) => [s.stepKey, s.status])).toEqual([
@@ -73,7 +82,11 @@ describe('the engine HTTP API', () => {
       const before = await bed.rows.count('agent_tasks');
       const conflict = await http(engine, 'POST', '/tasks', { body: { ...body, input: { ...BOOKING, customer: 'someone-else' } } });
       expect(conflict.status).toBe(409);
-      expect(conflict.body).toMatchObject({ statusCode: 409, code: 'IDEMPOTENCY_KEY_CONFLICT', details: expect.objectContaining({ taskId: first.body.id }) });
+      expect(conflict.body).toMatchObject({
+        statusCode: 409,
+        code: 'IDEMPOTENCY_KEY_CONFLICT',
+        details: expect.objectContaining({ taskId: first.body.id }),
+      });
       expect(await bed.rows.count('agent_tasks')).toBe(before);
     });
 
@@ -111,7 +124,12 @@ describe('the engine HTTP API', () => {
       for (const [body, message] of cases) {
         const response = await http(engine, 'POST', '/tasks', { body });
         expect(response.status).toBe(400);
-        expect(response.body).toMatchObject({ statusCode: 400, code: 'INVALID_REQUEST', message: expect.stringMatching(message), details: { violations: expect.any(Array) } });
+        expect(response.body).toMatchObject({
+          statusCode: 400,
+          code: 'INVALID_REQUEST',
+          message: expect.stringMatching(message),
+          details: { violations: expect.any(Array) },
+        });
       }
     });
   });
@@ -166,7 +184,10 @@ describe('the engine HTTP API', () => {
       expect(cancelled).toMatchObject({ status: 200, body: { id: task.id, status: 'cancelled' } });
       const again = await http(engine, 'POST', `/tasks/${task.id}/cancel`);
       expect(again.status).toBe(409);
-      expect(again.body).toMatchObject({ code: 'TASK_ALREADY_FINISHED', message: expect.stringMatching(/already finished with status "cancelled"/) });
+      expect(again.body).toMatchObject({
+        code: 'TASK_ALREADY_FINISHED',
+        message: expect.stringMatching(/already finished with status "cancelled"/),
+      });
       expect((await http(engine, 'POST', `/tasks/${MISSING_ID}/cancel`)).status).toBe(404);
     });
 
@@ -267,7 +288,11 @@ describe('the engine HTTP API', () => {
             statusCode: 400,
             code: 'INVALID_REQUEST',
             message: 'Invalid request: input must not nest objects and arrays deeper than 100 levels.',
-            details: { violations: [{ property: 'input', constraints: { maxDepth: 'input must not nest objects and arrays deeper than 100 levels' } }] },
+            details: {
+              violations: [
+                { property: 'input', constraints: { maxDepth: 'input must not nest objects and arrays deeper than 100 levels' } },
+              ],
+            },
           },
         });
       }
@@ -281,7 +306,9 @@ describe('the engine HTTP API', () => {
       expect(created.status).toBe(201);
       // Past the depth check, the booking DTO strips the property it does not declare.
       expect(created.body.input).toEqual(BOOKING);
-      const tooDeep = await http(engine, 'POST', '/tasks', { body: { workflowName: 'booking', input: { ...input, notes: [input.notes] } } });
+      const tooDeep = await http(engine, 'POST', '/tasks', {
+        body: { workflowName: 'booking', input: { ...input, notes: [input.notes] } },
+      });
       expect(tooDeep.status).toBe(400);
     });
 
@@ -356,7 +383,12 @@ describe('the engine HTTP API with DURAFLOW_API_KEY and REDIS_URL set', () => {
 
   it('answers 401 to every API call without the key or with a wrong one', async () => {
     for (const [method, path, body] of routes) {
-      const attempts: Array<Record<string, string>> = [{}, { 'x-api-key': 'guess' }, { authorization: 'Bearer guess' }, { authorization: KEY }];
+      const attempts: Array<Record<string, string>> = [
+        {},
+        { 'x-api-key': 'guess' },
+        { authorization: 'Bearer guess' },
+        { authorization: KEY },
+      ];
       for (const headers of attempts) {
         const response = await http(engine, method, path, { body, headers });
         expect([method, path, response.status]).toEqual([method, path, 401]);
@@ -366,7 +398,10 @@ describe('the engine HTTP API with DURAFLOW_API_KEY and REDIS_URL set', () => {
   });
 
   it('serves calls with the key in x-api-key or as a Bearer token', async () => {
-    const created = await http(engine, 'POST', '/tasks', { body: { workflowName: 'booking', input: BOOKING }, headers: { 'x-api-key': KEY } });
+    const created = await http(engine, 'POST', '/tasks', {
+      body: { workflowName: 'booking', input: BOOKING },
+      headers: { 'x-api-key': KEY },
+    });
     expect(created.status).toBe(201);
     const fetched = await http(engine, 'GET', `/tasks/${created.body.id}`, { headers: { authorization: `Bearer ${KEY}` } });
     expect(fetched).toMatchObject({ status: 200, body: { id: created.body.id } });
@@ -413,9 +448,13 @@ describe('a worker-only node (DURAFLOW_HTTP=false) and a submit-only node (DURAF
     expect(worker.httpUrl).toBeUndefined();
     expect(worker.grpcAddress).toBeUndefined();
     const created = await http(submitter, 'POST', '/tasks', { body: { workflowName: 'order-processing', input: { orderId: 'split' } } });
-    const done = await eventually('the worker engine completed the task', async () => (await http(submitter, 'GET', `/tasks/${created.body.id}`)).body, {
-      until: (task) => task.status === 'completed',
-    });
+    const done = await eventually(
+      'the worker engine completed the task',
+      async () => (await http(submitter, 'GET', `/tasks/${created.body.id}`)).body,
+      {
+        until: (task) => task.status === 'completed',
+      },
+    );
     expect(done.workerId).toBe(worker.app.get(WorkerService).workerId);
     expect(submitter.app.get(WorkerService).stats().claimed).toBe(0);
   });

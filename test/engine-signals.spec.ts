@@ -36,7 +36,14 @@ describe('the engine under npm start', () => {
 
   async function npmStart(env: Record<string, string> = {}): Promise<EngineProcess> {
     const engine = new EngineProcess(
-      { DURAFLOW_DATA_DIR: dataDir, PORT: '0', GRPC_PORT: String(await freePort()), DURAFLOW_POLL_INTERVAL_MS: '50', DURAFLOW_SHUTDOWN_TIMEOUT_MS: '200', ...env },
+      {
+        DURAFLOW_DATA_DIR: dataDir,
+        PORT: '0',
+        GRPC_PORT: String(await freePort()),
+        DURAFLOW_POLL_INTERVAL_MS: '50',
+        DURAFLOW_SHUTDOWN_TIMEOUT_MS: '200',
+        ...env,
+      },
       { npmStart: true, ownProcessGroup: true },
     );
     engines.push(engine);
@@ -60,7 +67,9 @@ describe('the engine under npm start', () => {
     const api = { httpUrl: await engine.ready };
     const { node, postgres } = enginePids();
     const task = (await http(api, 'POST', '/tasks', { body: { workflowName: 'booking', input: SLOW_BOOKING } })).body;
-    await eventually('the task runs', async () => (await http(api, 'GET', `/tasks/${task.id}`)).body.status, { until: (status) => status === 'running' });
+    await eventually('the task runs', async () => (await http(api, 'GET', `/tasks/${task.id}`)).body.status, {
+      until: (status) => status === 'running',
+    });
 
     engine.interrupt(); // npm and the engine get SIGINT from the "terminal", and npm forwards its own
     expect(await engine.exited).toEqual({ code: 0, signal: null });
@@ -116,16 +125,25 @@ describe('a port that is taken', () => {
       [variable]: String(port),
     });
     expect((await engine.exited).code).toBe(1);
-    expect(engine.log).toContain(`${variable}=${port}: 127.0.0.1:${port} is already in use (another engine or program listens there). Stop it, or set ${variable} to a free port.`);
+    expect(engine.log).toContain(
+      `${variable}=${port}: 127.0.0.1:${port} is already in use (another engine or program listens there). Stop it, or set ${variable} to a free port.`,
+    );
     expect(engine.log).not.toMatch(/PostgreSQL|\n\s+at /);
     expect(existsSync(join(root, variable))).toBe(false);
   });
 
   it('stops the start before the database starts when HOST is not an address of this machine', async () => {
     // 192.0.2.0/24 is reserved for documentation: no machine has it.
-    const engine = new EngineProcess({ DURAFLOW_DATA_DIR: join(root, 'host'), HOST: '192.0.2.1', PORT: '0', GRPC_PORT: String(await freePort()) });
+    const engine = new EngineProcess({
+      DURAFLOW_DATA_DIR: join(root, 'host'),
+      HOST: '192.0.2.1',
+      PORT: '0',
+      GRPC_PORT: String(await freePort()),
+    });
     expect((await engine.exited).code).toBe(1);
-    expect(engine.log).toContain('HOST=192.0.2.1 is not an address of this machine. Set HOST to one of its addresses, 127.0.0.1 (this machine only) or 0.0.0.0 (every interface).');
+    expect(engine.log).toContain(
+      'HOST=192.0.2.1 is not an address of this machine. Set HOST to one of its addresses, 127.0.0.1 (this machine only) or 0.0.0.0 (every interface).',
+    );
     expect(engine.log).not.toMatch(/PostgreSQL|\n\s+at /);
   });
 });

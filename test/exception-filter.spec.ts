@@ -94,7 +94,10 @@ describe('DuraflowExceptionFilter in a Nest HTTP app', () => {
   const bed = useTestBed();
 
   /** A host app on the test database: the filter registered by `register`, listening on a free port. */
-  async function startHostApp(register: 'APP_FILTER' | 'useGlobalFilters' | 'new without HttpAdapterHost' | 'none', controllers: Type[] = [OrdersController]) {
+  async function startHostApp(
+    register: 'APP_FILTER' | 'useGlobalFilters' | 'new without HttpAdapterHost' | 'none',
+    controllers: Type[] = [OrdersController],
+  ) {
     const host = await bed.serve({
       duraflowModule: DuraflowModule.forRoot({ workflows: [orders], worker: { enabled: false } }),
       controllers,
@@ -153,7 +156,7 @@ describe('DuraflowExceptionFilter in a Nest HTTP app', () => {
     });
 
     it('answers a cancel of a finished task 409, an unknown task or dead letter 404', async () => {
-      const task = (await host.call('POST', '/tasks', { workflowName: 'orders', input: { orderId: 'o1', quantity: 1 } }));
+      const task = await host.call('POST', '/tasks', { workflowName: 'orders', input: { orderId: 'o1', quantity: 1 } });
       expect(task.status).toBe(201);
       const { id } = JSON.parse(task.text);
       expect((await host.call('POST', `/tasks/${id}/cancel`)).status).toBe(201);
@@ -163,14 +166,22 @@ describe('DuraflowExceptionFilter in a Nest HTTP app', () => {
         { statusCode: 409, code: 'TASK_ALREADY_FINISHED', message: expect.any(String), details: { taskId: id, status: 'cancelled' } },
       ]);
       expect(JSON.parse((await host.call('GET', `/tasks/${MISSING}`)).text)).toMatchObject({ statusCode: 404, code: 'TASK_NOT_FOUND' });
-      expect(JSON.parse((await host.call('POST', `/dead-letters/${MISSING}/retry`)).text)).toMatchObject({ statusCode: 404, code: 'DEAD_LETTER_NOT_FOUND' });
+      expect(JSON.parse((await host.call('POST', `/dead-letters/${MISSING}/retry`)).text)).toMatchObject({
+        statusCode: 404,
+        code: 'DEAD_LETTER_NOT_FOUND',
+      });
     });
 
     it('answers an idempotency key conflict 409', async () => {
       const response = await host.call('GET', '/conflict');
       expect([response.status, JSON.parse(response.text)]).toEqual([
         409,
-        { statusCode: 409, code: 'IDEMPOTENCY_KEY_CONFLICT', message: 'Idempotency key "order-7" was used with another input.', details: { idempotencyKey: 'order-7' } },
+        {
+          statusCode: 409,
+          code: 'IDEMPOTENCY_KEY_CONFLICT',
+          message: 'Idempotency key "order-7" was used with another input.',
+          details: { idempotencyKey: 'order-7' },
+        },
       ]);
     });
 
@@ -222,6 +233,7 @@ describe('duraflowErrorStatus (the mapping the filter and the engine share)', ()
   });
 
   it('uses the gRPC protocol numbers of @grpc/grpc-js', () => {
-    for (const [name, code] of Object.entries(GrpcStatusCode)) expect([name, code]).toEqual([name, GrpcStatus[name as keyof typeof GrpcStatus]]);
+    for (const [name, code] of Object.entries(GrpcStatusCode))
+      expect([name, code]).toEqual([name, GrpcStatus[name as keyof typeof GrpcStatus]]);
   });
 });

@@ -39,7 +39,9 @@ describe('Group commit', () => {
     };
   }
 
-  async function completedStepsOfEveryTask(): Promise<Array<{ task_id: string; step_key: string; output: unknown; completion_seq: number }>> {
+  async function completedStepsOfEveryTask(): Promise<
+    Array<{ task_id: string; step_key: string; output: unknown; completion_seq: number }>
+  > {
     const { rows } = await bed.db.client.query(
       `SELECT task_id, step_key, output, completion_seq FROM step_runs WHERE status = 'completed' ORDER BY task_id, step_key`,
     );
@@ -113,7 +115,9 @@ describe('Group commit', () => {
       // Every pooled connection (ten at once take them all) is back to the server's settings.
       const settings = await Promise.all(
         Array.from({ length: 10 }, () =>
-          db.query(`SELECT current_setting('synchronous_commit') AS sync, current_setting('enable_sort') AS sort, current_setting('enable_seqscan') AS seqscan`),
+          db.query(
+            `SELECT current_setting('synchronous_commit') AS sync, current_setting('enable_sort') AS sort, current_setting('enable_seqscan') AS seqscan`,
+          ),
         ),
       );
       expect(settings.map(({ rows }) => rows[0])).toEqual(Array(10).fill({ sync: 'on', sort: 'on', seqscan: 'on' }));
@@ -257,4 +261,3 @@ describe('Group commit', () => {
     });
   });
 });
-

@@ -57,9 +57,7 @@ class HostProcess {
       else this.replies.push(line);
     });
     child.stderr!.on('data', (chunk: Buffer) => (this.stderr += chunk.toString()));
-    this.exited = new Promise((resolve) =>
-      child.once('exit', (code, signal) => resolve({ code, signal, stderr: this.stderr })),
-    );
+    this.exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal, stderr: this.stderr })));
   }
 
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>;
@@ -92,8 +90,7 @@ class HostProcess {
   /** Sends one command and resolves to the host's reply (or fails when it died first). */
   send(command: string): Promise<string> {
     const reply = this.replies.shift();
-    const answer =
-      reply !== undefined ? Promise.resolve(reply) : new Promise<string>((resolve) => this.waiting.push(resolve));
+    const answer = reply !== undefined ? Promise.resolve(reply) : new Promise<string>((resolve) => this.waiting.push(resolve));
     this.child.stdin!.write(`${command}\n`);
     return Promise.race([
       answer,
@@ -150,10 +147,7 @@ describe('Reaper leader election', () => {
 
     it('elects exactly one of two nodes, which stores its worker id under the key with the ttl', async () => {
       const key = uniqueKey();
-      const nodes: [RedisLeaderElection, RedisLeaderElection] = [
-        redisNode({ key, ttlMs: 5_000 }),
-        redisNode({ key, ttlMs: 5_000 }),
-      ];
+      const nodes: [RedisLeaderElection, RedisLeaderElection] = [redisNode({ key, ttlMs: 5_000 }), redisNode({ key, ttlMs: 5_000 })];
 
       const [leader, follower] = leaderAndFollower(nodes, await Promise.all(nodes.map((node) => node.tick())));
 

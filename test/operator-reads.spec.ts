@@ -20,9 +20,13 @@ const failing = workflow(
   'failing',
   async (ctx: WorkflowContext) => {
     await ctx.step.run('book', () => ({ reference: 'R-1' }));
-    await ctx.step.run('pay', () => {
-      throw new Error('card declined');
-    }, { retries: 1, backoff: FAST_BACKOFF });
+    await ctx.step.run(
+      'pay',
+      () => {
+        throw new Error('card declined');
+      },
+      { retries: 1, backoff: FAST_BACKOFF },
+    );
   },
   {
     compensations: {
@@ -78,17 +82,30 @@ describe('countByStatus and list by time range', () => {
     expect(await workflows.countByStatus({ ...range, workflowName: 'report' })).toMatchObject({ completed: 1, failed: 1, pending: 1 });
     // From inclusive, to exclusive: the task created exactly at createdBefore is left out.
     expect(
-      await workflows.countByStatus({ workflowName: 'report', createdAfter: new Date('2020-01-02T10:00:00Z'), createdBefore: '2020-01-03T10:00:00Z' }),
+      await workflows.countByStatus({
+        workflowName: 'report',
+        createdAfter: new Date('2020-01-02T10:00:00Z'),
+        createdBefore: '2020-01-03T10:00:00Z',
+      }),
     ).toMatchObject({ completed: 0, failed: 1, pending: 0 });
   });
 
   it('lists only the tasks created in the range, newest first, with the other filters', async () => {
     const page = await workflows.list({ createdAfter: '2020-01-02T00:00:00Z', createdBefore: '2020-01-03T00:00:00Z' });
     expect(page.items.map((task) => task.id)).toEqual([ids.midOther, ids.midFailed]);
-    const reports = await workflows.list({ workflowName: 'report', createdAfter: '2020-01-02T00:00:00Z', createdBefore: '2020-01-05T00:00:00Z' });
+    const reports = await workflows.list({
+      workflowName: 'report',
+      createdAfter: '2020-01-02T00:00:00Z',
+      createdBefore: '2020-01-05T00:00:00Z',
+    });
     expect(reports.items.map((task) => task.id)).toEqual([ids.newPending, ids.midFailed]);
     const paged = await workflows.list({ createdBefore: '2020-01-05T00:00:00Z', createdAfter: '2019-12-31T00:00:00Z', limit: 3 });
-    const rest = await workflows.list({ createdBefore: '2020-01-05T00:00:00Z', createdAfter: '2019-12-31T00:00:00Z', limit: 3, cursor: paged.nextCursor! });
+    const rest = await workflows.list({
+      createdBefore: '2020-01-05T00:00:00Z',
+      createdAfter: '2019-12-31T00:00:00Z',
+      limit: 3,
+      cursor: paged.nextCursor!,
+    });
     expect([...paged.items, ...rest.items].map((task) => task.id)).toEqual([ids.newPending, ids.midOther, ids.midFailed, ids.oldDone]);
   });
 
@@ -134,7 +151,10 @@ describe('getStepSummaries and getStep', () => {
     const [, large] = await workflows.getStepSummaries(taskId);
     expect(large.output!.text).toHaveLength(2048);
     for (const previewChars of [0, 1.5, 1024 * 1024 + 1]) {
-      await expect(workflows.getStepSummaries(taskId, { previewChars })).rejects.toMatchObject({ code: 'INVALID_LIST_OPTIONS', option: 'previewChars' });
+      await expect(workflows.getStepSummaries(taskId, { previewChars })).rejects.toMatchObject({
+        code: 'INVALID_LIST_OPTIONS',
+        option: 'previewChars',
+      });
     }
     expect(await workflows.getStepSummaries('not-a-uuid')).toEqual([]);
   });

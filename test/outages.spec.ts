@@ -58,7 +58,8 @@ function outageWorkflow(db: TestDatabase, barriers: StepBarrier[]) {
   // One statement at a time on the test's single connection (pg deprecates overlapping queries).
   let queue: Promise<unknown> = Promise.resolve();
   const record = (taskId: string, step: string, token: string): Promise<unknown> => {
-    const insert = () => db.client.query(`INSERT INTO outage_effects (task_id, step_key, token) VALUES ($1, $2, $3)`, [taskId, step, token]);
+    const insert = () =>
+      db.client.query(`INSERT INTO outage_effects (task_id, step_key, token) VALUES ($1, $2, $3)`, [taskId, step, token]);
     const done = queue.then(insert, insert);
     queue = done.catch(() => undefined);
     return done;
@@ -218,9 +219,12 @@ describe('Outages (semantics 10)', () => {
       const output = task.output;
       for (const key of STEP_KEYS) {
         const saved = own.find((step) => step.step_key === key)?.output?.token;
-        const produced = effects.rows.filter((effect) => effect.task_id === task.id && effect.step_key === key).map((effect) => effect.token);
+        const produced = effects.rows
+          .filter((effect) => effect.task_id === task.id && effect.step_key === key)
+          .map((effect) => effect.token);
         if (!saved || !produced.includes(saved)) problems.push(`${task.id}/${key}: saved output ${saved} was produced by no execution`);
-        if (output?.[key] !== saved) problems.push(`${task.id}/${key}: task output ${output?.[key]} is not the step's saved output ${saved}`);
+        if (output?.[key] !== saved)
+          problems.push(`${task.id}/${key}: task output ${output?.[key]} is not the step's saved output ${saved}`);
         if ((exactlyOnce === 'all' || exactlyOnce.has(`${task.id}/${key}`)) && produced.length !== 1) {
           problems.push(`${task.id}/${key}: ran ${produced.length} times, expected once`);
         }
@@ -237,7 +241,10 @@ describe('Outages (semantics 10)', () => {
         `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`,
         [bed.db.name],
       );
-      return terminateBackends(bed.db.client, rows.map((row) => row.pid));
+      return terminateBackends(
+        bed.db.client,
+        rows.map((row) => row.pid),
+      );
     }
 
     /** The backend of the app's LISTEN session, if there is one. */
@@ -264,7 +271,9 @@ describe('Outages (semantics 10)', () => {
       const app = await startApp(bed.db.url, { ...outageOptions({ staleAfterMs: 15_000 }), workflows: [outageWorkflow(bed.db, waves)] });
       const workflows = app.get(WorkflowService);
       const worker = app.get(WorkerService);
-      await eventually('the worker LISTENs', async () => worker.stats().listening && (await listenBackends()).length === 1, { timeoutMs: EVENTUALLY_MS });
+      await eventually('the worker LISTENs', async () => worker.stats().listening && (await listenBackends()).length === 1, {
+        timeoutMs: EVENTUALLY_MS,
+      });
       const firstListener = (await listenBackends())[0];
 
       // Wave 0 fills the pool and waits inside step b; wave 1 is queued behind it.
@@ -278,7 +287,9 @@ describe('Outages (semantics 10)', () => {
 
       // Wave 0 finishes on new connections; wave 1 is claimed and runs into its own barrier.
       waves[0].open();
-      await eventually('wave 1 (pending during the kill) is claimed and waits in step b', () => waves[1].waiting === 10, { timeoutMs: EVENTUALLY_MS });
+      await eventually('wave 1 (pending during the kill) is claimed and waits in step b', () => waves[1].waiting === 10, {
+        timeoutMs: EVENTUALLY_MS,
+      });
 
       const killedSecond = await terminateAppBackends();
       expect(killedSecond.length).toBeGreaterThan(0);
@@ -308,7 +319,9 @@ describe('Outages (semantics 10)', () => {
      */
     async function runThroughOutage(options: { staleAfterMs: number; outage: (worker: WorkerService) => Promise<unknown> }) {
       const server = new URL(SERVER_URL);
-      proxy = bed.closeLater(await TcpProxy.start({ targetHost: server.hostname, targetPort: Number(server.port || 5432) }), (opened) => opened.teardown());
+      proxy = bed.closeLater(await TcpProxy.start({ targetHost: server.hostname, targetPort: Number(server.port || 5432) }), (opened) =>
+        opened.teardown(),
+      );
       const barrier = new StepBarrier();
       const app = await startApp(proxy.proxiedUrl(bed.db.url), {
         ...outageOptions({ staleAfterMs: options.staleAfterMs }),
@@ -373,7 +386,8 @@ describe('Outages (semantics 10)', () => {
       const { ids, inFlight, worker, retries } = await runThroughOutage({
         staleAfterMs: 1_500,
         // The proxy stays down until the worker has given up writing for all 10 runs.
-        outage: (w) => eventually('the worker gives up recording its 10 runs', () => w.stats().unrecorded >= 10, { timeoutMs: EVENTUALLY_MS }),
+        outage: (w) =>
+          eventually('the worker gives up recording its 10 runs', () => w.stats().unrecorded >= 10, { timeoutMs: EVENTUALLY_MS }),
       });
 
       // Step b of the interrupted runs ran again (its checkpoint never landed); every other step once.
@@ -427,7 +441,9 @@ describe('Outages (semantics 10)', () => {
       // Several reaper ticks (200 ms) go by without a leader: the stale task stays as it is.
       await sleep(1_000);
       expect(reaper.isLeader()).toBe(false);
-      const { rows: untouched } = await bed.db.client.query(`SELECT status, retry_count, worker_id FROM agent_tasks WHERE id = $1`, [stale]);
+      const { rows: untouched } = await bed.db.client.query(`SELECT status, retry_count, worker_id FROM agent_tasks WHERE id = $1`, [
+        stale,
+      ]);
       expect(untouched[0]).toEqual({ status: 'running', retry_count: 0, worker_id: 'dead-worker' });
 
       await redisServer.restart();

@@ -122,14 +122,23 @@ describe('output and list page limits', () => {
       const exact = await workflows.waitFor((await workflows.submit('bulky', { bytes: MAX_OUTPUT_BYTES })).id, WAIT);
 
       expect(over.status).toBe(TaskStatus.FAILED);
-      expect(over.error).toMatchObject({ code: 'OUTPUT_TOO_LARGE', name: 'OutputTooLargeError', message: expect.stringContaining('workflow "bulky"') });
+      expect(over.error).toMatchObject({
+        code: 'OUTPUT_TOO_LARGE',
+        name: 'OutputTooLargeError',
+        message: expect.stringContaining('workflow "bulky"'),
+      });
       expect(over.output).toBeNull();
       expect(exact).toMatchObject({ status: TaskStatus.COMPLETED, output: valueOfBytes(MAX_OUTPUT_BYTES) });
       expect(await storedOutputSizes()).toEqual([MAX_OUTPUT_BYTES]);
     });
 
     it('defaults to 1 MiB, beside maxInputBytes, and refuses a bad value at boot', () => {
-      expect(resolveDuraflowOptions()).toMatchObject({ maxInputBytes: 1_048_576, maxOutputBytes: 1_048_576, maxListPageBytes: 2_097_152, maxJsonDepth: 100 });
+      expect(resolveDuraflowOptions()).toMatchObject({
+        maxInputBytes: 1_048_576,
+        maxOutputBytes: 1_048_576,
+        maxListPageBytes: 2_097_152,
+        maxJsonDepth: 100,
+      });
       for (const options of [{ maxOutputBytes: 0 }, { maxListPageBytes: 1.5 }, { maxJsonDepth: 0 }, { maxJsonDepth: 1001 }]) {
         expect(() => resolveDuraflowOptions(options)).toThrow(InvalidDuraflowOptionsError);
       }

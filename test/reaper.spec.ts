@@ -17,7 +17,6 @@ import { SHARED_REDIS_URL } from './support/redis-server';
 import { useTestBed } from './support/test-bed';
 import { eventually, sleep } from './support/waiting';
 
-
 /** Fast reaper settings; the leader key is unique per test so parallel files never share it. */
 function reaperOptions(overrides: DuraflowModuleOptions['reaper'] = {}): DuraflowModuleOptions['reaper'] {
   return { intervalMs: 100, staleAfterMs: 400, leaderTtlMs: 1_000, leaderKey: `duraflow:test:${randomUUID()}`, ...overrides };
@@ -54,7 +53,13 @@ describe('ReaperService', () => {
       const result = await app.get(ReaperService).reapOnce();
 
       expect(result).toEqual({ requeued: [stale], rollingBack: [], failed: [], ended: [] });
-      expect(await bed.rows.task(stale)).toMatchObject({ status: 'pending', retry_count: 1, worker_id: null, claim_token: null, heartbeat_at: null });
+      expect(await bed.rows.task(stale)).toMatchObject({
+        status: 'pending',
+        retry_count: 1,
+        worker_id: null,
+        claim_token: null,
+        heartbeat_at: null,
+      });
       expect(await bed.rows.task(fresh)).toMatchObject({ status: 'running', retry_count: 0, worker_id: 'dead-worker' });
       expect(await app.get(ReaperService).reapOnce()).toEqual({ requeued: [], rollingBack: [], failed: [], ended: [] });
     });

@@ -107,10 +107,7 @@ describe('saga: cancel with compensate', () => {
       status: 'pending',
       input: { links: 2 },
       retryCount: 1,
-      steps: [
-        chainLink('link-1'),
-        chainLink('link-2'),
-      ],
+      steps: [chainLink('link-1'), chainLink('link-2')],
     });
     const app = await startSagaApp(bed, { duraflow: SUBMIT_ONLY });
 

@@ -32,9 +32,11 @@ describe('saga: the dead-letter queue', () => {
 
   /** Sessions on the test database blocked on a lock right now. */
   async function sessionsWaitingForLocks(): Promise<number> {
-    return (await bed.db.client.query(
-      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
-    )).rows[0].n;
+    return (
+      await bed.db.client.query(
+        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+      )
+    ).rows[0].n;
   }
 
   it('lists dead letters newest first in keyset pages, optionally of one task', async () => {
@@ -125,7 +127,9 @@ describe('saga: the dead-letter queue', () => {
 
     for (const row of await bed.rows.deadLetters(task.id)) await saga.retryDeadLetter(row.id);
 
-    const retried = scenario.undoCallsOf(task.id).filter((call) => call.outcome === 'undone' && ['nothing', 'json-null'].includes(call.stepKey));
+    const retried = scenario
+      .undoCallsOf(task.id)
+      .filter((call) => call.outcome === 'undone' && ['nothing', 'json-null'].includes(call.stepKey));
     expect(retried.map((call) => [call.stepKey, call.output])).toEqual([
       ['json-null', null],
       ['nothing', undefined],
@@ -184,7 +188,14 @@ describe('saga: the dead-letter queue', () => {
     const settled = Promise.allSettled(retries);
     await gate.reached.promise;
     // One retry holds the entry while its compensation waits at the gate; the other is turned away.
-    const turnedAway = await Promise.race(retries.map((retry) => retry.then(() => 'resolved', (error: unknown) => error)));
+    const turnedAway = await Promise.race(
+      retries.map((retry) =>
+        retry.then(
+          () => 'resolved',
+          (error: unknown) => error,
+        ),
+      ),
+    );
     expect(turnedAway).toBeInstanceOf(DeadLetterBusyError);
     expect(turnedAway).toMatchObject({ code: 'DEAD_LETTER_BUSY' });
     gate.open();
@@ -249,11 +260,7 @@ describe('saga: the dead-letter queue', () => {
       rollbackReason: 'failed',
       error: STEP_FAILED_BY_BREAK,
       heartbeatAgoMs: 0,
-      steps: [
-        chainLink('link-1'),
-        chainLink('link-2'),
-        { key: 'break', status: 'failed' },
-      ],
+      steps: [chainLink('link-1'), chainLink('link-2'), { key: 'break', status: 'failed' }],
     });
     await bed.db.client.query(`INSERT INTO dead_letter_queue (task_id, step_id, error) VALUES ($1, $2, '{"message":"x"}')`, [
       taskId,

@@ -1,11 +1,4 @@
-import {
-  CompensationNotRegisteredError,
-  ReaperService,
-  SagaService,
-  TaskStatus,
-  WorkerService,
-  WorkflowService,
-} from '@duraflow/nestjs';
+import { CompensationNotRegisteredError, ReaperService, SagaService, TaskStatus, WorkerService, WorkflowService } from '@duraflow/nestjs';
 import { chainLink, DEAD_WORKER_ID, writeCrashedRun } from './fixtures/saga/crashed-run';
 import { scenario, VendorError } from './fixtures/saga/scenario';
 import { CHAIN_LINKS, functionalUndoName, shipmentWorkflow } from './fixtures/saga/workflows';
@@ -152,10 +145,7 @@ describe('saga: a rollback outlives the process that started it', () => {
         status: 'pending',
         rollbackReason: 'failed',
         error: STEP_FAILED_BY_BREAK,
-        steps: [
-          ...CHAIN_LINKS.slice(0, 4).map((key) => chainLink(key)),
-          { key: 'break', status: 'failed' as const },
-        ],
+        steps: [...CHAIN_LINKS.slice(0, 4).map((key) => chainLink(key)), { key: 'break', status: 'failed' as const }],
       });
       // The crashed rollback had undone link-4 (the newest) and recorded it.
       await bed.db.client.query(`UPDATE step_runs SET compensated_at = now() - interval '5 minutes' WHERE id = $1`, [stepIds['link-4']]);
@@ -208,12 +198,7 @@ describe('saga: a rollback outlives the process that started it', () => {
         error: STEP_FAILED_BY_BREAK,
         retryCount: 0,
         maxRetries: 3,
-        steps: [
-          chainLink('link-1'),
-          chainLink('link-2'),
-          chainLink('link-3', { compensated: true }),
-          { key: 'break', status: 'failed' },
-        ],
+        steps: [chainLink('link-1'), chainLink('link-2'), chainLink('link-3', { compensated: true }), { key: 'break', status: 'failed' }],
       });
       expect(await bed.rows.task(taskId)).toMatchObject({ status: 'running', worker_id: DEAD_WORKER_ID });
       const app = await startSagaApp(bed, { duraflow: { ...SUBMIT_ONLY, reaper: { staleAfterMs: 1_000 } } });
@@ -247,10 +232,7 @@ describe('saga: a rollback outlives the process that started it', () => {
         workflowName: 'chain',
         status: 'running',
         rollbackReason: 'cancelled',
-        steps: [
-          chainLink('link-1'),
-          chainLink('link-2'),
-        ],
+        steps: [chainLink('link-1'), chainLink('link-2')],
       });
       const app = await startSagaApp(bed, { duraflow: { ...SUBMIT_ONLY, reaper: { staleAfterMs: 1_000 } } });
 
@@ -274,10 +256,7 @@ describe('saga: a rollback outlives the process that started it', () => {
         input: { links: 3 },
         retryCount: 2,
         maxRetries: 2,
-        steps: [
-          chainLink('link-1'),
-          chainLink('link-2'),
-        ],
+        steps: [chainLink('link-1'), chainLink('link-2')],
       });
       const app = await startSagaApp(bed, { duraflow: { ...SUBMIT_ONLY, reaper: { staleAfterMs: 1_000 } } });
 
@@ -305,12 +284,7 @@ describe('saga: a rollback outlives the process that started it', () => {
         error: STEP_FAILED_BY_BREAK,
         retryCount: 3,
         maxRetries: 3,
-        steps: [
-          chainLink('link-1'),
-          chainLink('link-2', { compensated: true }),
-          chainLink('link-3'),
-          { key: 'break', status: 'failed' },
-        ],
+        steps: [chainLink('link-1'), chainLink('link-2', { compensated: true }), chainLink('link-3'), { key: 'break', status: 'failed' }],
       });
       const app = await startSagaApp(bed, { duraflow: { reaper: { staleAfterMs: 1_000 } } });
 
@@ -362,5 +336,4 @@ describe('saga: a rollback outlives the process that started it', () => {
       expect(row.rollback_reason).toBeNull();
     });
   });
-
 });

@@ -283,9 +283,14 @@ describe('saga: rollback', () => {
         retries: 2,
         timeout: 30_000,
       });
-      expect(registry.resolveCompensation('trip', 'book-hotel', 'trip.cancelHotel')!.options).toMatchObject({ retries: 2, timeout: 30_000 });
-      expect(registry.resolveCompensation('stay', 'notify-guest', 'stay.retractNotice')!.options).toMatchObject({ retries: 1, timeout: 30_000 });
+      expect(registry.resolveCompensation('trip', 'book-hotel', 'trip.cancelHotel')!.options).toMatchObject({
+        retries: 2,
+        timeout: 30_000,
+      });
+      expect(registry.resolveCompensation('stay', 'notify-guest', 'stay.retractNotice')!.options).toMatchObject({
+        retries: 1,
+        timeout: 30_000,
+      });
     });
   });
-
 });

@@ -202,9 +202,7 @@ describe('schema (seed 000 "Database Schema")', () => {
         dead_letter_queue: DEAD_LETTER_QUEUE_SEED_COLUMNS,
         step_runs: STEP_RUNS_SEED_COLUMNS,
       }).flatMap(([table, columns]) =>
-        columns
-          .filter(([, , , , dflt]) => dflt !== null)
-          .map(([column, , , , dflt]) => ({ table, column, default: dflt })),
+        columns.filter(([, , , , dflt]) => dflt !== null).map(([column, , , , dflt]) => ({ table, column, default: dflt })),
       );
       expect(rows).toEqual(expected);
     });
@@ -243,9 +241,7 @@ describe('schema (seed 000 "Database Schema")', () => {
          FROM pg_constraint
          WHERE contype = 'f' AND conrelid = 'step_runs'::regclass`,
       );
-      expect(rows).toEqual([
-        { referenced: 'agent_tasks', confdeltype: 'c', columns: ['task_id'], referenced_columns: ['id'] },
-      ]);
+      expect(rows).toEqual([{ referenced: 'agent_tasks', confdeltype: 'c', columns: ['task_id'], referenced_columns: ['id'] }]);
     });
 
     it('deletes a task’s step runs when the task is deleted', async () => {
@@ -281,9 +277,7 @@ describe('schema (seed 000 "Database Schema")', () => {
       await inRolledBackTransaction(bed.db.client, async () => {
         const orphan = '00000000-0000-4000-8000-000000000001';
         await bed.db.client.query('INSERT INTO dead_letter_queue (task_id, step_id) VALUES ($1, $1)', [orphan]);
-        const { rows } = await bed.db.client.query('SELECT count(*)::int AS n FROM dead_letter_queue WHERE task_id = $1', [
-          orphan,
-        ]);
+        const { rows } = await bed.db.client.query('SELECT count(*)::int AS n FROM dead_letter_queue WHERE task_id = $1', [orphan]);
         expect(rows[0].n).toBe(1);
       });
     });
@@ -291,10 +285,7 @@ describe('schema (seed 000 "Database Schema")', () => {
 
   describe('indexes', () => {
     it.each(Object.entries(SEED_INDEXES))('has the seed index %s with the seed definition', async (name, seedSql) => {
-      const { rows } = await bed.db.client.query(
-        `SELECT indexdef FROM pg_indexes WHERE schemaname = 'public' AND indexname = $1`,
-        [name],
-      );
+      const { rows } = await bed.db.client.query(`SELECT indexdef FROM pg_indexes WHERE schemaname = 'public' AND indexname = $1`, [name]);
       expect(rows).toHaveLength(1);
       expect(normaliseIndexDef(rows[0].indexdef)).toBe(normaliseIndexDef(seedSql));
     });
@@ -322,12 +313,7 @@ describe('schema (seed 000 "Database Schema")', () => {
          WHERE schemaname = 'public' AND tablename IN ('agent_tasks', 'step_runs', 'dead_letter_queue')
          ORDER BY indexname`,
       );
-      const constraintIndexes = [
-        'agent_tasks_pkey',
-        'dead_letter_queue_pkey',
-        'step_runs_pkey',
-        'step_runs_task_id_step_key_key',
-      ];
+      const constraintIndexes = ['agent_tasks_pkey', 'dead_letter_queue_pkey', 'step_runs_pkey', 'step_runs_task_id_step_key_key'];
       const engineIndexes = [
         'idx_agent_tasks_claim',
         'idx_agent_tasks_created',
@@ -335,9 +321,7 @@ describe('schema (seed 000 "Database Schema")', () => {
         'idx_agent_tasks_status_created',
         'idx_dlq_step_id',
       ];
-      expect(rows.map((r) => r.indexname)).toEqual(
-        [...Object.keys(SEED_INDEXES), ...constraintIndexes, ...engineIndexes].sort(),
-      );
+      expect(rows.map((r) => r.indexname)).toEqual([...Object.keys(SEED_INDEXES), ...constraintIndexes, ...engineIndexes].sort());
     });
   });
 
@@ -512,41 +496,47 @@ describe('schema (seed 000 "Database Schema")', () => {
     });
 
     // The seed runs this from apps/engine; in this repository the root holds src/db/migrate.ts.
-    it('creates the schema with the seed’s `npx tsx src/db/migrate.ts`, and does nothing the second time', async () => {
-      const fresh = await scratchDatabase();
-      expect(await publicTables(fresh.client)).toEqual([]);
+    it(
+      'creates the schema with the seed’s `npx tsx src/db/migrate.ts`, and does nothing the second time',
+      async () => {
+        const fresh = await scratchDatabase();
+        expect(await publicTables(fresh.client)).toEqual([]);
 
-      const first = await runFromRepoRoot('npx', ['tsx', 'src/db/migrate.ts'], fresh.url);
-      expect(first.stdout).toContain(`Applied: ${MIGRATIONS.join(', ')}`);
-      expect(await publicTables(fresh.client)).toEqual(['agent_tasks', 'dead_letter_queue', 'migrations', 'step_runs']);
-      expect(await columnsOf(fresh.client, 'step_runs')).toEqual([
-        ...STEP_RUNS_SEED_COLUMNS,
-        ...ENGINE_EXTRA_COLUMNS.step_runs,
-      ]);
+        const first = await runFromRepoRoot('npx', ['tsx', 'src/db/migrate.ts'], fresh.url);
+        expect(first.stdout).toContain(`Applied: ${MIGRATIONS.join(', ')}`);
+        expect(await publicTables(fresh.client)).toEqual(['agent_tasks', 'dead_letter_queue', 'migrations', 'step_runs']);
+        expect(await columnsOf(fresh.client, 'step_runs')).toEqual([...STEP_RUNS_SEED_COLUMNS, ...ENGINE_EXTRA_COLUMNS.step_runs]);
 
-      const second = await runFromRepoRoot('npx', ['tsx', 'src/db/migrate.ts'], fresh.url);
-      expect(second.stdout).toContain('Schema is up to date');
-      expect(second.stdout).not.toContain('Applied');
-    }, CHILD_PROCESS_TIMEOUT_MS);
+        const second = await runFromRepoRoot('npx', ['tsx', 'src/db/migrate.ts'], fresh.url);
+        expect(second.stdout).toContain('Schema is up to date');
+        expect(second.stdout).not.toContain('Applied');
+      },
+      CHILD_PROCESS_TIMEOUT_MS,
+    );
 
-    it('creates the schema with `npm run migration:run`', async () => {
-      const fresh = await scratchDatabase();
-      const { stdout } = await runFromRepoRoot('npm', ['run', 'migration:run'], fresh.url);
-      expect(stdout).toContain(`Applied: ${MIGRATIONS.join(', ')}`);
-      expect(await publicTables(fresh.client)).toEqual(['agent_tasks', 'dead_letter_queue', 'migrations', 'step_runs']);
-      expect(await columnsOf(fresh.client, 'agent_tasks')).toEqual([
-        ...AGENT_TASKS_SEED_COLUMNS,
-        ...ENGINE_EXTRA_COLUMNS.agent_tasks,
-      ]);
-    }, CHILD_PROCESS_TIMEOUT_MS);
+    it(
+      'creates the schema with `npm run migration:run`',
+      async () => {
+        const fresh = await scratchDatabase();
+        const { stdout } = await runFromRepoRoot('npm', ['run', 'migration:run'], fresh.url);
+        expect(stdout).toContain(`Applied: ${MIGRATIONS.join(', ')}`);
+        expect(await publicTables(fresh.client)).toEqual(['agent_tasks', 'dead_letter_queue', 'migrations', 'step_runs']);
+        expect(await columnsOf(fresh.client, 'agent_tasks')).toEqual([...AGENT_TASKS_SEED_COLUMNS, ...ENGINE_EXTRA_COLUMNS.agent_tasks]);
+      },
+      CHILD_PROCESS_TIMEOUT_MS,
+    );
 
-    it('reports a failure and exits non-zero when the database is unreachable', async () => {
-      const unreachable = 'postgres://postgres@127.0.0.1:1/duraflow_nowhere';
-      await expect(runFromRepoRoot('npx', ['tsx', 'src/db/migrate.ts'], unreachable)).rejects.toMatchObject({
-        code: 1,
-        stderr: expect.stringContaining('Migration failed'),
-      });
-    }, CHILD_PROCESS_TIMEOUT_MS);
+    it(
+      'reports a failure and exits non-zero when the database is unreachable',
+      async () => {
+        const unreachable = 'postgres://postgres@127.0.0.1:1/duraflow_nowhere';
+        await expect(runFromRepoRoot('npx', ['tsx', 'src/db/migrate.ts'], unreachable)).rejects.toMatchObject({
+          code: 1,
+          stderr: expect.stringContaining('Migration failed'),
+        });
+      },
+      CHILD_PROCESS_TIMEOUT_MS,
+    );
   });
 
   describe('TypeORM entities (DURAFLOW_ENTITIES)', () => {

@@ -34,7 +34,11 @@ let effects: SideEffects;
 let appLabel = 'A';
 
 /** An app on the test database with these workflows, its worker quick to hand back on close. */
-function startApp(options: { workflows?: FunctionalWorkflowDefinition[]; providers?: Provider[]; duraflow?: DuraflowModuleOptions }): Promise<TestingModule> {
+function startApp(options: {
+  workflows?: FunctionalWorkflowDefinition[];
+  providers?: Provider[];
+  duraflow?: DuraflowModuleOptions;
+}): Promise<TestingModule> {
   const duraflow = options.duraflow ?? {};
   return bed.start({
     providers: options.providers,
@@ -536,7 +540,9 @@ describe('step runner', () => {
         { attempt: 2, aborted: true },
       ]);
       expect(aborts.map(({ reason }) => (reason as Error).name)).toEqual(['StepTimeoutError', 'StepTimeoutError']);
-      expect(await bed.rows.steps(done.id)).toMatchObject([{ step_key: 'fetch-report', status: 'failed', attempt: 2, error: { code: 'STEP_TIMEOUT' } }]);
+      expect(await bed.rows.steps(done.id)).toMatchObject([
+        { step_key: 'fetch-report', status: 'failed', attempt: 2, error: { code: 'STEP_TIMEOUT' } },
+      ]);
     });
 
     it('times out a step that ignores its signal, and its late result is never recorded', async () => {
@@ -554,7 +560,9 @@ describe('step runner', () => {
 
       await eventually('both late results have arrived', () => lateResolutions === 2);
       await sleep(100);
-      expect(await bed.rows.steps(done.id)).toMatchObject([{ step_key: 'fetch-report', status: 'failed', output: null, error: { code: 'STEP_TIMEOUT' } }]);
+      expect(await bed.rows.steps(done.id)).toMatchObject([
+        { step_key: 'fetch-report', status: 'failed', output: null, error: { code: 'STEP_TIMEOUT' } },
+      ]);
       expect((await bed.rows.task(done.id)).status).toBe(TaskStatus.FAILED);
     });
 

@@ -135,11 +135,7 @@ describe('submit validation (bad input gets a typed error and writes nothing)', 
       ['a name with a slash', 'billing/charge'],
       ['a name with a newline', 'echo\n'],
     ])('rejects %s with InvalidWorkflowNameError and writes nothing', async (_, name) => {
-      const error = await expectRejectedWithoutWrite(
-        () => workflows.submit(name, {}),
-        InvalidWorkflowNameError,
-        'INVALID_WORKFLOW_NAME',
-      );
+      const error = await expectRejectedWithoutWrite(() => workflows.submit(name, {}), InvalidWorkflowNameError, 'INVALID_WORKFLOW_NAME');
       expect(error.workflowName).toBe(name);
       expect(error.message).toContain(JSON.stringify(name));
     });
@@ -196,9 +192,7 @@ describe('submit validation (bad input gets a typed error and writes nothing)', 
         InputValidationError,
         'INVALID_INPUT',
       );
-      expect(error.violations).toEqual([
-        { property: 'route.to', constraints: expect.objectContaining({ isLength: expect.any(String) }) },
-      ]);
+      expect(error.violations).toEqual([{ property: 'route.to', constraints: expect.objectContaining({ isLength: expect.any(String) }) }]);
       expect(error.message).toContain('route.to');
     });
 
@@ -227,11 +221,7 @@ describe('submit validation (bad input gets a typed error and writes nothing)', 
       ['an array', [validBooking]],
       ['null', null],
     ])('rejects input that is %s where the DTO wants an object', async (_, input) => {
-      const error = await expectRejectedWithoutWrite(
-        () => workflows.submit('booking', input),
-        InputValidationError,
-        'INVALID_INPUT',
-      );
+      const error = await expectRejectedWithoutWrite(() => workflows.submit('booking', input), InputValidationError, 'INVALID_INPUT');
       expect(error.violations.length).toBeGreaterThan(0);
     });
 
@@ -279,7 +269,7 @@ describe('submit validation (bad input gets a typed error and writes nothing)', 
       expect(error.message).toContain('route.via');
     });
 
-    it("names the index of the refused input in submitMany, and writes none of them", async () => {
+    it('names the index of the refused input in submitMany, and writes none of them', async () => {
       const error = await expectRejectedWithoutWrite(
         () => workflows.submitMany('booking-strict', [validBooking, { ...validBooking, note: 'hi' }]),
         InputValidationError,
@@ -355,11 +345,7 @@ describe('submit validation (bad input gets a typed error and writes nothing)', 
       // eslint-disable-next-line no-sparse-arrays -- the hole is what this case is about
       ['a hole in a sparse array', { items: [1, , 3] }, '$.items[1]'],
     ])('rejects input containing %s with NotSerializableError naming the path, and writes nothing', async (_, input, path) => {
-      const error = await expectRejectedWithoutWrite(
-        () => workflows.submit('echo', input),
-        NotSerializableError,
-        'NOT_SERIALIZABLE',
-      );
+      const error = await expectRejectedWithoutWrite(() => workflows.submit('echo', input), NotSerializableError, 'NOT_SERIALIZABLE');
       expect(error.path).toBe(path);
       expect(error.message).toContain(path);
       expect(error.message).toContain('"echo"');
@@ -408,7 +394,11 @@ describe('submit validation (bad input gets a typed error and writes nothing)', 
     it.each([3_000, 5_000, 100_000])(
       'rejects input nested %i levels deep with InputValidationError before anything recurses into it, and writes nothing',
       async (depth) => {
-        const error = await expectRejectedWithoutWrite(() => workflows.submit('echo', nestedArrays(depth)), InputValidationError, 'INVALID_INPUT');
+        const error = await expectRejectedWithoutWrite(
+          () => workflows.submit('echo', nestedArrays(depth)),
+          InputValidationError,
+          'INVALID_INPUT',
+        );
         expect(error.violations).toEqual([
           { property: `${'[0]'.repeat(100)}`, constraints: { maxDepth: expect.stringContaining('deeper than 100 levels') } },
         ]);
@@ -503,12 +493,16 @@ describe('submit validation (bad input gets a typed error and writes nothing)', 
     });
 
     it('accepts valid options and stores them on the task', async () => {
-      const task = await workflows.submit('echo', {}, {
-        priority: -7,
-        scheduledAt: farFuture,
-        maxRetries: 0,
-        idempotencyKey: 'k'.repeat(255),
-      });
+      const task = await workflows.submit(
+        'echo',
+        {},
+        {
+          priority: -7,
+          scheduledAt: farFuture,
+          maxRetries: 0,
+          idempotencyKey: 'k'.repeat(255),
+        },
+      );
       const { rows } = await bed.db.client.query(
         'SELECT priority, scheduled_at, max_retries, idempotency_key, status FROM agent_tasks WHERE id = $1',
         [task.id],
@@ -557,11 +551,7 @@ describe('submit validation (bad input gets a typed error and writes nothing)', 
       const done = await workflows.waitFor(task.id, WAIT);
       expect(done.status).toBe(TaskStatus.COMPLETED);
 
-      const error = await expectRejectedWithoutWrite(
-        () => workflows.cancel(task.id),
-        TaskAlreadyFinishedError,
-        'TASK_ALREADY_FINISHED',
-      );
+      const error = await expectRejectedWithoutWrite(() => workflows.cancel(task.id), TaskAlreadyFinishedError, 'TASK_ALREADY_FINISHED');
       expect(error.taskId).toBe(task.id);
       expect(error.status).toBe('completed');
       expect(error.message).toContain(task.id);
@@ -577,11 +567,7 @@ describe('submit validation (bad input gets a typed error and writes nothing)', 
       const cancelled = await workflows.cancel(task.id);
       expect(cancelled.status).toBe(TaskStatus.CANCELLED);
 
-      const error = await expectRejectedWithoutWrite(
-        () => workflows.cancel(task.id),
-        TaskAlreadyFinishedError,
-        'TASK_ALREADY_FINISHED',
-      );
+      const error = await expectRejectedWithoutWrite(() => workflows.cancel(task.id), TaskAlreadyFinishedError, 'TASK_ALREADY_FINISHED');
       expect(error.status).toBe('cancelled');
       expect((await workflows.get(task.id))?.updatedAt).toEqual(cancelled.updatedAt);
     });
@@ -599,7 +585,11 @@ describe('submit validation (bad input gets a typed error and writes nothing)', 
 
     it('rejects waitFor of an unknown id with TaskNotFoundError', async () => {
       const id = randomUUID();
-      const error = await expectRejectedWithoutWrite(() => workflows.waitFor(id, { timeoutMs: 5_000 }), TaskNotFoundError, 'TASK_NOT_FOUND');
+      const error = await expectRejectedWithoutWrite(
+        () => workflows.waitFor(id, { timeoutMs: 5_000 }),
+        TaskNotFoundError,
+        'TASK_NOT_FOUND',
+      );
       expect(error.taskId).toBe(id);
     });
 

@@ -38,7 +38,10 @@ describe('startTestServers', () => {
   let nowhere: { DATABASE_URL: string; REDIS_URL: string };
 
   beforeEach(async () => {
-    nowhere = { DATABASE_URL: `postgres://postgres@127.0.0.1:${await freePort()}/postgres`, REDIS_URL: `redis://127.0.0.1:${await freePort()}` };
+    nowhere = {
+      DATABASE_URL: `postgres://postgres@127.0.0.1:${await freePort()}/postgres`,
+      REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
+    };
   });
 
   afterEach(async () => {
@@ -65,7 +68,9 @@ describe('startTestServers', () => {
     servers = await startTestServers({ env: freshEnv(), defaults: nowhere });
     const { DATABASE_URL: databaseUrl, REDIS_URL: redisUrl } = servers.env;
     const dir = servers.dir!;
-    expect(servers.started).toMatch(/^Test servers: an embedded PostgreSQL on 127\.0\.0\.1:\d+ and a redis-server on 127\.0\.0\.1:\d+, started for this run in /);
+    expect(servers.started).toMatch(
+      /^Test servers: an embedded PostgreSQL on 127\.0\.0\.1:\d+ and a redis-server on 127\.0\.0\.1:\d+, started for this run in /,
+    );
     expect(servers.started).toContain(dir);
     expect(existsSync(dir)).toBe(true);
 
@@ -113,15 +118,21 @@ describe('startTestServers', () => {
     const url = new URL(SERVER_URL);
     url.username = 'duraflow_no_such_role';
     url.password = 'wrong';
-    const refused = await startTestServers({ env: { DATABASE_URL: url.toString(), REDIS_URL: SHARED_REDIS_URL } }).catch((error: unknown) => error);
+    const refused = await startTestServers({ env: { DATABASE_URL: url.toString(), REDIS_URL: SHARED_REDIS_URL } }).catch(
+      (error: unknown) => error,
+    );
     expect(refused).toBeInstanceOf(TestServersError);
     expect((refused as Error).message).toMatch(
       /^The tests cannot use PostgreSQL at postgres:\/\/duraflow_no_such_role:\*\*\*@.*: .*duraflow_no_such_role.*\. Set DATABASE_URL to a server where its user may create databases\.$/,
     );
 
-    const noRedis = await startTestServers({ env: { DATABASE_URL: SERVER_URL, REDIS_URL: nowhere.REDIS_URL } }).catch((error: unknown) => error);
+    const noRedis = await startTestServers({ env: { DATABASE_URL: SERVER_URL, REDIS_URL: nowhere.REDIS_URL } }).catch(
+      (error: unknown) => error,
+    );
     expect(noRedis).toBeInstanceOf(TestServersError);
-    expect((noRedis as Error).message).toMatch(/^The tests cannot use Redis at redis:\/\/127\.0\.0\.1:\d+: .+\. Set REDIS_URL to a Redis they may write keys to\.$/);
+    expect((noRedis as Error).message).toMatch(
+      /^The tests cannot use Redis at redis:\/\/127\.0\.0\.1:\d+: .+\. Set REDIS_URL to a Redis they may write keys to\.$/,
+    );
   });
 });
 
@@ -142,7 +153,10 @@ describe('a Jest run on private servers', () => {
   });
 
   /** `jest` over test/fixtures/test-servers in a process group of its own, as a terminal runs it. */
-  function startJest(mode: 'fail' | 'wait', env: Record<string, string> = {}): { exited: Promise<number | null>; report: () => Promise<ServersReport> } {
+  function startJest(
+    mode: 'fail' | 'wait',
+    env: Record<string, string> = {},
+  ): { exited: Promise<number | null>; report: () => Promise<ServersReport> } {
     const reportFile = path.join(workDir, 'servers.json');
     jestRun = spawn(process.execPath, [JEST_BIN, '--config', CASE_CONFIG], {
       cwd: ROOT,
@@ -217,7 +231,10 @@ describe('terminateBackends, which the outage tests cause their outages with', (
 
   beforeAll(async () => {
     const nowhere = `postgres://postgres@127.0.0.1:${await freePort()}/postgres`;
-    servers = await startTestServers({ env: freshEnv({ REDIS_URL: SHARED_REDIS_URL }), defaults: { DATABASE_URL: nowhere, REDIS_URL: SHARED_REDIS_URL } });
+    servers = await startTestServers({
+      env: freshEnv({ REDIS_URL: SHARED_REDIS_URL }),
+      defaults: { DATABASE_URL: nowhere, REDIS_URL: SHARED_REDIS_URL },
+    });
   });
 
   afterAll(() => servers?.stop());

@@ -77,9 +77,7 @@ describe('WorkerService', () => {
       expect(executed).toEqual(['now']);
 
       expect((await workflows.waitFor(later.id, { timeoutMs: 15_000 })).status).toBe(TaskStatus.COMPLETED);
-      const { rows } = await bed.db.client.query(`SELECT started_at >= scheduled_at AS on_time FROM agent_tasks WHERE id = $1`, [
-        later.id,
-      ]);
+      const { rows } = await bed.db.client.query(`SELECT started_at >= scheduled_at AS on_time FROM agent_tasks WHERE id = $1`, [later.id]);
       expect(rows[0].on_time).toBe(true);
       expect(executed).toEqual(['now', 'later']);
     });
@@ -444,9 +442,7 @@ describe('WorkerService', () => {
             }),
           );
         }
-        const submitted = await Promise.all(
-          Array.from({ length: 200 }, (_, i) => apps[i % 2].get(WorkflowService).submit('noop', { i })),
-        );
+        const submitted = await Promise.all(Array.from({ length: 200 }, (_, i) => apps[i % 2].get(WorkflowService).submit('noop', { i })));
         expect(new Set(submitted.map((task) => task.id)).size).toBe(200);
 
         const workers = apps.map((app) => app.get(WorkerService));

@@ -115,7 +115,8 @@ describe('WorkflowService', () => {
       const tasks = await workflows.submitMany('bulk', inputs, { priority: 3, maxRetries: 1 });
 
       expect(tasks.map((task) => task.input)).toEqual(inputs);
-      for (const task of tasks) expect(task).toMatchObject({ status: TaskStatus.PENDING, priority: 3, maxRetries: 1, workflowName: 'bulk' });
+      for (const task of tasks)
+        expect(task).toMatchObject({ status: TaskStatus.PENDING, priority: 3, maxRetries: 1, workflowName: 'bulk' });
       expect(new Set(tasks.map((task) => task.id)).size).toBe(25);
       expect(await bed.rows.count('agent_tasks')).toBe(25);
       expect(await workflows.submitMany('bulk', [])).toEqual([]);
@@ -200,7 +201,10 @@ describe('WorkflowService', () => {
       const withoutKey = await workflows.submitWithResult('plain', { n: 1 });
       const withoutKeyAgain = await workflows.submitWithResult('plain', { n: 1 });
 
-      expect(first).toEqual({ task: expect.objectContaining({ id: expect.stringMatching(UUID), status: TaskStatus.PENDING }), created: true });
+      expect(first).toEqual({
+        task: expect.objectContaining({ id: expect.stringMatching(UUID), status: TaskStatus.PENDING }),
+        created: true,
+      });
       expect(again.created).toBe(false);
       expect(again.task.id).toBe(first.task.id);
       expect(withoutKey.created).toBe(true);
@@ -234,9 +238,7 @@ describe('WorkflowService', () => {
       const won = outcomes.filter((outcome) => outcome.status === 'fulfilled');
       const refused = outcomes.filter((outcome) => outcome.status === 'rejected');
       expect(won).toHaveLength(1);
-      expect(refused.map((outcome) => (outcome as PromiseRejectedResult).reason.code)).toEqual(
-        Array(19).fill('IDEMPOTENCY_KEY_CONFLICT'),
-      );
+      expect(refused.map((outcome) => (outcome as PromiseRejectedResult).reason.code)).toEqual(Array(19).fill('IDEMPOTENCY_KEY_CONFLICT'));
       expect(await bed.rows.count('agent_tasks')).toBe(1);
     });
 
@@ -445,9 +447,9 @@ describe('WorkflowService', () => {
       expect(nextCursor).toEqual(expect.any(String));
 
       await expect(workflows.list({ cursor: 'garbage' })).rejects.toBeInstanceOf(InvalidCursorError);
-      await expect(
-        workflows.list({ cursor: Buffer.from('123:not-a-uuid').toString('base64url') }),
-      ).rejects.toBeInstanceOf(InvalidCursorError);
+      await expect(workflows.list({ cursor: Buffer.from('123:not-a-uuid').toString('base64url') })).rejects.toBeInstanceOf(
+        InvalidCursorError,
+      );
       await expect(workflows.list({ cursor: `${nextCursor}x` })).rejects.toBeInstanceOf(InvalidCursorError);
       expect((await workflows.list({ cursor: nextCursor! })).items).toHaveLength(1);
     });
@@ -458,8 +460,17 @@ describe('WorkflowService', () => {
       const saga = app.get(SagaService);
       const tampered = (micros: string) => Buffer.from(`${micros}:${randomUUID()}`).toString('base64url');
 
-      for (const micros of ['9999999999999999999', '-9999999999999999999', '9223372036854775807', '9007199254740992', '-9007199254740992']) {
-        await expect(workflows.list({ cursor: tampered(micros) })).rejects.toMatchObject({ name: 'InvalidCursorError', code: 'INVALID_CURSOR' });
+      for (const micros of [
+        '9999999999999999999',
+        '-9999999999999999999',
+        '9223372036854775807',
+        '9007199254740992',
+        '-9007199254740992',
+      ]) {
+        await expect(workflows.list({ cursor: tampered(micros) })).rejects.toMatchObject({
+          name: 'InvalidCursorError',
+          code: 'INVALID_CURSOR',
+        });
         await expect(saga.listDeadLetters({ cursor: tampered(micros) })).rejects.toBeInstanceOf(InvalidCursorError);
       }
       // The edges of the range are a position like any other: everything is older than the newest one.

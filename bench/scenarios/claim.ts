@@ -40,7 +40,12 @@ interface PlanReport {
 
 function planReport(lines: Array<{ 'QUERY PLAN': string }>): PlanReport {
   const plan = lines.map((line) => line['QUERY PLAN']).join('\n');
-  return { plan, hasSort: /\bSort\b/.test(plan), hasBitmap: /\bBitmap\b/.test(plan), usesClaimIndex: plan.includes('idx_agent_tasks_claim') };
+  return {
+    plan,
+    hasSort: /\bSort\b/.test(plan),
+    hasBitmap: /\bBitmap\b/.test(plan),
+    usesClaimIndex: plan.includes('idx_agent_tasks_claim'),
+  };
 }
 
 function planFlags(report: PlanReport): string {
@@ -111,7 +116,9 @@ export async function claimScenario(ctx: BenchContext): Promise<void> {
       await queue.db.insertPending(NOOP_WORKFLOW, { steps: 0 }, queue.depth);
       if (queue.analyzed) await queue.db.client.query('ANALYZE agent_tasks');
     }
-    progress(`claim latency at ${small} and ${large} pending, analyzed and statistics never gathered: ${sizes.claimSamples} claims of ${sizes.claimBatch} each, in turn, rolled back`);
+    progress(
+      `claim latency at ${small} and ${large} pending, analyzed and statistics never gathered: ${sizes.claimSamples} claims of ${sizes.claimBatch} each, in turn, rolled back`,
+    );
     const samples = new Map(queues.map((queue) => [queue.row, [] as number[]]));
     for (let i = 0; i < sizes.claimWarmup + sizes.claimSamples; i++) {
       for (const queue of queues) {
@@ -127,7 +134,11 @@ export async function claimScenario(ctx: BenchContext): Promise<void> {
       const taken = samples.get(queue.row)!;
       raw[queue.row] = { depth: queue.depth, samplesMs: taken, statistics: stats, plansUsed, plan };
       const planNote = plan ? `; plan: ${planFlags(plan.analyzed)}` : '';
-      ctx.results.set(queue.row, median(taken), `${taken.length} claims, each rolled back; ${queue.depth} pending, ${stats.note}${planNote}; ${plansUsed}`);
+      ctx.results.set(
+        queue.row,
+        median(taken),
+        `${taken.length} claims, each rolled back; ${queue.depth} pending, ${stats.note}${planNote}; ${plansUsed}`,
+      );
       if (plan) {
         ctx.appendix.push(
           ...planAppendix(
@@ -160,6 +171,14 @@ async function plansUsedBy(client: Client, prefix: string, statements: Statement
 function planAppendix(heading: string, plan: { analyzed: PlanReport; generic?: PlanReport }, plansUsed: string): string[] {
   const { analyzed, generic } = plan;
   const lines = [heading, '', '```', analyzed.plan, '```', '', `${planFlags(analyzed)}; ${plansUsed}.`];
-  if (generic) lines.push('', `Generic plan (what the prepared statement may switch to after 5 executions): ${planFlags(generic)}`, '', '```', generic.plan, '```');
+  if (generic)
+    lines.push(
+      '',
+      `Generic plan (what the prepared statement may switch to after 5 executions): ${planFlags(generic)}`,
+      '',
+      '```',
+      generic.plan,
+      '```',
+    );
   return lines;
 }

@@ -52,7 +52,10 @@ export async function bootWorkers(ctx: BenchContext, count: number, concurrency:
       // Defaults everywhere (heartbeat 5 s, poll 500 ms, reaper every 10 s / stale after 30 s,
       // leader through a PostgreSQL advisory lock, pool of 10) but the concurrency; the worker
       // starts only when the tasks are in.
-      duraflow: { workerId: `bench-w${index + 1}-${randomBytes(3).toString('hex')}`, worker: { enabled: false, concurrency, ...prefetchOption() } },
+      duraflow: {
+        workerId: `bench-w${index + 1}-${randomBytes(3).toString('hex')}`,
+        worker: { enabled: false, concurrency, ...prefetchOption() },
+      },
     }),
   );
   try {
@@ -113,7 +116,9 @@ export async function timeDrain(ctx: BenchContext, workers: BenchWorkerProcess[]
   const backendsAfter = await backendCpu(ctx);
   // A backend that connected during the drain counts from zero.
   const backendCpuMs =
-    backendsBefore && backendsAfter ? [...backendsAfter].reduce((sum, [pid, ms]) => sum + ms - (backendsBefore.get(pid) ?? 0), 0) : undefined;
+    backendsBefore && backendsAfter
+      ? [...backendsAfter].reduce((sum, [pid, ms]) => sum + ms - (backendsBefore.get(pid) ?? 0), 0)
+      : undefined;
   const cpuAfter = await Promise.all(workers.map((worker) => worker.cpuUsage()));
   const workerCpuMs = cpuAfter.reduce((sum, after, index) => sum + cpuMs(cpuBefore[index], after), 0);
   await Promise.all(workers.map((worker) => worker.stopWorker()));
@@ -122,7 +127,9 @@ export async function timeDrain(ctx: BenchContext, workers: BenchWorkerProcess[]
   countsAfter.forEach((after, index) => {
     for (const [key, n] of Object.entries(countDelta(countsBefore[index], after))) statements[key] = (statements[key] ?? 0) + n;
   });
-  const { rows } = await ctx.db.client.query<{ status: string; n: string }>('SELECT status, count(*) AS n FROM agent_tasks GROUP BY status');
+  const { rows } = await ctx.db.client.query<{ status: string; n: string }>(
+    'SELECT status, count(*) AS n FROM agent_tasks GROUP BY status',
+  );
   const done = Number(rows.find((row) => row.status === 'completed')?.n ?? 0);
   if (done !== tasks) throw new Error(`drain of ${tasks} ${steps}-step tasks: the table says ${JSON.stringify(rows)}`);
   if (steps > 0) {
@@ -168,7 +175,8 @@ export async function drainScenario(ctx: BenchContext): Promise<void> {
           if (processes === 1 && concurrency === ctx.sizes.drainConcurrency[0]) profiled.push(result);
           const note = `${tasks} tasks in ${result.seconds.toFixed(2)} s; ${describeCpu(result)}`;
           ctx.results.set(drainRowId(steps, concurrency, processes, 'tasks'), result.tasksPerSecond, note);
-          if (steps > 0) ctx.results.set(drainRowId(steps, concurrency, processes, 'steps'), result.stepsPerSecond, `${tasks * steps} steps`);
+          if (steps > 0)
+            ctx.results.set(drainRowId(steps, concurrency, processes, 'steps'), result.stepsPerSecond, `${tasks * steps} steps`);
         }
       } catch (error) {
         // The other configurations still run; the run exits non-zero.
@@ -184,13 +192,17 @@ export async function drainScenario(ctx: BenchContext): Promise<void> {
 }
 
 export function describeCpu(result: DrainResult): string {
-  const backends = result.backendCpuMsPerTask === undefined ? '' : `, its PostgreSQL backends ${result.backendCpuMsPerTask.toFixed(2)} ms/task`;
+  const backends =
+    result.backendCpuMsPerTask === undefined ? '' : `, its PostgreSQL backends ${result.backendCpuMsPerTask.toFixed(2)} ms/task`;
   return `CPU: worker ${result.workerCpuMsPerTask.toFixed(2)} ms/task${backends}, machine ${Math.round(result.machineBusyPercent)}% busy`;
 }
 
 /** Statements per task of each drain, by statement: the round trips the database serves. */
 function statementsPerTask(results: DrainResult[], concurrency: number): string[] {
-  const lines = [`Statements per task sent by the worker process during the drains (concurrency ${concurrency}, 1 process), counted in node-postgres:`, ''];
+  const lines = [
+    `Statements per task sent by the worker process during the drains (concurrency ${concurrency}, 1 process), counted in node-postgres:`,
+    '',
+  ];
   for (const result of results) {
     const entries = Object.entries(result.statements).sort(([, a], [, b]) => b - a);
     const total = entries.reduce((sum, [, n]) => sum + n, 0) / result.tasks;

@@ -55,7 +55,9 @@ export async function idleWorkerScenario(ctx: BenchContext, workflows: WorkflowS
   ctx.results.set('latency.p50', quantile(latencies, 0.5), note);
   ctx.results.set('latency.p95', quantile(latencies, 0.95), `${latencies.length} samples`);
 
-  progress(`per-step overhead: ${sizes.stepOverheadRuns} runs of 10-step and 3-step (after a ${sizes.stepOverheadWarmupSteps}-step run and ${sizes.stepOverheadWarmup} pairs)`);
+  progress(
+    `per-step overhead: ${sizes.stepOverheadRuns} runs of 10-step and 3-step (after a ${sizes.stepOverheadWarmupSteps}-step run and ${sizes.stepOverheadWarmup} pairs)`,
+  );
   await runner.run(sizes.stepOverheadWarmupSteps);
   for (let i = 0; i < sizes.stepOverheadWarmup; i++) {
     await runner.run(10);
@@ -83,7 +85,11 @@ export async function idleWorkerScenario(ctx: BenchContext, workflows: WorkflowS
     perStepE2e.push((ten.submitToTerminalMs - three.submitToTerminalMs) / 7);
   }
   Object.assign(rawSection(ctx, 'stepOverhead'), { runs, perStepRunMs: perStepRun, perStepSubmitToTerminalMs: perStepE2e });
-  ctx.results.set('step.overhead.run', median(perStepRun), `${runs.length} runs; 10-step run ${median(runs.map((r) => r.ten.runMs)).toFixed(2)} ms p50`);
+  ctx.results.set(
+    'step.overhead.run',
+    median(perStepRun),
+    `${runs.length} runs; 10-step run ${median(runs.map((r) => r.ten.runMs)).toFixed(2)} ms p50`,
+  );
   rawSection(ctx, 'stepOverhead').checkpointStatementMs = floorSamples;
   ctx.results.set(
     'step.floor',
@@ -91,8 +97,16 @@ export async function idleWorkerScenario(ctx: BenchContext, workflows: WorkflowS
     `${floorSamples.length} statements, 10 after each pair of runs; StepStore's own SQL for a lone checkpoint, each its own commit, on one connection`,
   );
   const ratio = median(perStepRun) / median(floorSamples);
-  ctx.results.set('step.ratio', ratio, `${ratio <= 1.15 ? 'within' : 'OVER'} the 1.15 target: what the step runner adds to its one statement`);
-  ctx.results.set('step.overhead.e2e', median(perStepE2e), `${runs.length} runs; 10-step task ${median(runs.map((r) => r.ten.submitToTerminalMs)).toFixed(2)} ms p50`);
+  ctx.results.set(
+    'step.ratio',
+    ratio,
+    `${ratio <= 1.15 ? 'within' : 'OVER'} the 1.15 target: what the step runner adds to its one statement`,
+  );
+  ctx.results.set(
+    'step.overhead.e2e',
+    median(perStepE2e),
+    `${runs.length} runs; 10-step task ${median(runs.map((r) => r.ten.submitToTerminalMs)).toFixed(2)} ms p50`,
+  );
 }
 
 /**

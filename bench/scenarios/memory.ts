@@ -46,7 +46,11 @@ export async function memoryScenario(ctx: BenchContext): Promise<void> {
     Object.assign(rawSection(ctx, 'memory'), { tasks, before, samples, after, afterGc, drain, agentTasks: vacuum });
     const rates = `first tenth ${Math.round(drain.firstTenthPerSecond)}/s, last tenth ${Math.round(drain.lastTenthPerSecond)}/s`;
     const bloat = `agent_tasks after it: ${vacuum.n_dead_tup} dead tuples, ${vacuum.autovacuum_count} autovacuum(s), idx_agent_tasks_claim ${vacuum.claim_index_kb} kB`;
-    ctx.results.set('rss.drain.tasks', drain.tasksPerSecond, `${tasks} tasks in ${drain.seconds.toFixed(1)} s (${rates}); ${describeCpu(drain)}; ${bloat}`);
+    ctx.results.set(
+      'rss.drain.tasks',
+      drain.tasksPerSecond,
+      `${tasks} tasks in ${drain.seconds.toFixed(1)} s (${rates}); ${describeCpu(drain)}; ${bloat}`,
+    );
     ctx.results.set('rss.before', before.rss / MB, `booted, worker not started; heap used ${(before.heapUsed / MB).toFixed(1)} MB`);
     const firstHalf = samples.filter((sample) => sample.completed < tasks / 2);
     const secondHalf = samples.filter((sample) => sample.completed >= tasks / 2);

@@ -48,22 +48,36 @@ async function recoverOnce(ctx: BenchContext, run: number, cadenceWindowMs?: num
   const { client } = ctx.db;
   await ctx.db.truncate();
   const tag = randomBytes(3).toString('hex');
-  const victim = BenchWorkerProcess.start({ databaseUrl: ctx.db.url, label: `victim${run}`, duraflow: shortIntervals(`bench-victim-${tag}`, true) });
+  const victim = BenchWorkerProcess.start({
+    databaseUrl: ctx.db.url,
+    label: `victim${run}`,
+    duraflow: shortIntervals(`bench-victim-${tag}`, true),
+  });
   let rescuer: BenchWorkerProcess | undefined;
   try {
     await victim.ready;
     await eventually('the victim leads the reaper', () => victim.isLeader(), { timeoutMs: 10_000 });
-    rescuer = BenchWorkerProcess.start({ databaseUrl: ctx.db.url, label: `rescuer${run}`, duraflow: shortIntervals(`bench-rescuer-${tag}`, false) });
+    rescuer = BenchWorkerProcess.start({
+      databaseUrl: ctx.db.url,
+      label: `rescuer${run}`,
+      duraflow: shortIntervals(`bench-rescuer-${tag}`, false),
+    });
     await rescuer.ready;
 
-    const { rows } = await client.query<{ id: string }>(`INSERT INTO agent_tasks (workflow_name, input) VALUES ($1, '{}') RETURNING id`, [RECOVER_WORKFLOW]);
+    const { rows } = await client.query<{ id: string }>(`INSERT INTO agent_tasks (workflow_name, input) VALUES ($1, '{}') RETURNING id`, [
+      RECOVER_WORKFLOW,
+    ]);
     const taskId = rows[0].id;
     const read = async (): Promise<TaskRow> =>
       (await client.query<TaskRow>('SELECT status, worker_id, retry_count FROM agent_tasks WHERE id = $1', [taskId])).rows[0];
-    await eventually('the victim claimed the task', async () => {
-      const task = await read();
-      return task.status === 'running' && task.worker_id === victim.workerId;
-    }, { timeoutMs: 10_000, everyMs: 10 });
+    await eventually(
+      'the victim claimed the task',
+      async () => {
+        const task = await read();
+        return task.status === 'running' && task.worker_id === victim.workerId;
+      },
+      { timeoutMs: 10_000, everyMs: 10 },
+    );
     await rescuer.startWorker();
     // A few heartbeats, and a kill at no particular phase of the heartbeat.
     await sleep(300 + Math.random() * SHORT_INTERVALS.heartbeatIntervalMs);
@@ -78,13 +92,21 @@ async function recoverOnce(ctx: BenchContext, run: number, cadenceWindowMs?: num
 
     let reclaimedAt: number | undefined;
     let last: TaskRow | undefined;
-    await eventually('the task has ended in the other process', async () => {
-      last = await read();
-      if (reclaimedAt === undefined && last.worker_id === rescuer!.workerId && (last.status === 'running' || last.status === 'completed')) {
-        reclaimedAt = performance.now();
-      }
-      return last.status === 'completed' || last.status === 'failed';
-    }, { timeoutMs: 30_000, everyMs: 5 });
+    await eventually(
+      'the task has ended in the other process',
+      async () => {
+        last = await read();
+        if (
+          reclaimedAt === undefined &&
+          last.worker_id === rescuer!.workerId &&
+          (last.status === 'running' || last.status === 'completed')
+        ) {
+          reclaimedAt = performance.now();
+        }
+        return last.status === 'completed' || last.status === 'failed';
+      },
+      { timeoutMs: 30_000, everyMs: 5 },
+    );
     const completedAt = performance.now();
     if (last?.status !== 'completed' || reclaimedAt === undefined) throw new Error(`the task ended ${JSON.stringify(last)}`);
     const reclaimedMs = reclaimedAt - killedAt;
@@ -97,7 +119,9 @@ async function recoverOnce(ctx: BenchContext, run: number, cadenceWindowMs?: num
       const passes = ((await rescuer.queryCounts()).duraflow_reap ?? 0) - before;
       const windowMs = performance.now() - from;
       if (!passes) {
-        throw new Error(`the surviving leader sent no duraflow_reap statement in ${Math.round(windowMs)} ms: if the reaping statement was renamed, update bench/scenarios/recovery.ts`);
+        throw new Error(
+          `the surviving leader sent no duraflow_reap statement in ${Math.round(windowMs)} ms: if the reaping statement was renamed, update bench/scenarios/recovery.ts`,
+        );
       }
       cadence = { windowMs, passes, meanIntervalMs: windowMs / passes };
     }
@@ -145,8 +169,19 @@ export async function recoveryScenario(ctx: BenchContext): Promise<void> {
   const reap = defaults.reaper.intervalMs / 1000;
   const expected = stale - beat / 2 + reap / 2;
   const worst = stale + reap;
-  rawSection(ctx, 'recovery').defaults = { staleAfterS: stale, heartbeatS: beat, reaperIntervalS: reap, bestS: stale - beat, expectedS: expected, worstS: worst };
-  ctx.results.set('recovery.default.expected', expected, `computed: ${stale} s stale - ${beat}/2 s mean heartbeat age + ${reap}/2 s mean reaper wait; best ${stale - beat} s`);
+  rawSection(ctx, 'recovery').defaults = {
+    staleAfterS: stale,
+    heartbeatS: beat,
+    reaperIntervalS: reap,
+    bestS: stale - beat,
+    expectedS: expected,
+    worstS: worst,
+  };
+  ctx.results.set(
+    'recovery.default.expected',
+    expected,
+    `computed: ${stale} s stale - ${beat}/2 s mean heartbeat age + ${reap}/2 s mean reaper wait; best ${stale - beat} s`,
+  );
   let stretched = '';
   const cadence = runs.find((run) => run.cadence)?.cadence;
   if (cadence && cadence.meanIntervalMs > reaperIntervalMs * 1.1) {
@@ -157,7 +192,11 @@ export async function recoveryScenario(ctx: BenchContext): Promise<void> {
       `; the reaper measured above ran every ${factor.toFixed(2)} intervals on average (up to 2): ` +
       `at that cadence the defaults give ${(stale - beat / 2 + (reap * factor) / 2).toFixed(1)} s expected, ${stale + 2 * reap} s worst`;
   }
-  ctx.results.set('recovery.default.worst', worst, `computed: ${stale} s stale (heartbeat just before the kill) + ${reap} s (reaper tick just missed)${stretched}`);
+  ctx.results.set(
+    'recovery.default.worst',
+    worst,
+    `computed: ${stale} s stale (heartbeat just before the kill) + ${reap} s (reaper tick just missed)${stretched}`,
+  );
 }
 
 function cadenceNote(runs: RecoveryRun[]): string {

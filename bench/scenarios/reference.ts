@@ -28,7 +28,11 @@ export async function referenceScenario(ctx: BenchContext): Promise<void> {
     progress(`pgbench one-row INSERT + pg_notify, 4 clients, ${seconds} s`);
     const notify = await pgbench(url, INSERT_NOTIFY_SCRIPT, 4, seconds);
     raw.insert_notify_c4 = notify;
-    ctx.results.set('ref.notify.c4', notify.tps, `WITH … INSERT … RETURNING SELECT pg_notify(…): notifying commits are serialized by PostgreSQL`);
+    ctx.results.set(
+      'ref.notify.c4',
+      notify.tps,
+      `WITH … INSERT … RETURNING SELECT pg_notify(…): notifying commits are serialized by PostgreSQL`,
+    );
   } finally {
     await client.query('DROP TABLE bench_ref');
   }
@@ -44,7 +48,11 @@ export async function referenceScenario(ctx: BenchContext): Promise<void> {
     const left = Number(rows[0].left);
     raw.skip_locked_c4 = { ...result, rowsLeft: left };
     if (left === 0) throw new Error(`the SKIP LOCKED reference ran out of rows (${ctx.sizes.skipLockedRows}): raise skipLockedRows`);
-    ctx.results.set('ref.skiplocked.c4', result.tps, `UPDATE … WHERE id = (SELECT … ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED), partial index`);
+    ctx.results.set(
+      'ref.skiplocked.c4',
+      result.tps,
+      `UPDATE … WHERE id = (SELECT … ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED), partial index`,
+    );
   } finally {
     await client.query('DROP TABLE bench_queue');
   }

@@ -62,7 +62,20 @@ export async function statementTimes(ctx: BenchContext): Promise<string[]> {
         calls: [
           [
             'insertCompletedSteps',
-            [[{ taskId: id, claimToken, stepKey: 's1', outputJson: null, compensationFn: null, attempt: 1, startedAt: new Date(), completionSeq: 1 }]],
+            [
+              [
+                {
+                  taskId: id,
+                  claimToken,
+                  stepKey: 's1',
+                  outputJson: null,
+                  compensationFn: null,
+                  attempt: 1,
+                  startedAt: new Date(),
+                  completionSeq: 1,
+                },
+              ],
+            ],
           ],
         ],
       },
@@ -80,7 +93,10 @@ export async function statementTimes(ctx: BenchContext): Promise<string[]> {
     ];
     const measured: Array<[string, Statement | undefined]> = [[`claim (TaskStore.claimTasks, batch of 1)`, claim]];
     for (const probe of probes) {
-      let found: [string, Statement | undefined] = [`${probe.label}: no ${probe.calls.map(([method]) => method).join(' / ')} in this build`, undefined];
+      let found: [string, Statement | undefined] = [
+        `${probe.label}: no ${probe.calls.map(([method]) => method).join(' / ')} in this build`,
+        undefined,
+      ];
       for (const [method, args] of probe.calls) {
         const sent = await captureStoreCall(probe.kind, method, args);
         if (sent) {

@@ -50,7 +50,11 @@ export async function submitScenario(ctx: BenchContext, workflows: WorkflowServi
   cpuPerTask = cpuMs(cpu, process.cpuUsage()) / sizes.submitConcurrent;
   await expectPending(ctx, sizes.submitConcurrent);
   raw.concurrent = { tasks: sizes.submitConcurrent, callers: sizes.submitCallers, seconds, cpuMsPerTask: cpuPerTask };
-  ctx.results.set('submit.concurrent', sizes.submitConcurrent / seconds, `${sizes.submitConcurrent} tasks; pool of 10 connections; ${cpuNote(cpuPerTask)}`);
+  ctx.results.set(
+    'submit.concurrent',
+    sizes.submitConcurrent / seconds,
+    `${sizes.submitConcurrent} tasks; pool of 10 connections; ${cpuNote(cpuPerTask)}`,
+  );
   await db.truncate();
 
   progress(`submitMany(): ${sizes.submitBatched} in batches of ${sizes.submitBatchSize}`);

@@ -38,7 +38,9 @@ async function submittedDrains(ctx: BenchContext, raw: Record<string, unknown>):
     workers = await bootWorkers(ctx, 1, 10);
     for (const { kind, via, analyzed } of SUBMITTED_DRAINS) {
       await db.truncate();
-      progress(`drain of ${count} 0-step tasks from ${via}(), ${analyzed ? 'analyzed' : 'statistics never gathered'}, concurrency 10, 1 process`);
+      progress(
+        `drain of ${count} 0-step tasks from ${via}(), ${analyzed ? 'analyzed' : 'statistics never gathered'}, concurrency 10, 1 process`,
+      );
       const started = performance.now();
       const tasks =
         via === 'submit'

@@ -56,7 +56,13 @@ export function toApiError(exception: unknown): ApiError {
     const http = exception.getStatus();
     const known = HTTP_EXCEPTION_CODES[http];
     if (!known && http >= 500) return INTERNAL_ERROR;
-    return { http, grpc: known?.grpc ?? GrpcStatus.UNKNOWN, code: known?.code ?? `HTTP_${http}`, message: messageOf(exception), details: {} };
+    return {
+      http,
+      grpc: known?.grpc ?? GrpcStatus.UNKNOWN,
+      code: known?.code ?? `HTTP_${http}`,
+      message: messageOf(exception),
+      details: {},
+    };
   }
   if (isTransientDatabaseError(exception)) return DATABASE_UNAVAILABLE;
   return INTERNAL_ERROR;

@@ -14,6 +14,8 @@ export function logApiError(logger: Logger, exception: unknown, error: ApiError)
     logger.error(exception instanceof Error ? (exception.stack ?? exception.message) : String(exception));
   } else if (error.code === 'DATABASE_UNAVAILABLE' && Date.now() - outageLoggedAt >= OUTAGE_LOG_EVERY_MS) {
     outageLoggedAt = Date.now();
-    logger.warn(`Answering ${error.code} while the database cannot be reached: ${exception instanceof Error ? exception.message : String(exception)}`);
+    logger.warn(
+      `Answering ${error.code} while the database cannot be reached: ${exception instanceof Error ? exception.message : String(exception)}`,
+    );
   }
 }

@@ -7,7 +7,10 @@ import { DuraflowError, InputViolation } from '@duraflow/nestjs';
  */
 export class InvalidRequestError extends DuraflowError {
   readonly code = 'INVALID_REQUEST';
-  constructor(message: string, readonly violations?: InputViolation[]) {
+  constructor(
+    message: string,
+    readonly violations?: InputViolation[],
+  ) {
     super(message);
   }
 }

@@ -22,7 +22,10 @@ export class ApiKeyGuard implements CanActivate {
   private readonly expected: Buffer | undefined;
   private readonly session: Buffer | undefined;
 
-  constructor(@Inject(ENGINE_CONFIG) config: EngineConfig, private readonly reflector: Reflector) {
+  constructor(
+    @Inject(ENGINE_CONFIG) config: EngineConfig,
+    private readonly reflector: Reflector,
+  ) {
     this.expected = config.apiKey === undefined ? undefined : digest(config.apiKey);
     this.session = config.apiKey === undefined ? undefined : digest(dashboardSessionToken(config.apiKey));
   }
@@ -40,8 +43,9 @@ export class ApiKeyGuard implements CanActivate {
     if (this.authenticated(request)) return true;
     if (isDashboardPath(request.path)) {
       const cookie = request.headers.cookie;
-      if (timingSafeEqual(digest(readCookie(Array.isArray(cookie) ? cookie[0] : cookie, DASHBOARD_SESSION_COOKIE) ?? ''), this.session!)) return true;
-      throw new UnauthorizedException('The dashboard needs the engine\'s API key: sign in with it (DURAFLOW_API_KEY).');
+      if (timingSafeEqual(digest(readCookie(Array.isArray(cookie) ? cookie[0] : cookie, DASHBOARD_SESSION_COOKIE) ?? ''), this.session!))
+        return true;
+      throw new UnauthorizedException("The dashboard needs the engine's API key: sign in with it (DURAFLOW_API_KEY).");
     }
     throw new UnauthorizedException('Missing or wrong API key: send it in the "x-api-key" header or as "Authorization: Bearer <key>".');
   }

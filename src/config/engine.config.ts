@@ -43,7 +43,11 @@ export interface EngineConfig {
 }
 
 export class EngineConfigError extends Error {
-  constructor(readonly variable: string, value: string, expected: string) {
+  constructor(
+    readonly variable: string,
+    value: string,
+    expected: string,
+  ) {
     super(`Environment variable ${variable}=${JSON.stringify(value)} is invalid: expected ${expected}.`);
     this.name = 'EngineConfigError';
   }

@@ -43,7 +43,8 @@ export class DashboardLoginController {
 
   @Get('login')
   form(@Headers('cookie') cookie: string | undefined, @Res() response: LoginResponse): void {
-    const signedIn = this.config.apiKey !== undefined && readCookie(cookie, DASHBOARD_SESSION_COOKIE) === dashboardSessionToken(this.config.apiKey);
+    const signedIn =
+      this.config.apiKey !== undefined && readCookie(cookie, DASHBOARD_SESSION_COOKIE) === dashboardSessionToken(this.config.apiKey);
     this.page(response, HttpStatus.OK, this.config.apiKey === undefined ? 'no-key' : signedIn ? 'signed-in' : 'form');
   }
 

@@ -44,7 +44,9 @@ export function loginPage(state: LoginState): string {
   <button type="submit">Sign in</button>
 </form>`;
   const signOut =
-    state === 'signed-in' ? `<form method="post" action="${DASHBOARD_LOGOUT_PATH}"><button type="submit" class="secondary">Sign out</button></form>` : '';
+    state === 'signed-in'
+      ? `<form method="post" action="${DASHBOARD_LOGOUT_PATH}"><button type="submit" class="secondary">Sign out</button></form>`
+      : '';
   return `<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,">

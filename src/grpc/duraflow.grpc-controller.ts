@@ -3,14 +3,7 @@ import { GrpcMethod } from '@nestjs/microservices';
 import { Metadata, ServerUnaryCall } from '@grpc/grpc-js';
 import { SagaService, TaskNotFoundError, WorkflowService } from '@duraflow/nestjs';
 import { GrpcExceptionFilter } from './grpc-exception.filter';
-import {
-  fromProtoStatus,
-  parseJsonField,
-  requireUuid,
-  toProtoDeadLetter,
-  toProtoStep,
-  toProtoTask,
-} from './grpc-messages';
+import { fromProtoStatus, parseJsonField, requireUuid, toProtoDeadLetter, toProtoStep, toProtoTask } from './grpc-messages';
 
 interface SubmitTaskRequest {
   workflow_name: string;

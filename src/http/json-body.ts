@@ -43,7 +43,8 @@ export function useJsonBody(app: NestExpressApplication, limitBytes: number): vo
         return next(new UnsupportedMediaTypeException(`${error.message}. Send the body as UTF-8 JSON.`));
       default:
         // e.g. a request aborted while its body was read.
-        if (error?.expose && typeof error.status === 'number' && error.status < 500) return next(new HttpException(error.message ?? 'Bad request', error.status));
+        if (error?.expose && typeof error.status === 'number' && error.status < 500)
+          return next(new HttpException(error.message ?? 'Bad request', error.status));
         return next(error);
     }
   });

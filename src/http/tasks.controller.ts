@@ -40,11 +40,7 @@ export class TasksController {
   /** `compensate: true` in the body or the query also undoes the steps that completed. */
   @Post(':id/cancel')
   @HttpCode(HttpStatus.OK)
-  cancel(
-    @Param('id', uuidParam('id')) id: string,
-    @Body() body: CancelTaskDto,
-    @Query() query: CancelTaskDto,
-  ): Promise<AgentTask> {
+  cancel(@Param('id', uuidParam('id')) id: string, @Body() body: CancelTaskDto, @Query() query: CancelTaskDto): Promise<AgentTask> {
     return this.workflows.cancel(id, { compensate: body.compensate ?? query.compensate ?? false });
   }
 

@@ -16,7 +16,9 @@ class DuraflowValidationPipe extends ValidationPipe {
     if (tooDeep !== undefined) {
       const property = /^\$\.([^.[]+)/.exec(tooDeep)?.[1] ?? '$';
       const levels = property === '$' ? MAX_REQUEST_DEPTH : MAX_REQUEST_DEPTH - 1;
-      throw invalidRequest([{ property, constraints: { maxDepth: `${property} must not nest objects and arrays deeper than ${levels} levels` } }]);
+      throw invalidRequest([
+        { property, constraints: { maxDepth: `${property} must not nest objects and arrays deeper than ${levels} levels` } },
+      ]);
     }
     return super.transform(value, metadata);
   }

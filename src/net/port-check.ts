@@ -36,13 +36,19 @@ export function explainListenFailure(error: unknown, host: string, { variable, p
   const code = (error as NodeJS.ErrnoException)?.code;
   const where = hostPort(host, port);
   if (code === 'EADDRINUSE') {
-    return new ListenError(`${variable}=${port}: ${where} is already in use (another engine or program listens there). Stop it, or set ${variable} to a free port.`);
+    return new ListenError(
+      `${variable}=${port}: ${where} is already in use (another engine or program listens there). Stop it, or set ${variable} to a free port.`,
+    );
   }
   if (code === 'EACCES') {
-    return new ListenError(`${variable}=${port}: this user may not listen on ${where} (ports below 1024 need privileges). Set ${variable} to a port above 1023.`);
+    return new ListenError(
+      `${variable}=${port}: this user may not listen on ${where} (ports below 1024 need privileges). Set ${variable} to a port above 1023.`,
+    );
   }
   if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
-    return new ListenError(`HOST=${host} is not an address of this machine. Set HOST to one of its addresses, 127.0.0.1 (this machine only) or 0.0.0.0 (every interface).`);
+    return new ListenError(
+      `HOST=${host} is not an address of this machine. Set HOST to one of its addresses, 127.0.0.1 (this machine only) or 0.0.0.0 (every interface).`,
+    );
   }
   return error;
 }

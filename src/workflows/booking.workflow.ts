@@ -56,7 +56,11 @@ interface BookedLeg {
 async function book(leg: BookingLeg, input: BookingInput, signal: AbortSignal): Promise<BookedLeg> {
   if (input.legMs) await sleep(input.legMs, undefined, { signal });
   if (input.failAt === leg) throw new Error(`${leg} booking failed for ${input.customer} (failAt=${leg})`);
-  return { leg, reference: `${leg}-${input.customer}-${input.from}-${input.to}`, ...(input.cancelFailures ? { cancelFailures: input.cancelFailures } : {}) };
+  return {
+    leg,
+    reference: `${leg}-${input.customer}-${input.from}-${input.to}`,
+    ...(input.cancelFailures ? { cancelFailures: input.cancelFailures } : {}),
+  };
 }
 
 /** Cancellations tried so far, per task and step, for `cancelFailures`. */

@@ -73,10 +73,10 @@ export async function createTestDatabase(options: TestDatabaseOptions = {}): Pro
  */
 export async function terminateBackends(client: Client, pids: number[], waitMs = 0): Promise<number[]> {
   try {
-    const { rows } = await client.query<{ pid: number }>(
-      'SELECT pid FROM unnest($1::int[]) AS pid WHERE pg_terminate_backend(pid, $2)',
-      [pids, waitMs],
-    );
+    const { rows } = await client.query<{ pid: number }>('SELECT pid FROM unnest($1::int[]) AS pid WHERE pg_terminate_backend(pid, $2)', [
+      pids,
+      waitMs,
+    ]);
     return rows.map((row) => row.pid);
   } catch (error) {
     if ((error as { code?: string }).code !== '42501') throw error;

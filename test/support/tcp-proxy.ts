@@ -46,7 +46,11 @@ export class TcpProxy {
     const [low, high] = portRange();
     let lastError: unknown;
     for (let attempt = 0; attempt < 20; attempt++) {
-      const proxy = new TcpProxy(low + Math.floor(Math.random() * (high - low)), options.targetHost ?? '127.0.0.1', options.targetPort ?? 5432);
+      const proxy = new TcpProxy(
+        low + Math.floor(Math.random() * (high - low)),
+        options.targetHost ?? '127.0.0.1',
+        options.targetPort ?? 5432,
+      );
       live.add(proxy);
       try {
         await proxy.spawn();

@@ -200,7 +200,12 @@ export class TestBed {
   private compile(options: TestAppOptions): Promise<TestingModule> {
     return Test.createTestingModule({
       imports: [
-        TypeOrmModule.forRoot({ type: 'postgres', url: options.databaseUrl ?? this.db.url, entities: [...DURAFLOW_ENTITIES], ...options.typeorm }),
+        TypeOrmModule.forRoot({
+          type: 'postgres',
+          url: options.databaseUrl ?? this.db.url,
+          entities: [...DURAFLOW_ENTITIES],
+          ...options.typeorm,
+        }),
         options.duraflowModule ?? DuraflowModule.forRoot(withTestOptions(options.duraflow)),
         ...(options.imports ?? []),
       ],

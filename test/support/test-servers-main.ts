@@ -20,8 +20,7 @@ import { EmbeddedDatabase } from '../../src/db/embedded-database';
 import { RedisServer } from './redis-server';
 
 export type TestServersMessage =
-  | { type: 'ready'; databaseUrl?: string; redisUrl?: string; dir: string }
-  | { type: 'failed'; message: string };
+  { type: 'ready'; databaseUrl?: string; redisUrl?: string; dir: string } | { type: 'failed'; message: string };
 
 /** Keeps the embedded database's progress lines out of the test output; warnings and errors still show. */
 class QuietLogger extends Logger {

@@ -161,7 +161,10 @@ class PrivateServers {
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     if (child.connected) child.disconnect();
     let timer: NodeJS.Timeout | undefined;
-    const code = await Promise.race([exited, new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), STOP_TIMEOUT_MS)))]);
+    const code = await Promise.race([
+      exited,
+      new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), STOP_TIMEOUT_MS))),
+    ]);
     clearTimeout(timer);
     if (code === 'timeout') {
       // Left to finish on its own (killing it would orphan the servers); the run need not wait for it.
@@ -193,7 +196,10 @@ export function answers(url: string, timeoutMs = PROBE_TIMEOUT_MS): Promise<bool
 function onPath(command: string, env: NodeJS.ProcessEnv): boolean {
   const candidates = command.includes(path.sep)
     ? [command]
-    : (env.PATH ?? '').split(path.delimiter).filter(Boolean).map((dir) => path.join(dir, command));
+    : (env.PATH ?? '')
+        .split(path.delimiter)
+        .filter(Boolean)
+        .map((dir) => path.join(dir, command));
   return candidates.some((file) => {
     try {
       accessSync(file, fsConstants.X_OK);

@@ -115,7 +115,10 @@ export class WorkerProcess<R extends { type: string } = never> {
           this.pending.delete(message.id);
           if (!waiter) return;
           if (message.ok) waiter.resolve(message.value);
-          else waiter.reject(Object.assign(new Error(message.error?.message), { name: message.error?.name, childStack: message.error?.stack }));
+          else
+            waiter.reject(
+              Object.assign(new Error(message.error?.message), { name: message.error?.name, childStack: message.error?.stack }),
+            );
         }
       });
       void this.exited.then((exit) => {

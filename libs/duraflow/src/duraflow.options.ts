@@ -217,8 +217,14 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
 /** Every resolved option in range, else InvalidDuraflowOptionsError naming the first that is not. */
 function checkResolvedOptions(resolved: ResolvedDuraflowOptions): void {
   checkText('workerId', resolved.workerId, 255);
-  if (resolved.redis !== undefined && (typeof resolved.redis !== 'object' || resolved.redis === null || !(resolved.redis.url || resolved.redis.host))) {
-    throw new InvalidDuraflowOptionsError('redis', 'must be { url } or { host, port, ... }; omit it to elect the reaper leader through PostgreSQL.');
+  if (
+    resolved.redis !== undefined &&
+    (typeof resolved.redis !== 'object' || resolved.redis === null || !(resolved.redis.url || resolved.redis.host))
+  ) {
+    throw new InvalidDuraflowOptionsError(
+      'redis',
+      'must be { url } or { host, port, ... }; omit it to elect the reaper leader through PostgreSQL.',
+    );
   }
   checkInteger('worker.concurrency', resolved.worker.concurrency, 1);
   checkInteger('worker.pollIntervalMs', resolved.worker.pollIntervalMs, 1);
@@ -242,7 +248,10 @@ function checkResolvedOptions(resolved: ResolvedDuraflowOptions): void {
   }
   checkInteger('maxListPageBytes', resolved.maxListPageBytes, 1);
   if (!UNKNOWN_INPUT_PROPERTIES.includes(resolved.unknownInputProperties)) {
-    throw new InvalidDuraflowOptionsError('unknownInputProperties', `must be 'strip' or 'reject', got ${String(resolved.unknownInputProperties)}.`);
+    throw new InvalidDuraflowOptionsError(
+      'unknownInputProperties',
+      `must be 'strip' or 'reject', got ${String(resolved.unknownInputProperties)}.`,
+    );
   }
   if (!Array.isArray(resolved.workflows)) {
     throw new InvalidDuraflowOptionsError('workflows', 'must be an array of workflow(name, fn) definitions.');
@@ -250,11 +259,7 @@ function checkResolvedOptions(resolved: ResolvedDuraflowOptions): void {
 }
 
 /** Layers step options (call site over workflow over module) and checks the result. */
-export function resolveStepOptions(
-  options: StepOptions | undefined,
-  base: ResolvedStepOptions,
-  where: string,
-): ResolvedStepOptions {
+export function resolveStepOptions(options: StepOptions | undefined, base: ResolvedStepOptions, where: string): ResolvedStepOptions {
   const backoff: BackoffOptions = options?.backoff ?? {};
   const resolved: ResolvedStepOptions = {
     retries: options?.retries ?? base.retries,

@@ -15,7 +15,15 @@ export { Workflow, Step, Compensate, WorkflowMetadata, StepMetadata } from './de
 export { workflow } from './workflow';
 export { currentStepContext } from './execution/run-scope';
 export { isTransientDatabaseError } from './persistence/transient-error';
-export { WorkflowService, SubmitOptions, SubmitResult, ListTasksOptions, TaskPage, WaitForOptions, CancelOptions } from './services/workflow.service';
+export {
+  WorkflowService,
+  SubmitOptions,
+  SubmitResult,
+  ListTasksOptions,
+  TaskPage,
+  WaitForOptions,
+  CancelOptions,
+} from './services/workflow.service';
 export { WorkerService, WorkerStats, WorkerState } from './services/worker.service';
 export { ReaperService, ReapResult, REAPER_INTERVAL_NAME } from './services/reaper.service';
 export * from './leader';

@@ -41,7 +41,9 @@ export class DataDirLock {
       // Its engine is gone. Removed only if it is still that very lock (another starter may have replaced it).
       if ((await readFile(path, 'utf8').catch(() => undefined)) === held) await rm(path, { force: true });
     }
-    throw new EmbeddedDatabaseError(`Could not take ${path}: other engines keep starting on ${dataDir}. Start one engine per data directory.`);
+    throw new EmbeddedDatabaseError(
+      `Could not take ${path}: other engines keep starting on ${dataDir}. Start one engine per data directory.`,
+    );
   }
 
   async release(): Promise<void> {

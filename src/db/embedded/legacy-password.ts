@@ -46,7 +46,12 @@ export async function migrateLegacyPassword(cluster: LegacyCluster): Promise<voi
     if (cluster.user) await chown(socketDir, cluster.user.uid, cluster.user.gid);
     const server = await PostgresServer.start(
       cluster.binaries,
-      { clusterDir: cluster.clusterDir, port: cluster.port, user: cluster.user, settings: { listen_addresses: '', unix_socket_directories: socketDir } },
+      {
+        clusterDir: cluster.clusterDir,
+        port: cluster.port,
+        user: cluster.user,
+        settings: { listen_addresses: '', unix_socket_directories: socketDir },
+      },
       log,
       cluster.startTimeoutMs,
     );

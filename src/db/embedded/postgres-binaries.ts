@@ -44,7 +44,13 @@ async function reachableCopy(native: string, user: SystemUser, logger: Logger): 
   const version = await packageVersion(native);
   const copy = join(SHARED_STATE_DIR, `postgresql-${version}`);
   const complete = join(copy, '.complete');
-  if (await readFile(complete).then(() => true, () => false)) return copy;
+  if (
+    await readFile(complete).then(
+      () => true,
+      () => false,
+    )
+  )
+    return copy;
   logger.log(
     `The "${user.name}" user cannot enter ${blocked.dir} (mode ${blocked.mode.toString(8)}), where the PostgreSQL binaries are: ` +
       `copying them to ${copy} (once)`,

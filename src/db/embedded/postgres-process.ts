@@ -32,7 +32,14 @@ export async function initCluster(
       await chown(clusterDir, user.uid, user.gid);
       await chown(pwfile, user.uid, user.gid);
     }
-    const args = [`--pgdata=${clusterDir}`, '--username=postgres', '--auth=scram-sha-256', `--pwfile=${pwfile}`, '--encoding=UTF8', '--locale=C'];
+    const args = [
+      `--pgdata=${clusterDir}`,
+      '--username=postgres',
+      '--auth=scram-sha-256',
+      `--pwfile=${pwfile}`,
+      '--encoding=UTF8',
+      '--locale=C',
+    ];
     const initdb = spawn(binaries.initdb, args, { ...ids(user), env: ENV, stdio: ['ignore', 'pipe', 'pipe'] });
     log.follow(initdb);
     const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {

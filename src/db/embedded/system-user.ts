@@ -20,7 +20,9 @@ export function serverUser(logger: Logger): SystemUser | undefined {
   if (existing) return existing;
   logger.warn(`Running as root: creating the system user "${SYSTEM_USER}" to run the embedded PostgreSQL`);
   try {
-    execFileSync('useradd', ['--system', '--user-group', '--no-create-home', '--shell', '/usr/sbin/nologin', SYSTEM_USER], { stdio: 'pipe' });
+    execFileSync('useradd', ['--system', '--user-group', '--no-create-home', '--shell', '/usr/sbin/nologin', SYSTEM_USER], {
+      stdio: 'pipe',
+    });
   } catch (error) {
     const stderr = String((error as { stderr?: Buffer }).stderr ?? '').trim();
     throw new EmbeddedDatabaseError(

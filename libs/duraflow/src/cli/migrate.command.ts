@@ -7,9 +7,5 @@ export async function migrateCommand(url: string, print: (line: string) => void)
   const client = await connectDatabase(url);
   await client.end();
   const applied = await runDuraflowMigrations(url);
-  print(
-    applied.length
-      ? `Applied to ${describeDatabase(url)}: ${applied.join(', ')}`
-      : `Schema is up to date on ${describeDatabase(url)}`,
-  );
+  print(applied.length ? `Applied to ${describeDatabase(url)}: ${applied.join(', ')}` : `Schema is up to date on ${describeDatabase(url)}`);
 }

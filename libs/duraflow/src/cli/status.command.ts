@@ -27,10 +27,12 @@ export async function statusCommand(options: StatusCommandOptions, print: (line:
   let queue: QueueStatus;
   try {
     queue = await readQueueStatus(
-      { query: async (text, values) => {
+      {
+        query: async (text, values) => {
           const result = await client.query(text, values);
           return { rows: result.rows, rowCount: result.rowCount ?? 0 };
-        } },
+        },
+      },
       key,
     );
   } catch (error) {
@@ -111,6 +113,14 @@ function formatDuration(ms: number): string {
   if (ms < 1_000) return `${ms} ms`;
   const seconds = Math.floor(ms / 1_000);
   if (seconds < 60) return `${(ms / 1_000).toFixed(1)} s`;
-  const parts = [[Math.floor(seconds / 86_400), 'd'], [Math.floor(seconds / 3_600) % 24, 'h'], [Math.floor(seconds / 60) % 60, 'm'], [seconds % 60, 's']] as const;
-  return parts.filter(([value]) => value > 0).map(([value, unit]) => `${value}${unit}`).join(' ');
+  const parts = [
+    [Math.floor(seconds / 86_400), 'd'],
+    [Math.floor(seconds / 3_600) % 24, 'h'],
+    [Math.floor(seconds / 60) % 60, 'm'],
+    [seconds % 60, 's'],
+  ] as const;
+  return parts
+    .filter(([value]) => value > 0)
+    .map(([value, unit]) => `${value}${unit}`)
+    .join(' ');
 }

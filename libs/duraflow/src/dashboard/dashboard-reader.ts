@@ -23,7 +23,14 @@ export class DashboardReader {
 
   /** The list and the counts for these filters; a filter the services refuse becomes one more problem. */
   async taskList(filters: TaskFilters, problems: string[]): Promise<TaskListData> {
-    const data: TaskListData = { filters, problems, counts: undefined, tasks: [], nextCursor: null, workflows: this.registry.names().sort() };
+    const data: TaskListData = {
+      filters,
+      problems,
+      counts: undefined,
+      tasks: [],
+      nextCursor: null,
+      workflows: this.registry.names().sort(),
+    };
     if (problems.length) return data;
     const range = { workflowName: filters.workflow, createdAfter: filters.from, createdBefore: filters.to };
     try {

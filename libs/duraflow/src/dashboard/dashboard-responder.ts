@@ -5,9 +5,7 @@ import { Html } from './views/html';
 
 /** What a dashboard handler answers. */
 export type DashboardReply =
-  | { kind: 'page'; body: Html; status?: number }
-  | { kind: 'redirect'; to: string }
-  | { kind: 'json'; body: string; filename: string };
+  { kind: 'page'; body: Html; status?: number } | { kind: 'redirect'; to: string } | { kind: 'json'; body: string; filename: string };
 
 export const page = (body: Html, status = 200): DashboardReply => ({ kind: 'page', body, status });
 export const redirect = (to: string): DashboardReply => ({ kind: 'redirect', to });

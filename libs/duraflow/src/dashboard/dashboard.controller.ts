@@ -1,4 +1,18 @@
-import { Controller, Get, Inject, Injectable, MessageEvent, Param, Post, Query, Res, Sse, Type, UseFilters, UseGuards } from '@nestjs/common';
+import {
+  Controller,
+  Get,
+  Inject,
+  Injectable,
+  MessageEvent,
+  Param,
+  Post,
+  Query,
+  Res,
+  Sse,
+  Type,
+  UseFilters,
+  UseGuards,
+} from '@nestjs/common';
 import { Observable } from 'rxjs';
 import { DuraflowError } from '../errors';
 import { isTerminalStatus } from '../interfaces/task-status';
@@ -60,7 +74,12 @@ export class DashboardController {
   }
 
   @Get('tasks/:id')
-  async task(@Param('id') id: string, @Query() query: QueryParams, @RequestLinks() links: DashboardLinks, @Res() response: unknown): Promise<void> {
+  async task(
+    @Param('id') id: string,
+    @Query() query: QueryParams,
+    @RequestLinks() links: DashboardLinks,
+    @Res() response: unknown,
+  ): Promise<void> {
     const details = await this.reader.taskDetails(id);
     const context = this.context(links);
     if (!details) return this.send(response, this.taskMissing(context, id));
@@ -83,7 +102,12 @@ export class DashboardController {
 
   /** A task's whole input, output or error, as JSON (a page shows only its first characters). */
   @Get('tasks/:id/values/:kind')
-  async taskValue(@Param('id') id: string, @Param('kind') kind: string, @RequestLinks() links: DashboardLinks, @Res() response: unknown): Promise<void> {
+  async taskValue(
+    @Param('id') id: string,
+    @Param('kind') kind: string,
+    @RequestLinks() links: DashboardLinks,
+    @Res() response: unknown,
+  ): Promise<void> {
     const task = isValueKind(kind) ? await this.workflows.get(id) : null;
     if (!task || !isValueKind(kind)) return this.send(response, this.missing(links, id, 'No such value', `Task ${id} has no ${kind}.`));
     this.send(response, { kind: 'json', body: JSON.stringify(task[kind] ?? null), filename: `task-${task.id}-${kind}.json` });
@@ -99,12 +123,18 @@ export class DashboardController {
     @Res() response: unknown,
   ): Promise<void> {
     const step = isValueKind(kind) ? await this.workflows.getStep(id, key) : null;
-    if (!step || !isValueKind(kind)) return this.send(response, this.missing(links, id, 'No such step', `Task ${id} has no step "${key}" with a ${kind}.`));
+    if (!step || !isValueKind(kind))
+      return this.send(response, this.missing(links, id, 'No such step', `Task ${id} has no step "${key}" with a ${kind}.`));
     this.send(response, { kind: 'json', body: JSON.stringify(step[kind] ?? null), filename: `step-${step.id}-${kind}.json` });
   }
 
   @Get('tasks/:id/cancel')
-  async confirmCancel(@Param('id') id: string, @Query('compensate') compensate: unknown, @RequestLinks() links: DashboardLinks, @Res() response: unknown): Promise<void> {
+  async confirmCancel(
+    @Param('id') id: string,
+    @Query('compensate') compensate: unknown,
+    @RequestLinks() links: DashboardLinks,
+    @Res() response: unknown,
+  ): Promise<void> {
     const context = this.context(links);
     const task = await this.workflows.get(id);
     if (!task) return this.send(response, this.taskMissing(context, id));
@@ -118,7 +148,12 @@ export class DashboardController {
 
   @Post('tasks/:id/cancel')
   @UseGuards(SameOriginGuard)
-  async cancel(@Param('id') id: string, @Query('compensate') compensate: unknown, @RequestLinks() links: DashboardLinks, @Res() response: unknown): Promise<void> {
+  async cancel(
+    @Param('id') id: string,
+    @Query('compensate') compensate: unknown,
+    @RequestLinks() links: DashboardLinks,
+    @Res() response: unknown,
+  ): Promise<void> {
     const withCompensation = compensate === 'true';
     await this.act(response, links, [['Back to the task', links.task(id)]], async () => {
       await this.workflows.cancel(id, { compensate: withCompensation });
@@ -155,27 +190,43 @@ export class DashboardController {
     @RequestLinks() links: DashboardLinks,
     @Res() response: unknown,
   ): Promise<void> {
-    await this.act(response, links, [['Back to the task', links.task(id)], ['Dead letters', links.deadLetters()]], async () => {
-      if (action === 'retry') {
-        const result = await this.saga.retryDeadLetter(entryId);
-        return redirect(links.task(result.task?.id ?? id, { notice: result.outcome === 'compensated' ? 'retried' : 'retry-failed' }));
-      }
-      if (action === 'discard') {
-        const task = await this.saga.discardDeadLetter(entryId);
-        return task ? redirect(links.task(task.id, { notice: 'discarded' })) : redirect(links.deadLetters());
-      }
-      return this.missing(links, id, 'No such action', `"${action}" is not an action on a dead letter: retry or discard.`);
-    });
+    await this.act(
+      response,
+      links,
+      [
+        ['Back to the task', links.task(id)],
+        ['Dead letters', links.deadLetters()],
+      ],
+      async () => {
+        if (action === 'retry') {
+          const result = await this.saga.retryDeadLetter(entryId);
+          return redirect(links.task(result.task?.id ?? id, { notice: result.outcome === 'compensated' ? 'retried' : 'retry-failed' }));
+        }
+        if (action === 'discard') {
+          const task = await this.saga.discardDeadLetter(entryId);
+          return task ? redirect(links.task(task.id, { notice: 'discarded' })) : redirect(links.deadLetters());
+        }
+        return this.missing(links, id, 'No such action', `"${action}" is not an action on a dead letter: retry or discard.`);
+      },
+    );
   }
 
   /** Runs an action; a typed error of the library is shown to the operator with its message. */
-  private async act(response: unknown, links: DashboardLinks, next: Array<[string, string]>, action: () => Promise<DashboardReply>): Promise<void> {
+  private async act(
+    response: unknown,
+    links: DashboardLinks,
+    next: Array<[string, string]>,
+    action: () => Promise<DashboardReply>,
+  ): Promise<void> {
     let reply: DashboardReply;
     try {
       reply = await action();
     } catch (error) {
       if (!(error instanceof DuraflowError)) throw error;
-      reply = page(messagePage(this.context(links), { title: 'The action was refused', code: error.code, message: error.message, next }), statusOf(error));
+      reply = page(
+        messagePage(this.context(links), { title: 'The action was refused', code: error.code, message: error.message, next }),
+        statusOf(error),
+      );
     }
     this.send(response, reply);
   }
@@ -187,7 +238,10 @@ export class DashboardController {
 
   private taskMissing(context: ViewContext, id: string): DashboardReply {
     const message = `No task has the id ${id}. It may have been deleted; check the id.`;
-    return page(messagePage(context, { title: 'No such task', code: 'TASK_NOT_FOUND', message, next: [['All tasks', context.links.home()]] }), 404);
+    return page(
+      messagePage(context, { title: 'No such task', code: 'TASK_NOT_FOUND', message, next: [['All tasks', context.links.home()]] }),
+      404,
+    );
   }
 
   private context(links: DashboardLinks): ViewContext {
@@ -202,7 +256,13 @@ export class DashboardController {
 /** The HTTP status a refused action answers with: 404 for what does not exist, 409 for a state that forbids it. */
 function statusOf(error: DuraflowError): number {
   if (error.code.endsWith('_NOT_FOUND') || error.code === 'UNKNOWN_WORKFLOW') return 404;
-  const conflicts = ['TASK_ALREADY_FINISHED', 'COMPENSATION_NOT_REGISTERED', 'DEAD_LETTER_BUSY', 'DEAD_LETTER_TASK_ACTIVE', 'DEAD_LETTER_ORPHANED'];
+  const conflicts = [
+    'TASK_ALREADY_FINISHED',
+    'COMPENSATION_NOT_REGISTERED',
+    'DEAD_LETTER_BUSY',
+    'DEAD_LETTER_TASK_ACTIVE',
+    'DEAD_LETTER_ORPHANED',
+  ];
   return conflicts.includes(error.code) ? 409 : 400;
 }
 

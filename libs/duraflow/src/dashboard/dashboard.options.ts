@@ -47,17 +47,26 @@ export function resolveDashboardOptions(options: DuraflowDashboardOptions = {}):
   const rawPath = options.path ?? '/duraflow';
   const path = typeof rawPath === 'string' ? `/${rawPath.replace(/^\/+|\/+$/g, '')}` : '';
   if (!PATH_PATTERN.test(path)) {
-    throw new InvalidDashboardOptionsError('path', `must be a path of literal segments such as "/duraflow" or "/ops/workflows" (not the root, no parameters or wildcards), got ${JSON.stringify(rawPath)}.`);
+    throw new InvalidDashboardOptionsError(
+      'path',
+      `must be a path of literal segments such as "/duraflow" or "/ops/workflows" (not the root, no parameters or wildcards), got ${JSON.stringify(rawPath)}.`,
+    );
   }
   const guards = options.guards ?? [];
-  if (!Array.isArray(guards) || guards.some((guard) => typeof guard !== 'function' && typeof (guard as CanActivate)?.canActivate !== 'function')) {
+  if (
+    !Array.isArray(guards) ||
+    guards.some((guard) => typeof guard !== 'function' && typeof (guard as CanActivate)?.canActivate !== 'function')
+  ) {
     throw new InvalidDashboardOptionsError('guards', 'must be an array of guard classes or instances (objects with canActivate).');
   }
   const imports = options.imports ?? [];
   if (!Array.isArray(imports)) throw new InvalidDashboardOptionsError('imports', 'must be an array of modules.');
   const loginUrl = options.loginUrl;
   if (loginUrl !== undefined && (typeof loginUrl !== 'string' || !/^(\/(?!\/)|https?:\/\/)\S*$/.test(loginUrl))) {
-    throw new InvalidDashboardOptionsError('loginUrl', `must be a path starting with "/" or an http(s) URL, got ${JSON.stringify(loginUrl)}.`);
+    throw new InvalidDashboardOptionsError(
+      'loginUrl',
+      `must be a path starting with "/" or an http(s) URL, got ${JSON.stringify(loginUrl)}.`,
+    );
   }
   const title = options.title ?? 'Duraflow';
   if (typeof title !== 'string' || title.length === 0 || title.length > 100) {

@@ -109,7 +109,10 @@ export class WorkflowExplorer implements OnModuleInit {
 
   private describeFunctional(definition: FunctionalWorkflowDefinition): RegisteredWorkflow {
     if (!definition || definition.kind !== 'functional-workflow') {
-      throw new InvalidDuraflowOptionsError('workflows', `must hold only definitions made by workflow(name, fn), got ${String(definition)}.`);
+      throw new InvalidDuraflowOptionsError(
+        'workflows',
+        `must hold only definitions made by workflow(name, fn), got ${String(definition)}.`,
+      );
     }
     const { name, options } = definition;
     const source = `workflow("${name}")`;
@@ -178,7 +181,10 @@ export class WorkflowExplorer implements OnModuleInit {
 
   private checkStepKey(workflowName: string, key: unknown, where: string): void {
     if (typeof key !== 'string' || key.length === 0 || key.length > 255) {
-      throw new InvalidWorkflowDefinitionError(workflowName, `${where}: step key ${JSON.stringify(key)} must be a non-empty string of at most 255 characters.`);
+      throw new InvalidWorkflowDefinitionError(
+        workflowName,
+        `${where}: step key ${JSON.stringify(key)} must be a non-empty string of at most 255 characters.`,
+      );
     }
   }
 }

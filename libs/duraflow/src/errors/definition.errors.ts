@@ -3,7 +3,11 @@ import { DuraflowError } from './duraflow.error';
 /** Boot-time: two workflows (classes or functional definitions) claim one name. */
 export class DuplicateWorkflowError extends DuraflowError {
   readonly code = 'DUPLICATE_WORKFLOW';
-  constructor(readonly workflowName: string, first: string, second: string) {
+  constructor(
+    readonly workflowName: string,
+    first: string,
+    second: string,
+  ) {
     super(
       `Workflow "${workflowName}" is defined twice (${first} and ${second}). ` +
         `Workflow names must be unique in the application: rename one of them.`,
@@ -14,7 +18,12 @@ export class DuplicateWorkflowError extends DuraflowError {
 /** Boot-time: one workflow class declares the same @Step key on two methods. */
 export class DuplicateStepDefinitionError extends DuraflowError {
   readonly code = 'DUPLICATE_STEP_DEFINITION';
-  constructor(readonly workflowName: string, readonly stepKey: string, first: string, second: string) {
+  constructor(
+    readonly workflowName: string,
+    readonly stepKey: string,
+    first: string,
+    second: string,
+  ) {
     super(
       `Workflow "${workflowName}" declares step "${stepKey}" on both ${first} and ${second}. ` +
         `Step keys must be unique within a workflow: give one of the methods another key.`,
@@ -25,7 +34,12 @@ export class DuplicateStepDefinitionError extends DuraflowError {
 /** Boot-time: a @Compensate (or a functional compensation) names a step the workflow does not declare. */
 export class UnknownCompensationTargetError extends DuraflowError {
   readonly code = 'UNKNOWN_COMPENSATION_TARGET';
-  constructor(readonly workflowName: string, readonly stepKey: string, where: string, known: string[]) {
+  constructor(
+    readonly workflowName: string,
+    readonly stepKey: string,
+    where: string,
+    known: string[],
+  ) {
     super(
       `${where} compensates step "${stepKey}", which workflow "${workflowName}" does not declare ` +
         `(declared steps: ${known.length ? known.map((k) => `"${k}"`).join(', ') : 'none'}). ` +
@@ -37,18 +51,23 @@ export class UnknownCompensationTargetError extends DuraflowError {
 /** Boot-time: a step has two compensations. */
 export class DuplicateCompensationError extends DuraflowError {
   readonly code = 'DUPLICATE_COMPENSATION';
-  constructor(readonly workflowName: string, readonly stepKey: string, first: string, second: string) {
-    super(
-      `Workflow "${workflowName}" has two compensations for step "${stepKey}" (${first} and ${second}). ` +
-        `Keep one.`,
-    );
+  constructor(
+    readonly workflowName: string,
+    readonly stepKey: string,
+    first: string,
+    second: string,
+  ) {
+    super(`Workflow "${workflowName}" has two compensations for step "${stepKey}" (${first} and ${second}). ` + `Keep one.`);
   }
 }
 
 /** Boot-time: a workflow definition is malformed (bad name, no run method, bad options, not a singleton). */
 export class InvalidWorkflowDefinitionError extends DuraflowError {
   readonly code = 'INVALID_WORKFLOW_DEFINITION';
-  constructor(readonly workflowName: string | undefined, reason: string) {
+  constructor(
+    readonly workflowName: string | undefined,
+    reason: string,
+  ) {
     super(`Invalid workflow definition${workflowName ? ` "${workflowName}"` : ''}: ${reason}`);
   }
 }
@@ -56,7 +75,10 @@ export class InvalidWorkflowDefinitionError extends DuraflowError {
 /** Boot-time: the module options are out of range. */
 export class InvalidDuraflowOptionsError extends DuraflowError {
   readonly code = 'INVALID_OPTIONS';
-  constructor(readonly option: string, reason: string) {
+  constructor(
+    readonly option: string,
+    reason: string,
+  ) {
     super(`DuraflowModule option "${option}" ${reason}`);
   }
 }

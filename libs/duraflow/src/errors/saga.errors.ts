@@ -3,7 +3,11 @@ import { DuraflowError } from './duraflow.error';
 /** A compensation attempt ran past its timeout; its signal was aborted and the attempt counts as failed. */
 export class CompensationTimeoutError extends DuraflowError {
   readonly code = 'COMPENSATION_TIMEOUT';
-  constructor(readonly stepKey: string, readonly timeoutMs: number, readonly attempt: number) {
+  constructor(
+    readonly stepKey: string,
+    readonly timeoutMs: number,
+    readonly attempt: number,
+  ) {
     super(
       `The compensation of step "${stepKey}" (attempt ${attempt}) timed out after ${timeoutMs} ms. ` +
         `Raise its timeout (@Compensate(key, { timeout }) or the "compensation" option), or make it honour its AbortSignal.`,
@@ -17,7 +21,11 @@ export class CompensationTimeoutError extends DuraflowError {
  */
 export class CompensationNotRegisteredError extends DuraflowError {
   readonly code = 'COMPENSATION_NOT_REGISTERED';
-  constructor(readonly compensationFn: string, readonly stepKey: string, readonly workflowName?: string) {
+  constructor(
+    readonly compensationFn: string,
+    readonly stepKey: string,
+    readonly workflowName?: string,
+  ) {
     super(
       `The compensation "${compensationFn}" of step "${stepKey}"${workflowName ? ` of workflow "${workflowName}"` : ''} is not registered in this process. ` +
         `Deploy the workflow that defines it (same workflow name, same @Compensate method or compensations key for this step) and retry.`,
@@ -29,7 +37,9 @@ export class CompensationNotRegisteredError extends DuraflowError {
 export class DeadLetterNotFoundError extends DuraflowError {
   readonly code = 'DEAD_LETTER_NOT_FOUND';
   constructor(readonly deadLetterId: string) {
-    super(`No dead letter with id "${deadLetterId}". It may have been retried successfully or discarded: list them with listDeadLetters().`);
+    super(
+      `No dead letter with id "${deadLetterId}". It may have been retried successfully or discarded: list them with listDeadLetters().`,
+    );
   }
 }
 
@@ -44,7 +54,11 @@ export class DeadLetterBusyError extends DuraflowError {
 /** The entry's task is still rolling back: discarding now would let the rollback run that compensation again. */
 export class DeadLetterTaskActiveError extends DuraflowError {
   readonly code = 'DEAD_LETTER_TASK_ACTIVE';
-  constructor(readonly deadLetterId: string, readonly taskId: string, readonly status: string) {
+  constructor(
+    readonly deadLetterId: string,
+    readonly taskId: string,
+    readonly status: string,
+  ) {
     super(
       `Dead letter "${deadLetterId}" belongs to task "${taskId}", which is still ${status} (its rollback is not over). ` +
         `Wait until the task is finished, then discard it.`,
@@ -56,6 +70,8 @@ export class DeadLetterTaskActiveError extends DuraflowError {
 export class DeadLetterOrphanedError extends DuraflowError {
   readonly code = 'DEAD_LETTER_ORPHANED';
   constructor(readonly deadLetterId: string) {
-    super(`Dead letter "${deadLetterId}" refers to a step that no longer exists (its task was deleted), so it cannot be retried. Discard it.`);
+    super(
+      `Dead letter "${deadLetterId}" refers to a step that no longer exists (its task was deleted), so it cannot be retried. Discard it.`,
+    );
   }
 }

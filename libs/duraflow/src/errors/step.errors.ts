@@ -3,7 +3,10 @@ import { DuraflowError } from './duraflow.error';
 /** One run used a step key twice: memoization would silently return the first output. */
 export class DuplicateStepKeyError extends DuraflowError {
   readonly code = 'DUPLICATE_STEP_KEY';
-  constructor(readonly workflowName: string, readonly stepKey: string) {
+  constructor(
+    readonly workflowName: string,
+    readonly stepKey: string,
+  ) {
     super(
       `Step key "${stepKey}" was used twice in one run of workflow "${workflowName}". ` +
         `Each step of a run needs its own key: add an index or id to the key (e.g. "charge-\${i}").`,
@@ -14,7 +17,10 @@ export class DuplicateStepKeyError extends DuraflowError {
 /** A step was started from inside another step's body. */
 export class NestedStepError extends DuraflowError {
   readonly code = 'NESTED_STEP';
-  constructor(readonly stepKey: string, readonly parentKey: string) {
+  constructor(
+    readonly stepKey: string,
+    readonly parentKey: string,
+  ) {
     super(
       `Step "${stepKey}" was started inside step "${parentKey}". ` +
         `Steps cannot nest: call both from the workflow's run function, one after the other.`,
@@ -33,7 +39,11 @@ export class StepOutsideRunError extends DuraflowError {
 /** An attempt ran past the step's `timeout`; its signal was aborted and the attempt counts as failed. */
 export class StepTimeoutError extends DuraflowError {
   readonly code = 'STEP_TIMEOUT';
-  constructor(readonly stepKey: string, readonly timeoutMs: number, readonly attempt: number) {
+  constructor(
+    readonly stepKey: string,
+    readonly timeoutMs: number,
+    readonly attempt: number,
+  ) {
     super(
       `Step "${stepKey}" attempt ${attempt} timed out after ${timeoutMs} ms. ` +
         `Raise the step's timeout, or make the step honour its AbortSignal and finish sooner.`,
@@ -44,7 +54,10 @@ export class StepTimeoutError extends DuraflowError {
 /** The run was cancelled or its worker lost the task: no step may start. */
 export class RunAbortedError extends DuraflowError {
   readonly code = 'RUN_ABORTED';
-  constructor(readonly taskId: string, readonly reason: string) {
+  constructor(
+    readonly taskId: string,
+    readonly reason: string,
+  ) {
     super(`Run of task "${taskId}" stopped: ${reason}.`);
   }
 }

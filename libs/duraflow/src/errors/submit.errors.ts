@@ -3,7 +3,10 @@ import { DuraflowError } from './duraflow.error';
 /** `submit` names a workflow that no class or functional definition in this application registers. */
 export class UnknownWorkflowError extends DuraflowError {
   readonly code = 'UNKNOWN_WORKFLOW';
-  constructor(readonly workflowName: string, known: string[]) {
+  constructor(
+    readonly workflowName: string,
+    known: string[],
+  ) {
     super(
       `No workflow named "${workflowName}" is registered. ` +
         `Registered workflows: ${known.length ? known.map((n) => `"${n}"`).join(', ') : 'none'}. ` +
@@ -16,10 +19,7 @@ export class UnknownWorkflowError extends DuraflowError {
 export class InvalidWorkflowNameError extends DuraflowError {
   readonly code = 'INVALID_WORKFLOW_NAME';
   constructor(readonly workflowName: unknown) {
-    super(
-      `Invalid workflow name ${JSON.stringify(workflowName) ?? String(workflowName)}: ` +
-        `use 1 to 255 letters, digits, "-" or "_".`,
-    );
+    super(`Invalid workflow name ${JSON.stringify(workflowName) ?? String(workflowName)}: ` + `use 1 to 255 letters, digits, "-" or "_".`);
   }
 }
 
@@ -33,7 +33,10 @@ export interface InputViolation {
 /** The input fails the workflow's class-validator DTO. */
 export class InputValidationError extends DuraflowError {
   readonly code = 'INVALID_INPUT';
-  constructor(readonly workflowName: string, readonly violations: InputViolation[]) {
+  constructor(
+    readonly workflowName: string,
+    readonly violations: InputViolation[],
+  ) {
     super(
       `Input for workflow "${workflowName}" is invalid: ` +
         violations.map((v) => `${v.property}: ${Object.values(v.constraints).join(', ')}`).join('; ') +
@@ -45,7 +48,11 @@ export class InputValidationError extends DuraflowError {
 /** The input (or a step's output) cannot be stored as JSON without losing something. */
 export class NotSerializableError extends DuraflowError {
   readonly code = 'NOT_SERIALIZABLE';
-  constructor(readonly what: string, readonly path: string, reason: string) {
+  constructor(
+    readonly what: string,
+    readonly path: string,
+    reason: string,
+  ) {
     super(
       `${what} is not JSON-serializable at ${path}: ${reason}. ` +
         `Pass plain objects, arrays, strings, finite numbers, booleans and null (dates as ISO strings).`,
@@ -56,7 +63,11 @@ export class NotSerializableError extends DuraflowError {
 /** The serialized input is over `maxInputBytes`. */
 export class InputTooLargeError extends DuraflowError {
   readonly code = 'INPUT_TOO_LARGE';
-  constructor(readonly workflowName: string, readonly bytes: number, readonly limit: number) {
+  constructor(
+    readonly workflowName: string,
+    readonly bytes: number,
+    readonly limit: number,
+  ) {
     super(
       `Input for workflow "${workflowName}" is ${bytes} bytes as JSON, over the limit of ${limit} bytes. ` +
         `Store large payloads elsewhere and pass a reference, or raise DuraflowModule's maxInputBytes.`,
@@ -67,7 +78,10 @@ export class InputTooLargeError extends DuraflowError {
 /** A submit option (priority, scheduledAt, maxRetries, idempotencyKey) is out of range. */
 export class InvalidSubmitOptionsError extends DuraflowError {
   readonly code = 'INVALID_SUBMIT_OPTIONS';
-  constructor(readonly option: string, reason: string) {
+  constructor(
+    readonly option: string,
+    reason: string,
+  ) {
     super(`Invalid submit option "${option}": ${reason}`);
   }
 }
@@ -83,7 +97,10 @@ export class InvalidCursorError extends DuraflowError {
 /** A list option (limit, status, cursor) is out of range. */
 export class InvalidListOptionsError extends DuraflowError {
   readonly code = 'INVALID_LIST_OPTIONS';
-  constructor(readonly option: string, reason: string) {
+  constructor(
+    readonly option: string,
+    reason: string,
+  ) {
     super(`Invalid list option "${option}": ${reason}`);
   }
 }
@@ -94,7 +111,11 @@ export class InvalidListOptionsError extends DuraflowError {
  */
 export class IdempotencyKeyConflictError extends DuraflowError {
   readonly code = 'IDEMPOTENCY_KEY_CONFLICT';
-  constructor(readonly workflowName: string, readonly idempotencyKey: string, readonly taskId: string) {
+  constructor(
+    readonly workflowName: string,
+    readonly idempotencyKey: string,
+    readonly taskId: string,
+  ) {
     super(
       `Idempotency key "${idempotencyKey}" of workflow "${workflowName}" already belongs to task "${taskId}", ` +
         `which was submitted with a different input. Retry with the same input to get that task back, ` +

@@ -11,7 +11,10 @@ export class TaskNotFoundError extends DuraflowError {
 /** The task already reached a terminal status, which never changes again. */
 export class TaskAlreadyFinishedError extends DuraflowError {
   readonly code = 'TASK_ALREADY_FINISHED';
-  constructor(readonly taskId: string, readonly status: string) {
+  constructor(
+    readonly taskId: string,
+    readonly status: string,
+  ) {
     super(`Task "${taskId}" already finished with status "${status}" and cannot be cancelled.`);
   }
 }
@@ -19,7 +22,11 @@ export class TaskAlreadyFinishedError extends DuraflowError {
 /** `waitFor` gave up before the task reached a terminal status. */
 export class WaitForTimeoutError extends DuraflowError {
   readonly code = 'WAIT_TIMEOUT';
-  constructor(readonly taskId: string, readonly timeoutMs: number, readonly lastStatus: string) {
+  constructor(
+    readonly taskId: string,
+    readonly timeoutMs: number,
+    readonly lastStatus: string,
+  ) {
     super(
       `Task "${taskId}" was still "${lastStatus}" after ${timeoutMs} ms. ` +
         `Wait longer (waitFor(id, { timeoutMs })) or check that a worker serves this workflow.`,
@@ -30,7 +37,10 @@ export class WaitForTimeoutError extends DuraflowError {
 /** A `waitFor` option is not a whole number in its range (NaN, Infinity or a huge value would never time out, or poll in a loop). */
 export class InvalidWaitOptionsError extends DuraflowError {
   readonly code = 'INVALID_WAIT_OPTIONS';
-  constructor(readonly option: string, reason: string) {
+  constructor(
+    readonly option: string,
+    reason: string,
+  ) {
     super(`Invalid waitFor option "${option}": ${reason}`);
   }
 }

@@ -14,12 +14,7 @@ import { runCompensation } from './compensation';
 
 /** How a rollback ended, as far as this process knows. */
 export type RollbackOutcome =
-  | TaskStatus.ROLLED_BACK
-  | TaskStatus.PARTIAL_ROLLBACK
-  | TaskStatus.FAILED
-  | TaskStatus.CANCELLED
-  | 'stopped'
-  | 'unrecorded';
+  TaskStatus.ROLLED_BACK | TaskStatus.PARTIAL_ROLLBACK | TaskStatus.FAILED | TaskStatus.CANCELLED | 'stopped' | 'unrecorded';
 
 /** A write the rollback could not make: the database was unreachable. */
 class Unrecorded extends Error {}
@@ -46,14 +41,14 @@ export class SagaExecutor {
    * Starts a rollback (writing `reason` and, for a failure, the task's error first) or, with
    * no `start`, resumes the one already marked on the task, and takes it to its final status.
    */
-  async rollback(
-    task: AgentTask,
-    lease: TaskLease,
-    reason: RollbackReason,
-    start?: { error: TaskError | null },
-  ): Promise<RollbackOutcome> {
+  async rollback(task: AgentTask, lease: TaskLease, reason: RollbackReason, start?: { error: TaskError | null }): Promise<RollbackOutcome> {
     try {
-      if (start && !(await recorded(lease.write(() => this.tasks.beginRollback(task.id, lease.claimToken, reason, start.error && JSON.stringify(start.error)))))) {
+      if (
+        start &&
+        !(await recorded(
+          lease.write(() => this.tasks.beginRollback(task.id, lease.claimToken, reason, start.error && JSON.stringify(start.error))),
+        ))
+      ) {
         return 'stopped';
       }
       const steps = await recorded(lease.retry(() => this.steps.listCompensableSteps(task.id)));
@@ -65,7 +60,9 @@ export class SagaExecutor {
       if (lease.stoppedBecause) return 'stopped';
       const ended: { status: TaskStatus | null } = { status: null };
       const finished = await recorded(
-        lease.writeOutcome(async () => (ended.status = await this.tasks.finishRollback(task.id, lease.claimToken, reason, steps.length > 0)) !== null),
+        lease.writeOutcome(
+          async () => (ended.status = await this.tasks.finishRollback(task.id, lease.claimToken, reason, steps.length > 0)) !== null,
+        ),
       );
       const { status } = ended;
       if (!finished || !status) return 'stopped';
@@ -106,7 +103,9 @@ export class SagaExecutor {
 
     if (!failure) return recorded(lease.write(() => this.steps.markCompensated(task.id, lease.claimToken, step.id)));
     const error = deadLetterError(failure.error, { stepKey: step.stepKey, compensationFn: step.compensationFn, attempt: failure.attempts });
-    this.logger.warn(`Compensation of step "${step.stepKey}" of task ${task.id} failed for good: ${error.message}; sent to the dead-letter queue`);
+    this.logger.warn(
+      `Compensation of step "${step.stepKey}" of task ${task.id} failed for good: ${error.message}; sent to the dead-letter queue`,
+    );
     return recorded(lease.write(() => this.deadLetters.insertDeadLetter(task.id, lease.claimToken, step.id, JSON.stringify(error))));
   }
 }

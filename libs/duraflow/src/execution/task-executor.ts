@@ -88,7 +88,9 @@ export class TaskExecutor {
       return landed ? 'completed' : 'stopped';
     } catch (error) {
       if (lease.stoppedBecause) return 'stopped';
-      this.logger.warn(`Task ${task.id} finished but its completion could not be recorded (${describeError(error).message}); it will be recovered.`);
+      this.logger.warn(
+        `Task ${task.id} finished but its completion could not be recorded (${describeError(error).message}); it will be recovered.`,
+      );
       return 'unrecorded';
     }
   }
@@ -102,13 +104,17 @@ export class TaskExecutor {
   private async recordFailure(task: AgentTask, lease: TaskLease, slot: RunSlot, error: TaskError): Promise<RunOutcome> {
     slot.release(); // as for a completion: the slot is free while the failure commits
     try {
-      const landed = await lease.writeOutcome(() => this.tasks.finishTaskWithError(task.id, lease.claimToken, TaskStatus.FAILED, JSON.stringify(error)));
+      const landed = await lease.writeOutcome(() =>
+        this.tasks.finishTaskWithError(task.id, lease.claimToken, TaskStatus.FAILED, JSON.stringify(error)),
+      );
       if (!landed) return 'stopped';
       this.logger.warn(`Task ${task.id} (${task.workflowName}) ended failed: ${error.code}`);
       return 'failed';
     } catch (dbError) {
       if (lease.stoppedBecause) return 'stopped';
-      this.logger.warn(`Task ${task.id} failed but the failure could not be recorded (${describeError(dbError).message}); it will be recovered.`);
+      this.logger.warn(
+        `Task ${task.id} failed but the failure could not be recorded (${describeError(dbError).message}); it will be recovered.`,
+      );
       return 'unrecorded';
     }
   }

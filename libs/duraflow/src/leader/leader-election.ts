@@ -32,5 +32,7 @@ export function reaperLeaderApplicationName(workerId: string): string {
 
 /** The worker id in such an `application_name` (possibly cut short), or undefined for another session. */
 export function workerIdOfLeaderSession(applicationName: string | null | undefined): string | undefined {
-  return applicationName?.startsWith(LEADER_APPLICATION_NAME_PREFIX) ? applicationName.slice(LEADER_APPLICATION_NAME_PREFIX.length) : undefined;
+  return applicationName?.startsWith(LEADER_APPLICATION_NAME_PREFIX)
+    ? applicationName.slice(LEADER_APPLICATION_NAME_PREFIX.length)
+    : undefined;
 }

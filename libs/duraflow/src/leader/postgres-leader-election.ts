@@ -142,10 +142,7 @@ export class PostgresLeaderElection extends BaseLeaderElection {
 function withinTimeout<T>(operation: Promise<T>, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new Error(`${what} took longer than ${SESSION_TIMEOUT_MS} ms`)),
-      SESSION_TIMEOUT_MS,
-    );
+    timer = setTimeout(() => reject(new Error(`${what} took longer than ${SESSION_TIMEOUT_MS} ms`)), SESSION_TIMEOUT_MS);
   });
   return Promise.race([operation, timeout]).finally(() => clearTimeout(timer));
 }

@@ -73,9 +73,7 @@ export class RedisLeaderElection extends BaseLeaderElection {
       // The usual case first (a leader renews, a follower tries to take the key), the other
       // one second: the key may have expired under a slow leader, or hold this node's id
       // although the reply that granted it was lost.
-      const held = this.leading
-        ? (await this.renew()) || (await this.acquire())
-        : (await this.acquire()) || (await this.renew());
+      const held = this.leading ? (await this.renew()) || (await this.acquire()) : (await this.acquire()) || (await this.renew());
       this.validUntil = held ? sentAt + this.ttlMs - this.safetyMarginMs : 0;
       this.noteReachable();
     } catch (error) {

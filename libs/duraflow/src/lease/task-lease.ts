@@ -76,8 +76,7 @@ export class TaskLease {
    * lease is then stopped (`lease-lost`). Rethrows what `retry` rethrows.
    */
   async write(statement: () => Promise<boolean>): Promise<boolean> {
-    const landed =
-      (await this.retry(statement)) || (await this.retry(() => this.fencing.ownsTask(this.taskId, this.claimToken)));
+    const landed = (await this.retry(statement)) || (await this.retry(() => this.fencing.ownsTask(this.taskId, this.claimToken)));
     if (!landed) this.stop('lease-lost');
     return landed;
   }

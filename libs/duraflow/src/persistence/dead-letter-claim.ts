@@ -25,7 +25,9 @@ export class DeadLetterClaim {
     client.on('error', () => undefined);
     try {
       await client.connect();
-      const { rows } = await client.query<{ claimed: boolean }>('SELECT pg_try_advisory_lock($1::bigint) AS claimed', [deadLetterLockId(id)]);
+      const { rows } = await client.query<{ claimed: boolean }>('SELECT pg_try_advisory_lock($1::bigint) AS claimed', [
+        deadLetterLockId(id),
+      ]);
       if (rows[0].claimed) return new DeadLetterClaim(client);
     } catch (error) {
       await client.end().catch(() => undefined);

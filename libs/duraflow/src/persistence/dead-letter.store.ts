@@ -25,7 +25,12 @@ export class DeadLetterStore {
   constructor(private readonly db: DuraflowDatabase) {}
 
   /** Newest first on the keyset (created_at, id); pages cut to `maxBytes`. */
-  async listDeadLetters(filter: { taskId?: string; limit: number; maxBytes: number; after?: KeysetPosition }): Promise<StoredPage<DeadLetterRow>> {
+  async listDeadLetters(filter: {
+    taskId?: string;
+    limit: number;
+    maxBytes: number;
+    after?: KeysetPosition;
+  }): Promise<StoredPage<DeadLetterRow>> {
     const values: unknown[] = [];
     const where: string[] = [];
     if (filter.taskId) {
@@ -71,7 +76,9 @@ export class DeadLetterStore {
 
   /** Claims the entry for the rest of the caller's transaction (a discard); false when a retry or a discard holds it. */
   async claimInTransaction(tx: SqlExecutor, id: string): Promise<boolean> {
-    const { rows } = await tx.query<{ claimed: boolean }>(`SELECT pg_try_advisory_xact_lock($1::bigint) AS claimed`, [deadLetterLockId(id)]);
+    const { rows } = await tx.query<{ claimed: boolean }>(`SELECT pg_try_advisory_xact_lock($1::bigint) AS claimed`, [
+      deadLetterLockId(id),
+    ]);
     return rows[0].claimed;
   }
 

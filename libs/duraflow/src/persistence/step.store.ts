@@ -138,7 +138,16 @@ export class StepStore {
       const [step] = steps;
       const { rowCount } = await this.db.query(
         INSERT_COMPLETED_STEP,
-        [step.taskId, step.stepKey, step.claimToken, step.outputJson, step.compensationFn, step.attempt, step.startedAt, step.completionSeq],
+        [
+          step.taskId,
+          step.stepKey,
+          step.claimToken,
+          step.outputJson,
+          step.compensationFn,
+          step.attempt,
+          step.startedAt,
+          step.completionSeq,
+        ],
         'duraflow_step_inserted',
       );
       return [rowCount > 0];

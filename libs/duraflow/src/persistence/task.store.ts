@@ -351,7 +351,10 @@ export class TaskStore {
 }
 
 /** WHERE conditions for the workflow and creation-time filters, their values pushed onto `values`. */
-function taskFilterConditions(filter: Pick<TaskListFilter, 'workflowName' | 'createdAfter' | 'createdBefore'>, values: unknown[]): string[] {
+function taskFilterConditions(
+  filter: Pick<TaskListFilter, 'workflowName' | 'createdAfter' | 'createdBefore'>,
+  values: unknown[],
+): string[] {
   const where: string[] = [];
   if (filter.workflowName) {
     values.push(filter.workflowName);

@@ -1,7 +1,17 @@
 /** Error codes and messages of a database that went away (as opposed to a statement that is wrong). */
 const TRANSIENT_SQLSTATE = /^(08|57P0[123]|53300|40001|40P01)/;
-const TRANSIENT_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
-const TRANSIENT_MESSAGE = /connection terminated|terminating connection|connection (?:ended|closed)|not queryable|timeout exceeded when trying to connect|Client has encountered a connection error/i;
+const TRANSIENT_NODE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+]);
+const TRANSIENT_MESSAGE =
+  /connection terminated|terminating connection|connection (?:ended|closed)|not queryable|timeout exceeded when trying to connect|Client has encountered a connection error/i;
 
 /** True for errors that say "the database could not be reached", which a retry may fix. */
 export function isTransientDatabaseError(error: unknown): boolean {

@@ -131,7 +131,8 @@ export class SagaService {
   private async retryClaimed(claim: DeadLetterClaim, entry: DeadLetterForRetry): Promise<Omit<DeadLetterRetryResult, 'task'>> {
     const { deadLetter, stepKey, compensationFn, workflowName } = entry;
     if (stepKey === null) throw new DeadLetterOrphanedError(deadLetter.id);
-    const compensation = compensationFn && workflowName ? this.registry.resolveCompensation(workflowName, stepKey, compensationFn) : undefined;
+    const compensation =
+      compensationFn && workflowName ? this.registry.resolveCompensation(workflowName, stepKey, compensationFn) : undefined;
     if (!compensation) throw new CompensationNotRegisteredError(String(compensationFn), stepKey, workflowName ?? undefined);
     const outcome = await runCompensation({
       compensation,
@@ -147,6 +148,9 @@ export class SagaService {
       return { outcome: 'compensated', deadLetter: null };
     }
     const error = deadLetterError(outcome.error, { stepKey, compensationFn, attempt: 1, retry: (deadLetter.retryCount ?? 0) + 1 });
-    return { outcome: 'failed', deadLetter: await this.deadLetters.recordRetryFailure(claim.session, deadLetter.id, JSON.stringify(error)) };
+    return {
+      outcome: 'failed',
+      deadLetter: await this.deadLetters.recordRetryFailure(claim.session, deadLetter.id, JSON.stringify(error)),
+    };
   }
 }

@@ -113,12 +113,7 @@ export class WorkflowService {
    * With an `idempotencyKey` already used: the first task when the input is the same,
    * IdempotencyKeyConflictError when it is not.
    */
-  async submit<TInput = unknown>(
-    name: string,
-    input?: TInput,
-    options: SubmitOptions = {},
-    manager?: EntityManager,
-  ): Promise<AgentTask> {
+  async submit<TInput = unknown>(name: string, input?: TInput, options: SubmitOptions = {}, manager?: EntityManager): Promise<AgentTask> {
     return (await this.submitWithResult(name, input, options, manager)).task;
   }
 

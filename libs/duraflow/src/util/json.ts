@@ -116,7 +116,8 @@ function checkJsonValue(value: unknown, what: string, path: string, ancestors: S
   }
   if (value instanceof Promise) throw new NotSerializableError(what, path, 'a Promise has no JSON form (await it first)');
   if (ancestors.has(object)) throw new NotSerializableError(what, path, 'the value refers to itself (a cycle)');
-  if (depthLeft < 1) throw new NotSerializableError(what, path, `objects and arrays are nested deeper than ${ancestors.size} levels (maxJsonDepth)`);
+  if (depthLeft < 1)
+    throw new NotSerializableError(what, path, `objects and arrays are nested deeper than ${ancestors.size} levels (maxJsonDepth)`);
   ancestors.add(object);
   if (Array.isArray(value)) {
     // An index loop, not forEach: forEach skips the holes of a sparse array, which JSON turns into null.

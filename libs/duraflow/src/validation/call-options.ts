@@ -59,7 +59,10 @@ export function checkSubmitOptions(options: SubmitOptionValues): CheckedSubmitOp
   }
   const key = options.idempotencyKey;
   if (key !== undefined && key !== null && (typeof key !== 'string' || key.length === 0 || key.length > MAX_IDEMPOTENCY_KEY_LENGTH)) {
-    throw new InvalidSubmitOptionsError('idempotencyKey', `must be a non-empty string of at most ${MAX_IDEMPOTENCY_KEY_LENGTH} characters.`);
+    throw new InvalidSubmitOptionsError(
+      'idempotencyKey',
+      `must be a non-empty string of at most ${MAX_IDEMPOTENCY_KEY_LENGTH} characters.`,
+    );
   }
   return { priority, scheduledAt, maxRetries, idempotencyKey: key ?? null };
 }
@@ -131,7 +134,10 @@ export function checkWaitOptions(options: { timeoutMs?: number; pollIntervalMs?:
 function waitOption(option: string, value: unknown, defaultMs: number, min: number): number {
   if (value === undefined) return defaultMs;
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > MAX_TIMER_MS) {
-    throw new InvalidWaitOptionsError(option, `must be a whole number of milliseconds from ${min} to ${MAX_TIMER_MS}, got ${String(value)}.`);
+    throw new InvalidWaitOptionsError(
+      option,
+      `must be a whole number of milliseconds from ${min} to ${MAX_TIMER_MS}, got ${String(value)}.`,
+    );
   }
   return value;
 }
@@ -146,7 +152,10 @@ export function checkPreviewChars(value: number | undefined): number {
 }
 
 /** The creation-time bounds of a list or count, checked. @throws InvalidListOptionsError */
-export function createdRange(options: { createdAfter?: Date | string; createdBefore?: Date | string }): { createdAfter?: Date; createdBefore?: Date } {
+export function createdRange(options: { createdAfter?: Date | string; createdBefore?: Date | string }): {
+  createdAfter?: Date;
+  createdBefore?: Date;
+} {
   return { createdAfter: listTime('createdAfter', options.createdAfter), createdBefore: listTime('createdBefore', options.createdBefore) };
 }
 

@@ -9,7 +9,10 @@ import { layout, statusBadge, ViewContext } from './layout';
  * The confirmation step of every action: a page that says what will happen, and a form that
  * POSTs it. Nothing changes until its button is pressed.
  */
-function confirmPage(context: ViewContext, page: { title: string; what: Html; action: string; button: string; back: string; backLabel: string }): Html {
+function confirmPage(
+  context: ViewContext,
+  page: { title: string; what: Html; action: string; button: string; back: string; backLabel: string },
+): Html {
   return layout(context, {
     title: page.title,
     section: 'tasks',
@@ -29,9 +32,11 @@ export function confirmCancelPage(context: ViewContext, task: AgentTask, steps: 
   const toUndo = steps.filter((step) => step.status === 'completed' && step.compensationFn && !step.compensatedAt);
   const what = compensate
     ? html`<p>Task <code>${task.id}</code> (<code>${task.workflowName}</code>, ${statusBadge(task.status)}) stops, and its completed steps are
-  undone first, newest first: ${toUndo.length
-    ? html`${toUndo.length} compensation${toUndo.length > 1 && 's'} (${toUndo.map((step, i) => html`${i > 0 && ', '}<code>${step.stepKey}</code>`)})`
-    : 'none is left to undo'}.
+  undone first, newest first: ${
+    toUndo.length
+      ? html`${toUndo.length} compensation${toUndo.length > 1 && 's'} (${toUndo.map((step, i) => html`${i > 0 && ', '}<code>${step.stepKey}</code>`)})`
+      : 'none is left to undo'
+  }.
   A compensation that fails for good goes to the dead-letter queue. The rollback runs in this server; the answer comes when it is over.</p>
 <p>The task ends <strong>cancelled</strong>.</p>`
     : html`<p>Task <code>${task.id}</code> (<code>${task.workflowName}</code>, ${statusBadge(task.status)}) ends <strong>cancelled</strong>:

@@ -20,8 +20,9 @@ export function deadLettersPage(context: ViewContext, data: DeadLetterListData):
     body: html`<h1>Dead letters</h1>
 <p class="muted">Compensations that failed for good. Retry one once its cause is fixed, or discard it when the effect was undone by hand.</p>
 ${data.problems.map((problem) => html`<p class="notice error" role="alert">${problem}</p>`)}
-${data.items.length
-  ? html`<table>
+${
+  data.items.length
+    ? html`<table>
   <thead><tr><th scope="col">Created</th><th scope="col">Task</th><th scope="col">Step</th><th scope="col">Error</th><th scope="col" class="num">Retries</th><th scope="col">Actions</th></tr></thead>
   <tbody>${data.items.map((entry) => {
     const error = entry.error ?? {};
@@ -39,7 +40,8 @@ ${data.items.length
   </tr>`;
   })}</tbody>
 </table>`
-  : html`<p class="panel muted">The dead-letter queue is empty.</p>`}
+    : html`<p class="panel muted">The dead-letter queue is empty.</p>`
+}
 <nav class="pager" aria-label="Pages">
   ${data.cursor && html`<a href="${links.deadLetters()}">← Newest</a>`}
   ${data.nextCursor && html`<a href="${links.deadLetters({ cursor: data.nextCursor })}">Older entries →</a>`}

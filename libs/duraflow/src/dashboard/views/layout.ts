@@ -38,8 +38,11 @@ export function layout(
 <header class="top">
   ${links ? html`<a class="brand" href="${links.home()}">${options.title}</a>` : html`<span class="brand">${options.title}</span>`}
   <nav aria-label="Dashboard">
-    ${links && html`<a href="${links.home()}" ${ariaCurrent(current('tasks'))}>Tasks</a>
-    <a href="${links.deadLetters()}" ${ariaCurrent(current('dead-letters'))}>Dead letters</a>`}
+    ${
+      links &&
+      html`<a href="${links.home()}" ${ariaCurrent(current('tasks'))}>Tasks</a>
+    <a href="${links.deadLetters()}" ${ariaCurrent(current('dead-letters'))}>Dead letters</a>`
+    }
   </nav>
   ${options.loginUrl && html`<a href="${options.loginUrl}">Sign in</a>`}
 </header>

@@ -19,9 +19,18 @@ export function messagePage(
  * What a refused request sees: the guard's own message, and the way to sign in. Nothing of the
  * dashboard is shown, not even its links (their mount is only known past the guards).
  */
-export function refusedPage(options: Pick<ResolvedDashboardOptions, 'title' | 'loginUrl'>, page: { status: number; message: string; retry: string | undefined }): Html {
+export function refusedPage(
+  options: Pick<ResolvedDashboardOptions, 'title' | 'loginUrl'>,
+  page: { status: number; message: string; retry: string | undefined },
+): Html {
   const title =
-    page.status === 401 ? 'Sign-in needed' : page.status === 403 ? 'Not allowed' : page.status >= 500 ? 'The dashboard could not answer' : 'Request refused';
+    page.status === 401
+      ? 'Sign-in needed'
+      : page.status === 403
+        ? 'Not allowed'
+        : page.status >= 500
+          ? 'The dashboard could not answer'
+          : 'Request refused';
   const signIn = options.loginUrl !== undefined && (page.status === 401 || page.status === 403);
   return layout(
     { links: null, options },

@@ -67,7 +67,8 @@ function countsList(context: ViewContext, filters: TaskFilters, counts: TaskCoun
   return html`<ul class="counts" aria-label="Tasks by status">
   <li><a href="${links.home(base)}" aria-current="${filters.status === undefined}" data-status="all"><span>all</span> <strong>${total}</strong></a></li>
   ${(Object.keys(counts) as TaskStatus[]).map(
-    (status) => html`<li><a href="${links.home({ ...base, status })}" aria-current="${filters.status === status}" data-status="${status}">${statusBadge(status)} <strong>${counts[status]}</strong></a></li>`,
+    (status) =>
+      html`<li><a href="${links.home({ ...base, status })}" aria-current="${filters.status === status}" data-status="${status}">${statusBadge(status)} <strong>${counts[status]}</strong></a></li>`,
   )}
 </ul>`;
 }

@@ -54,11 +54,13 @@ export function taskLiveContent(context: ViewContext, details: TaskDetails): Htm
   const { links, options } = context;
   const entries = timelineEntries(steps, deadLetters);
   return html`<h1><span>Task <code>${task.id}</code></span> ${statusBadge(task.status)}</h1>
-${!isTerminalStatus(task.status) &&
+${
+  !isTerminalStatus(task.status) &&
   html`<div class="actions">
   <a class="button" href="${links.cancel(task.id, false)}">Cancel…</a>
   <a class="button secondary" href="${links.cancel(task.id, true)}">Cancel and compensate…</a>
-</div>`}
+</div>`
+}
 <section class="panel" aria-label="Task facts">
   <dl class="facts">${taskFacts(task, steps, deadLetters, context.now).map(([label, value]) => html`<div><dt>${label}</dt><dd>${value}</dd></div>`)}</dl>
   ${task.error && html`<h2>Error</h2>${errorBlock(task.error as unknown as Record<string, unknown>, 'task-stack', links.taskValue(task.id, 'error'), options.previewChars)}`}
@@ -80,7 +82,10 @@ function taskFacts(task: AgentTask, steps: StepSummary[], deadLetters: DeadLette
   const compensated = steps.filter((step) => step.compensatedAt).length;
   return [
     ['Workflow', html`<code>${task.workflowName}</code>`],
-    ['Status', html`${statusBadge(task.status)}${task.rollbackReason && html` <span class="muted">(rollback: ${task.rollbackReason})</span>`}`],
+    [
+      'Status',
+      html`${statusBadge(task.status)}${task.rollbackReason && html` <span class="muted">(rollback: ${task.rollbackReason})</span>`}`,
+    ],
     ['Progress', `${completed} of ${steps.length} steps completed · ${compensated} compensated · ${deadLetters.length} dead letters`],
     ['Created', timeElement(task.createdAt)],
     ['Started', timeElement(task.startedAt)],

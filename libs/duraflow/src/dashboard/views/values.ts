@@ -34,9 +34,11 @@ export function valueBlock(value: { id: string; label: string; preview: JsonPrev
   return html`<details id="${value.id}">
   <summary>${value.label} · ${formatBytes(preview.bytes)}${preview.truncated && ' (cut)'}</summary>
   <pre>${preview.text}${preview.truncated && '\n…'}</pre>
-  ${preview.truncated
-    ? html`<p class="muted">The first ${preview.text.length.toLocaleString('en')} characters. <a href="${value.href}">The whole ${value.label} (JSON, ${formatBytes(preview.bytes)})</a></p>`
-    : html`<p><a href="${value.href}">${value.label} as JSON</a></p>`}
+  ${
+    preview.truncated
+      ? html`<p class="muted">The first ${preview.text.length.toLocaleString('en')} characters. <a href="${value.href}">The whole ${value.label} (JSON, ${formatBytes(preview.bytes)})</a></p>`
+      : html`<p><a href="${value.href}">${value.label} as JSON</a></p>`
+  }
 </details>`;
 }
 
@@ -60,7 +62,12 @@ export function compactValue(value: { id: string; label: string; preview: JsonPr
 }
 
 /** A stored error (task, step or dead letter): code, name and message; the stack folded; long text cut with a link to the whole error. */
-export function errorBlock(error: Record<string, unknown> | null | undefined, id: string, href: string | undefined, previewChars: number): Html {
+export function errorBlock(
+  error: Record<string, unknown> | null | undefined,
+  id: string,
+  href: string | undefined,
+  previewChars: number,
+): Html {
   if (!error) return html``;
   const text = (key: string) => (typeof error[key] === 'string' ? (error[key] as string) : undefined);
   const message = text('message') ?? JSON.stringify(error);

@@ -46,7 +46,13 @@ export async function readQueueStatus(executor: SqlExecutor, leaderKey: string):
      FROM agent_tasks WHERE deleted_at IS NULL
      GROUP BY workflow_name, status ORDER BY workflow_name, status`,
   );
-  const pending = await executor.query<{ id: string | null; workflow_name: string | null; runnable_since: Date | null; waiting_ms: number | null; scheduled_later: number }>(
+  const pending = await executor.query<{
+    id: string | null;
+    workflow_name: string | null;
+    runnable_since: Date | null;
+    waiting_ms: number | null;
+    scheduled_later: number;
+  }>(
     `WITH due AS (
        SELECT id, workflow_name, GREATEST(created_at, COALESCE(scheduled_at, created_at)) AS runnable_since
        FROM agent_tasks
@@ -86,7 +92,12 @@ export async function readQueueStatus(executor: SqlExecutor, leaderKey: string):
   return {
     tasks: [...byWorkflow].map(([workflowName, taskCounts]) => ({ workflowName, counts: taskCounts })),
     oldestPending: due?.id
-      ? { id: due.id, workflowName: due.workflow_name!, runnableSince: due.runnable_since!, waitingMs: Math.max(0, Math.round(due.waiting_ms!)) }
+      ? {
+          id: due.id,
+          workflowName: due.workflow_name!,
+          runnableSince: due.runnable_since!,
+          waitingMs: Math.max(0, Math.round(due.waiting_ms!)),
+        }
       : null,
     scheduledLater: due?.scheduled_later ?? 0,
     deadLetters: {
