@@ -5,7 +5,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['**/dist/**', '**/node_modules/**', 'coverage/**', '.duraflow/**', 'examples/**/dist/**'] },
+  { ignores: ['**/dist/**', '**/node_modules/**', 'coverage/**', '.duraflow/**', '.test-build/**', 'examples/**/dist/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   prettier,

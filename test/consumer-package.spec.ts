@@ -353,8 +353,17 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
   }
 
   async function pack(into: string): Promise<Packed> {
-    // prepack builds dist/ first.
-    const { stdout } = await runOrThrow('npm', ['pack', '--json', '--pack-destination', into], { cwd: LIBRARY_DIR });
+    // prepack builds dist/ first, in a copy of the library: `npm start` (the engine's signal tests)
+    // rebuilds libs/duraflow/dist meanwhile. The copy sits in the repository, so its build finds
+    // the repository's node_modules as the library's own does.
+    const copy = path.join(REPO_ROOT, '.test-build', `pack-${randomBytes(4).toString('hex')}`);
+    await cp(LIBRARY_DIR, copy, { recursive: true, filter: (source) => !/[\\/](dist|node_modules)$/.test(source) });
+    let stdout: string;
+    try {
+      ({ stdout } = await runOrThrow('npm', ['pack', '--json', '--pack-destination', into], { cwd: copy }));
+    } finally {
+      await rm(copy, { recursive: true, force: true });
+    }
     const [info] = JSON.parse(stdout.slice(stdout.indexOf('[')));
     const tarball = path.join(into, info.filename);
     const extracted = path.join(into, 'tarball');
