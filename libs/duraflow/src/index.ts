@@ -43,4 +43,4 @@ export * from './dashboard';
 export { DuraflowMetrics } from './observability/metrics';
 export { DuraflowMetricsOptions, DuraflowMetricsRegistry, DEFAULT_METRICS_PREFIX } from './observability/metrics.options';
 export { DuraflowLogFields, DuraflowLogRecord } from './observability/duraflow-logger';
-export { DURAFLOW_TRACER_NAME } from './observability/tracing';
+export { DURAFLOW_TRACER_NAME } from './observability/tracer-name';

@@ -31,7 +31,8 @@ const observedRuns = new WeakMap<TaskLease, ObservedRun>();
 @Injectable()
 export class RunObserver {
   /** Decided once, when the module starts. */
-  readonly tracing = DuraflowTracing.detect();
+  // Private, so the package's declarations never name @opentelemetry/api.
+  private readonly tracing = DuraflowTracing.detect();
 
   constructor(readonly metrics: DuraflowMetrics) {}
 

@@ -1,8 +1,7 @@
 import type * as Otel from '@opentelemetry/api';
 import { loadOpenTelemetryApi } from '../dependencies/optional-dependencies';
 
-/** The instrumentation scope of Duraflow's spans. */
-export const DURAFLOW_TRACER_NAME = '@duraflow/nestjs';
+import { DURAFLOW_TRACER_NAME } from './tracer-name';
 
 /** The attributes Duraflow's spans carry (only those that apply). */
 export interface DuraflowSpanAttributes {
