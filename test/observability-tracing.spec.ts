@@ -1,7 +1,7 @@
 import { SpanStatusCode, trace } from '@opentelemetry/api';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import { TaskStatus, WorkflowService } from '@duraflow/nestjs';
-import { checkoutWorkflow } from './fixtures/observability/workflows';
+import { checkoutWorkflow, holdWorkflow } from './fixtures/observability/workflows';
 import { useTestBed } from './support/test-bed';
 import { installTracing, summarize, SpanSummary } from './support/tracing';
 import { eventually } from './support/waiting';
@@ -129,6 +129,32 @@ describe('tracing: with a tracer provider registered', () => {
       attributes: { 'duraflow.step_key': 'reserve', 'duraflow.outcome': 'compensated' },
       status: { code: SpanStatusCode.UNSET },
       exceptions: [],
+    });
+  });
+
+  it('records the rollback of a cancel with compensation under the cancelling caller’s span', async () => {
+    const app = await bed.start({ duraflow: { workflows: [holdWorkflow] } });
+    const workflows = app.get(WorkflowService);
+    const task = await workflows.submit('hold', {});
+    await eventually('the reserve step is checkpointed', async () => (await bed.rows.completedStepKeys(task.id)).includes('reserve'));
+
+    const { cancelled, request } = await trace.getTracer('test').startActiveSpan('POST /tasks/:id/cancel', async (span) => {
+      const result = await workflows.cancel(task.id, { compensate: true });
+      span.end();
+      return { cancelled: result, request: span.spanContext() };
+    });
+    expect(cancelled.status).toBe(TaskStatus.CANCELLED);
+
+    const spans = exporter().getFinishedSpans().map(summarize);
+    const rollback = spans.find((span) => span.name === 'duraflow.run hold' && span.parentSpanId === request.spanId);
+    expect(rollback).toMatchObject({
+      traceId: request.traceId,
+      attributes: { 'duraflow.task_id': task.id, 'duraflow.outcome': 'cancelled' },
+    });
+    expect(only(spans, 'duraflow.compensate reserve')).toMatchObject({
+      traceId: request.traceId,
+      parentSpanId: rollback!.spanId,
+      attributes: { 'duraflow.outcome': 'compensated' },
     });
   });
 

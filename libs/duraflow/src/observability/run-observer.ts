@@ -46,13 +46,17 @@ export class RunObserver {
     return this.tracing ? this.tracing.captureContext() : null;
   }
 
-  /** A run span (`duraflow.run <workflow>`, child of the trace its task was submitted in) and its metrics, around one run. */
-  async observe(claimed: ClaimedTask, lease: TaskLease, run: () => Promise<RunOutcome>): Promise<RunOutcome> {
+  /**
+   * A run span (`duraflow.run <workflow>`, child of the trace its task was submitted in, or with
+   * `underActiveSpan` of the caller's active span: a cancel's rollback) and its metrics, around one run.
+   */
+  async observe(claimed: ClaimedTask, lease: TaskLease, run: () => Promise<RunOutcome>, underActiveSpan = false): Promise<RunOutcome> {
     if (!this.active) return run();
     const { task } = claimed;
     const tracing = this.tracing;
     const started = performance.now();
-    const traced = tracing?.start(`duraflow.run ${task.workflowName}`, tracing.runParent(claimed.traceContext), {
+    const parent = tracing && (underActiveSpan ? tracing.active() : tracing.runParent(claimed.traceContext));
+    const traced = tracing?.start(`duraflow.run ${task.workflowName}`, parent!, {
       'duraflow.task_id': task.id,
       'duraflow.workflow': task.workflowName,
       'duraflow.attempt': (task.retryCount ?? 0) + 1,

@@ -279,7 +279,7 @@ export class WorkflowService {
     const lease = this.leases.open(id, claimToken);
     this.heartbeat.hold(lease);
     try {
-      await this.saga.rollback(task, lease, 'cancelled');
+      await this.observer.observe({ task, claimToken }, lease, () => this.saga.rollback(task, lease, 'cancelled'), true);
     } finally {
       this.heartbeat.release(lease);
     }
