@@ -64,7 +64,9 @@ interface Configuration {
 
 /** Boots one app (tracing is decided at its boot, so the tracer provider must be registered, or not, before). */
 async function configure(bed: TestBed, name: string, workflowName: string, options: DuraflowModuleOptions): Promise<Configuration> {
-  const app = await bed.start({ duraflow: { workflows: [stepsWorkflow(workflowName)], worker: { pollIntervalMs: 50 }, ...options } });
+  const app = await bed.start({
+    duraflow: { workflows: [stepsWorkflow(workflowName)], worker: { pollIntervalMs: 50 }, reaper: { enabled: false }, ...options },
+  });
   const workflows = app.get(WorkflowService);
   const observer = app.get(RunObserver, { strict: false });
   const lease = { taskId: 'bench', claimToken: 'bench', stoppedBecause: undefined } as unknown as TaskLease;

@@ -1,6 +1,7 @@
 import { Registry } from 'prom-client';
 import {
   DuraflowMetrics,
+  workflow,
   InvalidDuraflowOptionsError,
   ReaperService,
   resolveDuraflowOptions,
@@ -9,6 +10,8 @@ import {
 } from '@duraflow/nestjs';
 import { brokenWorkflow, checkoutWorkflow, quickWorkflow } from './fixtures/observability/workflows';
 import { metricType, sampleValue } from './support/prometheus';
+import { Gate } from './fixtures/steps/gate';
+import { TcpProxy } from './support/tcp-proxy';
 import { SUBMIT_ONLY, useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
 
@@ -176,6 +179,40 @@ describe('metrics', () => {
     expect(sampleValue(text, 'duraflow_reaper_actions_total', { action: 'requeued' })).toBe(1);
     expect(sampleValue(text, 'duraflow_reaper_actions_total', { action: 'ended' })).toBe(1);
     expect(finished(text, 'quick', 'failed')).toBe(1);
+  });
+
+  it('counts the heartbeats that failed and the write a run gave up on during an outage', async () => {
+    const server = new URL(bed.db.url);
+    const proxy = bed.closeLater(await TcpProxy.start({ targetHost: server.hostname, targetPort: Number(server.port || 5432) }), (opened) =>
+      opened.teardown(),
+    );
+    const gate = new Gate();
+    const gated = workflow('gated', async (ctx) => ctx.step.run('wait', () => gate.wait()));
+    const registry = new Registry();
+    const app = await bed.start({
+      databaseUrl: proxy.proxiedUrl(bed.db.url),
+      logger: ['error'],
+      duraflow: {
+        workflows: [gated],
+        heartbeatIntervalMs: 100,
+        // A checkpoint retries an outage for staleAfterMs, then the run gives up (unrecorded).
+        reaper: { enabled: false, staleAfterMs: 1_000 },
+        metrics: { registry },
+      },
+    });
+    await app.get(WorkflowService).submit('gated', {});
+    await gate.reached.promise;
+
+    await proxy.stop();
+    gate.open();
+    const text = await eventually('the run gave its checkpoint up', () => registry.metrics(), {
+      until: (exposition) => sampleValue(exposition, 'duraflow_write_failures_total', { workflow: 'gated' }) === 1,
+    });
+    expect(sampleValue(text, 'duraflow_heartbeat_failures_total')).toBeGreaterThanOrEqual(1);
+    expect(sampleValue(text, 'duraflow_runs_total', { workflow: 'gated', outcome: 'unrecorded' })).toBe(1);
+    // The gauges need the database: left out of this scrape rather than failing it.
+    expect(sampleValue(text, 'duraflow_tasks', { workflow: 'gated', status: 'running' })).toBeUndefined();
+    await proxy.restart();
   });
 
   it('names every metric with the prefix given', async () => {
