@@ -5,6 +5,7 @@ import {
   InvalidDuraflowOptionsError,
   ReaperService,
   resolveDuraflowOptions,
+  SagaService,
   TaskStatus,
   WorkflowService,
 } from '@duraflow/nestjs';
@@ -90,6 +91,13 @@ describe('metrics', () => {
     expect(compensations('hold-seat', 'compensated')).toBe(1);
     expect(compensations('hold-seat', 'failed')).toBe(1);
     expect(sampleValue(text, 'duraflow_dead_letters_total', { workflow: 'checkout' })).toBe(1);
+
+    // A retry from the queue that fails again is one more failed compensation, not one more dead letter.
+    const [entry] = await bed.rows.deadLetters(ended[4].id);
+    expect((await app.get(SagaService).retryDeadLetter(entry.id)).outcome).toBe('failed');
+    const afterRetry = await scrape();
+    expect(sampleValue(afterRetry, 'duraflow_compensations_total', { workflow: 'checkout', step: 'hold-seat', outcome: 'failed' })).toBe(2);
+    expect(sampleValue(afterRetry, 'duraflow_dead_letters_total', { workflow: 'checkout' })).toBe(1);
 
     expect(sampleValue(text, 'duraflow_tasks_claimed_total', { workflow: 'quick' })).toBe(2);
     expect(sampleValue(text, 'duraflow_task_wait_seconds_count', { workflow: 'checkout' })).toBe(3);

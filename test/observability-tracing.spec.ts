@@ -1,6 +1,6 @@
 import { SpanStatusCode, trace } from '@opentelemetry/api';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
-import { TaskStatus, WorkflowService } from '@duraflow/nestjs';
+import { SagaService, TaskStatus, WorkflowService } from '@duraflow/nestjs';
 import { checkoutWorkflow, holdWorkflow } from './fixtures/observability/workflows';
 import { useTestBed } from './support/test-bed';
 import { installTracing, summarize, SpanSummary } from './support/tracing';
@@ -36,10 +36,12 @@ describe('tracing: with a tracer provider registered', () => {
   afterAll(() => tracing.uninstall());
   beforeEach(() => exporter().reset());
 
+  let lastApp: Awaited<ReturnType<typeof bed.start>> | undefined;
+
   async function submitUnderSpan(input: object) {
-    const app = await bed.start({
+    const app = (lastApp = await bed.start({
       duraflow: { workflows: [checkoutWorkflow(activeSpanIds, () => trace.getActiveSpan()?.spanContext().spanId)] },
-    });
+    }));
     const workflows = app.get(WorkflowService);
     const tracer = trace.getTracer('test');
     const { task, request } = await tracer.startActiveSpan('POST /checkout', async (span) => {
@@ -155,6 +157,33 @@ describe('tracing: with a tracer provider registered', () => {
       traceId: request.traceId,
       parentSpanId: rollback!.spanId,
       attributes: { 'duraflow.outcome': 'compensated' },
+    });
+  });
+
+  it('records a dead letter’s retry as a compensation span under the caller’s span', async () => {
+    const { done } = await submitUnderSpan({ decline: true, seatUndoFails: true });
+    const [entry] = await bed.rows.deadLetters(done.id);
+    exporter().reset();
+
+    const { retried, request } = await trace.getTracer('test').startActiveSpan('POST /dead-letters/:id/retry', async (span) => {
+      const result = await lastApp!.get(SagaService).retryDeadLetter(entry.id);
+      span.end();
+      return { retried: result, request: span.spanContext() };
+    });
+    expect(retried.outcome).toBe('failed'); // its saved output still says the seat service fails
+
+    expect(only(exporter().getFinishedSpans().map(summarize), 'duraflow.compensate hold-seat')).toMatchObject({
+      traceId: request.traceId,
+      parentSpanId: request.spanId,
+      attributes: {
+        'duraflow.task_id': done.id,
+        'duraflow.workflow': 'checkout',
+        'duraflow.step_key': 'hold-seat',
+        'duraflow.dead_letter_id': entry.id,
+        'duraflow.attempt': 1,
+        'duraflow.outcome': 'failed',
+      },
+      status: { code: SpanStatusCode.ERROR, message: 'seat service unreachable' },
     });
   });
 

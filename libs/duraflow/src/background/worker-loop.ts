@@ -192,7 +192,7 @@ export class WorkerLoop {
         leases.map((lease) => lease.taskId),
         leases.map((lease) => lease.claimToken),
       );
-      this.logger.log(`Handed ${released.length} unfinished task(s) back to pending ${why}`);
+      this.taskLogger.log(`Handed ${released.length} unfinished task(s) back to pending ${why}`, { taskIds: released });
     } catch (error) {
       this.logger.warn(`Could not hand tasks back ${why} (${describeError(error).message}); the reaper will recover them`);
     }

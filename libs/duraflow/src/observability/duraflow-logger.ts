@@ -4,6 +4,8 @@ import { inspect } from 'node:util';
 /** What a log line of the library says about the task it concerns; each field only where it has one. */
 export interface DuraflowLogFields {
   taskId?: string;
+  /** A line about several tasks (a hand-back): their ids. */
+  taskIds?: string[];
   workflow?: string;
   stepKey?: string;
   deadLetterId?: string;

@@ -171,11 +171,12 @@ export class DuraflowMetrics implements OnModuleDestroy {
     this.instruments?.stepDuration.observe({ workflow, step, outcome }, seconds);
   }
 
-  compensation(workflow: string, step: string, outcome: CompensationOutcome): void {
+  /** A compensation that ran; one that failed for good in a rollback (`deadLetterOnFailure`) wrote a dead letter. */
+  compensation(workflow: string, step: string, outcome: CompensationOutcome, deadLetterOnFailure = true): void {
     const m = this.instruments;
     if (!m) return;
     m.compensations.inc({ workflow, step, outcome });
-    if (outcome === 'failed') m.deadLetters.inc({ workflow });
+    if (outcome === 'failed' && deadLetterOnFailure) m.deadLetters.inc({ workflow });
   }
 
   /** One claim statement: how long it took and, for tasks claimed for the first time, how long they had waited. */

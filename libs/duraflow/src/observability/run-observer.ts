@@ -81,6 +81,29 @@ export class RunObserver {
       if (traced && tracing) tracing.end(traced.span, outcome, FAILED_OUTCOMES.has(outcome) ? (observed.error ?? outcome) : undefined);
     }
   }
+
+  /**
+   * A dead letter's compensation run again (`SagaService.retryDeadLetter`): a `duraflow.compensate
+   * <key>` span under the caller's active span, and the compensations counter (a failed retry
+   * keeps its entry: no new dead letter).
+   */
+  observeDeadLetterRetry(
+    entry: { deadLetterId: string; taskId: string; workflow: string; stepKey: string },
+    body: () => Promise<CompensationResult>,
+  ): Promise<CompensationResult> {
+    if (!this.active) return body();
+    const observed = {
+      taskId: entry.taskId,
+      workflow: entry.workflow,
+      tracing: this.tracing,
+      metrics: this.metrics.enabled ? this.metrics : undefined,
+      context: this.tracing?.active(),
+    };
+    return compensationObserved(observed, entry.stepKey, body, {
+      deadLetterOnFailure: false,
+      deadLetterId: entry.deadLetterId,
+    }) as Promise<CompensationResult>;
+  }
 }
 
 const FAILED_OUTCOMES = new Set<RunOutcome>(['failed', 'rolled_back', 'partial_rollback', 'unrecorded']);
@@ -124,9 +147,8 @@ export function observeStepAttempt<T>(lease: TaskLease, stepKey: string, attempt
 }
 
 /**
- * One compensation (with its retries): a `duraflow.compensate <key>` span under the run's when the
- * lease belongs to an observed run, else under the caller's active span; and the compensation and
- * dead-letter counters.
+ * One compensation (with its retries) of an observed run's rollback: a `duraflow.compensate <key>`
+ * span under the run's, and the compensation and dead-letter counters.
  */
 export function observeCompensation(
   lease: TaskLease,
@@ -135,6 +157,15 @@ export function observeCompensation(
 ): Promise<CompensationResult | undefined> {
   const observed = observedRuns.get(lease);
   if (!observed) return body();
+  return compensationObserved(observed, stepKey, body, { deadLetterOnFailure: true });
+}
+
+function compensationObserved(
+  observed: Pick<ObservedRun, 'taskId' | 'workflow' | 'tracing' | 'metrics' | 'context'>,
+  stepKey: string,
+  body: () => Promise<CompensationResult | undefined>,
+  { deadLetterOnFailure, deadLetterId }: { deadLetterOnFailure: boolean; deadLetterId?: string },
+): Promise<CompensationResult | undefined> {
   const { tracing, metrics, context } = observed;
   const traced =
     tracing && context
@@ -142,12 +173,13 @@ export function observeCompensation(
           'duraflow.task_id': observed.taskId,
           'duraflow.workflow': observed.workflow,
           'duraflow.step_key': stepKey,
+          ...(deadLetterId ? { 'duraflow.dead_letter_id': deadLetterId } : {}),
         })
       : undefined;
   const pending = traced ? tracing!.within(traced.context, body) : body();
   return pending.then((result) => {
     const outcome = !result ? 'stopped' : result.ok ? 'compensated' : 'failed';
-    metrics?.compensation(observed.workflow, stepKey, outcome);
+    metrics?.compensation(observed.workflow, stepKey, outcome, deadLetterOnFailure);
     if (traced) {
       if (result) traced.span.setAttribute('duraflow.attempt', result.attempts);
       tracing!.end(traced.span, outcome, result && !result.ok ? result.error : undefined);

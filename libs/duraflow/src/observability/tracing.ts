@@ -9,6 +9,7 @@ export interface DuraflowSpanAttributes {
   'duraflow.workflow': string;
   'duraflow.step_key'?: string;
   'duraflow.attempt'?: number;
+  'duraflow.dead_letter_id'?: string;
 }
 
 /**
