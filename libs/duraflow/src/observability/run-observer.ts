@@ -73,7 +73,9 @@ export class RunObserver {
     observedRuns.set(lease, observed);
     let outcome: RunOutcome = 'unrecorded';
     try {
-      outcome = traced && tracing ? await tracing.within(traced.context, run) : await run();
+      // Not run inside the span's context: the worker's own work that a run sets off (the next
+      // claim, heartbeats) must not become its children. Steps and compensations name their parent.
+      outcome = await run();
       return outcome;
     } finally {
       observedRuns.delete(lease);
