@@ -30,8 +30,7 @@ const observedRuns = new WeakMap<TaskLease, ObservedRun>();
  */
 @Injectable()
 export class RunObserver {
-  /** Decided once, when the module starts. */
-  // Private, so the package's declarations never name @opentelemetry/api.
+  /** Decided once, when the module starts. Private, so the package's declarations never name @opentelemetry/api. */
   private readonly tracing = DuraflowTracing.detect();
 
   constructor(readonly metrics: DuraflowMetrics) {}
@@ -55,12 +54,15 @@ export class RunObserver {
     const { task } = claimed;
     const tracing = this.tracing;
     const started = performance.now();
-    const parent = tracing && (underActiveSpan ? tracing.active() : tracing.runParent(claimed.traceContext));
-    const traced = tracing?.start(`duraflow.run ${task.workflowName}`, parent!, {
-      'duraflow.task_id': task.id,
-      'duraflow.workflow': task.workflowName,
-      'duraflow.attempt': (task.retryCount ?? 0) + 1,
-    });
+    const traced = tracing?.start(
+      `duraflow.run ${task.workflowName}`,
+      underActiveSpan ? tracing.active() : tracing.runParent(claimed.traceContext),
+      {
+        'duraflow.task_id': task.id,
+        'duraflow.workflow': task.workflowName,
+        'duraflow.attempt': (task.retryCount ?? 0) + 1,
+      },
+    );
     const observed: ObservedRun = {
       taskId: task.id,
       workflow: task.workflowName,
@@ -77,6 +79,9 @@ export class RunObserver {
       // claim, heartbeats) must not become its children. Steps and compensations name their parent.
       outcome = await run();
       return outcome;
+    } catch (error) {
+      observed.error ??= error; // a bug: the worker logs it and counts the run unrecorded
+      throw error;
     } finally {
       observedRuns.delete(lease);
       this.metrics.runEnded(task.workflowName, outcome, (performance.now() - started) / 1000);
