@@ -12,6 +12,8 @@ import { DuraflowGrpcController } from './grpc/duraflow.grpc-controller';
 import { HealthController } from './health/health.controller';
 import { RedisHealthIndicator } from './health/redis.health';
 import { DeadLettersController } from './http/dead-letters.controller';
+import { engineMetricsOptions } from './metrics/engine-metrics';
+import { MetricsController } from './metrics/metrics.controller';
 import { TasksController } from './http/tasks.controller';
 import { bookingWorkflow } from './workflows/booking.workflow';
 import { OrderGateway, OrderProcessingWorkflow } from './workflows/order-processing.workflow';
@@ -25,7 +27,7 @@ export class AppModule {
   static forConfig(config: EngineConfig, databaseUrl: string): DynamicModule {
     const api: { controllers: Type[]; imports: DynamicModule[] } = config.http
       ? {
-          controllers: [TasksController, DeadLettersController, HealthController, DuraflowGrpcController],
+          controllers: [TasksController, DeadLettersController, HealthController, MetricsController, DuraflowGrpcController],
           imports: [TerminusModule.forRoot(), EngineDashboardModule.forConfig(config)],
         }
       : { controllers: [], imports: [] };
@@ -47,6 +49,7 @@ export class AppModule {
           heartbeatIntervalMs: config.heartbeatIntervalMs,
           reaper: { intervalMs: config.reaperIntervalMs, staleAfterMs: config.staleAfterMs },
           workflows: [bookingWorkflow],
+          metrics: engineMetricsOptions(),
         }),
         ...api.imports,
       ],

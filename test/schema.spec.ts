@@ -17,7 +17,7 @@ import { useTestBed } from './support/test-bed';
 
 const execFileAsync = promisify(execFile);
 const REPO_ROOT = join(__dirname, '..');
-const MIGRATIONS = ['SeedSchema1700000000000', 'EngineColumns1700000000001', 'SagaColumns1700000000002'];
+const MIGRATIONS = ['SeedSchema1700000000000', 'EngineColumns1700000000001', 'SagaColumns1700000000002', 'TraceContext1700000000300'];
 /** npx and tsx start slowly when other suites load the machine. */
 const CHILD_PROCESS_TIMEOUT_MS = 120_000;
 
@@ -72,12 +72,13 @@ const DEAD_LETTER_QUEUE_SEED_COLUMNS: ColumnRow[] = [
   ['created_at', 'timestamp with time zone', null, 'YES', 'now()'],
 ];
 
-// The engine's own columns (migrations EngineColumns and SagaColumns): nullable, no default, after the seed's.
+// The engine's own columns (migrations EngineColumns, SagaColumns and TraceContext): nullable, no default, after the seed's.
 const ENGINE_EXTRA_COLUMNS: Record<string, ColumnRow[]> = {
   agent_tasks: [
     ['idempotency_key', 'character varying', 255, 'YES', null],
     ['claim_token', 'uuid', null, 'YES', null],
     ['rollback_reason', 'character varying', 20, 'YES', null],
+    ['trace_context', 'jsonb', null, 'YES', null],
   ],
   step_runs: [['completion_seq', 'integer', null, 'YES', null]],
   dead_letter_queue: [],

@@ -24,6 +24,8 @@ import { ReaperService } from './services/reaper.service';
 import { SagaService } from './services/saga.service';
 import { WorkerService } from './services/worker.service';
 import { WorkflowService } from './services/workflow.service';
+import { DuraflowMetrics } from './observability/metrics';
+import { RunObserver } from './observability/run-observer';
 
 /**
  * Durable workflows on the host's PostgreSQL. Needs the host's TypeORM DataSource
@@ -59,8 +61,10 @@ import { WorkflowService } from './services/workflow.service';
     ReaperService,
     SagaService,
     ShutdownHooksCheck,
+    DuraflowMetrics,
+    RunObserver,
   ],
-  exports: [WorkflowService, WorkerService, ReaperService, SagaService, WorkflowRegistry],
+  exports: [WorkflowService, WorkerService, ReaperService, SagaService, WorkflowRegistry, DuraflowMetrics],
 })
 export class DuraflowModule extends DuraflowConfigurableModule {
   /** `forRoot()` with every default is a working setup: a worker, no Redis, decorated workflows only. */

@@ -5,6 +5,7 @@ import { InvalidDuraflowOptionsError } from './errors';
 import { FunctionalWorkflowDefinition } from './interfaces/workflow-definition';
 import { BackoffOptions, StepOptions } from './interfaces/workflow-context';
 import { UNKNOWN_INPUT_PROPERTIES, UnknownInputProperties } from './validation/dto-input';
+import { DuraflowMetricsOptions, ResolvedMetricsOptions, resolveMetricsOptions } from './observability/metrics.options';
 
 export interface DuraflowRedisOptions {
   /** e.g. `redis://127.0.0.1:6379`. */
@@ -109,6 +110,8 @@ export interface DuraflowModuleOptions {
    * `'strip'` (the default) removes them before the input is stored, `'reject'` refuses the submit.
    */
   unknownInputProperties?: UnknownInputProperties;
+  /** Prometheus metrics through prom-client (an optional peer): `true`, or `{ registry, prefix }`. Default off. */
+  metrics?: boolean | DuraflowMetricsOptions;
 }
 
 export interface ResolvedBackoff {
@@ -140,6 +143,7 @@ export interface ResolvedDuraflowOptions {
   maxJsonDepth: number;
   maxListPageBytes: number;
   unknownInputProperties: UnknownInputProperties;
+  metrics: ResolvedMetricsOptions | null;
 }
 
 export const DEFAULT_BACKOFF: ResolvedBackoff = { initialDelayMs: 100, factor: 2, maxDelayMs: 30_000 };
@@ -209,6 +213,7 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
     maxJsonDepth: options.maxJsonDepth ?? defaults.maxJsonDepth,
     maxListPageBytes: options.maxListPageBytes ?? defaults.maxListPageBytes,
     unknownInputProperties: options.unknownInputProperties ?? defaults.unknownInputProperties,
+    metrics: resolveMetricsOptions(options.metrics),
   };
   checkResolvedOptions(resolved);
   return resolved;

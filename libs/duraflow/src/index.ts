@@ -40,3 +40,7 @@ export { DURAFLOW_MIGRATIONS } from './migrations';
 export { runDuraflowMigrations } from './migrations/run-migrations';
 export * from './interfaces/task-summaries';
 export * from './dashboard';
+export { DuraflowMetrics } from './observability/metrics';
+export { DuraflowMetricsOptions, DuraflowMetricsRegistry, DEFAULT_METRICS_PREFIX } from './observability/metrics.options';
+export { DuraflowLogFields, DuraflowLogRecord } from './observability/duraflow-logger';
+export { DURAFLOW_TRACER_NAME } from './observability/tracer-name';

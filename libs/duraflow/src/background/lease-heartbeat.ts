@@ -4,6 +4,7 @@ import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { TaskStore } from '../persistence/task.store';
 import { describeError } from '../util/describe-error';
 import { TaskLease } from '../lease/task-lease';
+import { DuraflowMetrics } from '../observability/metrics';
 
 /**
  * Keeps every task this process holds alive: one fenced statement per `heartbeatIntervalMs`
@@ -22,6 +23,7 @@ export class LeaseHeartbeat implements OnApplicationShutdown {
   constructor(
     @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
     private readonly tasks: TaskStore,
+    private readonly metrics: DuraflowMetrics,
   ) {}
 
   hold(lease: TaskLease): void {
@@ -56,6 +58,7 @@ export class LeaseHeartbeat implements OnApplicationShutdown {
         leases.map((lease) => lease.claimToken),
       );
     } catch (error) {
+      this.metrics.heartbeatFailed();
       if (!this.failing) this.logger.warn(`Heartbeat failed (${describeError(error).message}); retrying every tick`);
       this.failing = true;
       return;

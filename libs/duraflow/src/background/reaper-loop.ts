@@ -7,6 +7,9 @@ import { TaskStatus } from '../interfaces/task-status';
 import { createLeaderElection, LeaderElection, reaperLeaderApplicationName } from '../leader';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { TaskStore } from '../persistence/task.store';
+import { DuraflowMetrics } from '../observability/metrics';
+import { DuraflowLogger } from '../observability/duraflow-logger';
+import type { ReapedTask } from '../persistence/sql/reap-stale-tasks';
 import { describeError } from '../util/describe-error';
 
 /**
@@ -19,6 +22,7 @@ import { describeError } from '../util/describe-error';
 @Injectable()
 export class ReaperLoop {
   private readonly logger = new Logger('Duraflow');
+  private readonly taskLogger = new DuraflowLogger();
   private election: LeaderElection | undefined;
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
@@ -32,6 +36,7 @@ export class ReaperLoop {
     @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
     private readonly tasks: TaskStore,
     private readonly db: DuraflowDatabase,
+    private readonly metrics: DuraflowMetrics,
     @Optional() private readonly scheduler?: SchedulerRegistry,
   ) {}
 
@@ -97,9 +102,14 @@ export class ReaperLoop {
       failed: reaped.filter((task) => task.status === TaskStatus.FAILED).map((task) => task.id),
       ended: reaped.filter((task) => task.action === 'end' || task.action === 'abandon').map(({ id, status }) => ({ id, status })),
     };
+    this.countReaped(reaped, result);
     for (const task of reaped) {
       if ((task.action === 'end' || task.action === 'abandon') && task.status !== TaskStatus.CANCELLED) {
-        this.logger.warn(`Task ${task.id} (${task.workflowName}) ended ${task.status}: ${task.errorCode ?? 'UNKNOWN'}`);
+        this.taskLogger.warn(`Task ${task.id} (${task.workflowName}) ended ${task.status}: ${task.errorCode ?? 'UNKNOWN'}`, {
+          taskId: task.id,
+          workflow: task.workflowName,
+          code: task.errorCode ?? 'UNKNOWN',
+        });
       }
     }
     if (reaped.length) {
@@ -109,6 +119,14 @@ export class ReaperLoop {
       );
     }
     return result;
+  }
+
+  private countReaped(reaped: ReapedTask[], result: ReapResult): void {
+    this.metrics.reaped('requeued', result.requeued.length);
+    this.metrics.reaped('rolling_back', result.rollingBack.length);
+    this.metrics.reaped('ended', result.ended.length);
+    for (const task of reaped)
+      if (task.action === 'end' || task.action === 'abandon') this.metrics.taskFinished(task.workflowName, task.status);
   }
 
   /** A tick never overlaps the previous one and never throws. */

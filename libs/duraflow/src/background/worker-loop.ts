@@ -7,6 +7,8 @@ import { WorkerState, WorkerStats } from '../interfaces/worker-stats';
 import { TaskLease } from '../lease/task-lease';
 import { TaskLeases } from '../lease/task-leases';
 import { TaskNotifications } from '../notifications/task-notifications';
+import { RunObserver } from '../observability/run-observer';
+import { DuraflowLogger } from '../observability/duraflow-logger';
 import { ClaimedTask, TaskStore } from '../persistence/task.store';
 import { describeError } from '../util/describe-error';
 import { BackpressureMonitor } from './backpressure-monitor';
@@ -37,6 +39,7 @@ const OUTCOME_COUNTER: Record<RunOutcome, OutcomeCounter> = {
 @Injectable()
 export class WorkerLoop {
   private readonly logger = new Logger('Duraflow');
+  private readonly taskLogger = new DuraflowLogger();
   private readonly counters: Record<OutcomeCounter | 'claimed', number> = {
     claimed: 0,
     completed: 0,
@@ -65,6 +68,7 @@ export class WorkerLoop {
     private readonly leases: TaskLeases,
     private readonly notifications: TaskNotifications,
     private readonly heartbeat: LeaseHeartbeat,
+    private readonly observer: RunObserver,
   ) {
     const { concurrency, prefetch } = options.worker;
     this.pool = new SlotPool({ concurrency, prefetch });
@@ -188,7 +192,7 @@ export class WorkerLoop {
         leases.map((lease) => lease.taskId),
         leases.map((lease) => lease.claimToken),
       );
-      this.logger.log(`Handed ${released.length} unfinished task(s) back to pending ${why}`);
+      this.taskLogger.log(`Handed ${released.length} unfinished task(s) back to pending ${why}`, { taskIds: released });
     } catch (error) {
       this.logger.warn(`Could not hand tasks back ${why} (${describeError(error).message}); the reaper will recover them`);
     }
@@ -222,9 +226,12 @@ export class WorkerLoop {
       const free = Math.min(this.pool.wanted, this.backpressure.room(this.pool.size));
       if (free <= 0) return;
       let claimed: ClaimedTask[];
+      const claimStarted = performance.now();
       try {
         claimed = await this.tasks.claimTasks(this.options.workerId, this.registry.names(), free);
+        this.observer.metrics.claimed((performance.now() - claimStarted) / 1000, claimed.map(claimWait));
       } catch (error) {
+        this.observer.metrics.claimFailed();
         if (!this.claimFailing) this.logger.warn(`Claiming tasks failed (${describeError(error).message}); retrying on the next poll`);
         this.claimFailing = true;
         return;
@@ -240,11 +247,23 @@ export class WorkerLoop {
     const lease = this.leases.open(claimed.task.id, claimed.claimToken);
     this.counters.claimed++;
     this.pool.admit(lease, (slot) =>
-      this.executor.execute(claimed, lease, slot).catch((error): RunOutcome => {
-        this.logger.error(`Task ${claimed.task.id} could not run: ${describeError(error).message}`);
-        return 'unrecorded';
-      }),
+      this.observer
+        .observe(claimed, lease, () => this.executor.execute(claimed, lease, slot))
+        .catch((error): RunOutcome => {
+          this.taskLogger.error(`Task ${claimed.task.id} could not run: ${describeError(error).message}`, {
+            taskId: claimed.task.id,
+            workflow: claimed.task.workflowName,
+          });
+          return 'unrecorded';
+        }),
     );
     this.heartbeat.hold(lease);
   }
+}
+
+/** How long a task claimed for the first time had been runnable (null for a task claimed again). */
+function claimWait({ task, fresh }: ClaimedTask): { workflowName: string; waitedSeconds: number | null } {
+  if (!fresh || !task.startedAt) return { workflowName: task.workflowName, waitedSeconds: null };
+  const runnableSince = Math.max(task.createdAt.getTime(), task.scheduledAt?.getTime() ?? 0);
+  return { workflowName: task.workflowName, waitedSeconds: (task.startedAt.getTime() - runnableSince) / 1000 };
 }

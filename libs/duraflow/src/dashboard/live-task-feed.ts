@@ -1,6 +1,7 @@
-import { Inject, Injectable, Logger, MessageEvent, OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, MessageEvent, OnModuleDestroy } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import { Observable, Subscriber } from 'rxjs';
+import { DuraflowLogger } from '../observability/duraflow-logger';
 import { describeError } from '../util/describe-error';
 import { isTerminalStatus } from '../interfaces/task-status';
 import { TaskProgress } from '../interfaces/task-summaries';
@@ -22,7 +23,7 @@ export function progressVersion(progress: TaskProgress): string {
  */
 @Injectable()
 export class LiveTaskFeed implements OnModuleDestroy {
-  private readonly logger = new Logger('DuraflowDashboard');
+  private readonly logger = new DuraflowLogger('DuraflowDashboard');
   private readonly open = new Set<Subscriber<MessageEvent>>();
   private failing = false;
 
@@ -55,7 +56,9 @@ export class LiveTaskFeed implements OnModuleDestroy {
             return;
           }
         } catch (error) {
-          if (!this.failing) this.logger.warn(`Live updates cannot read task progress (retrying): ${describeError(error).message}`);
+          if (!this.failing) {
+            this.logger.warn(`Live updates cannot read task progress (retrying): ${describeError(error).message}`, { taskId });
+          }
           this.failing = true;
         }
         if (!subscriber.closed) timer = setTimeout(poll, this.options.liveIntervalMs);

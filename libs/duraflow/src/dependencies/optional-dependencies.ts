@@ -1,6 +1,8 @@
 import type * as ClassTransformer from 'class-transformer';
 import type * as ClassValidator from 'class-validator';
 import type * as Ioredis from 'ioredis';
+import type * as OpenTelemetryApi from '@opentelemetry/api';
+import type * as PromClient from 'prom-client';
 import { MissingDependencyError } from '../errors';
 
 /**
@@ -22,6 +24,22 @@ export function loadDtoValidation(workflowName: string): { validator: typeof Cla
     `The "input" DTO of workflow "${workflowName}"`,
   );
   return { validator: validator as typeof ClassValidator, transformer: transformer as typeof ClassTransformer };
+}
+
+/** prom-client, for the `metrics` option. */
+export function loadPromClient(): typeof PromClient {
+  const [promClient] = requireInstalled(['prom-client'], 'The DuraflowModule option "metrics" (Prometheus metrics)');
+  return promClient as typeof PromClient;
+}
+
+/**
+ * @opentelemetry/api when the host installed it, else undefined: tracing is something a host turns
+ * on by installing and configuring OpenTelemetry, never an error when it is absent.
+ */
+export function loadOpenTelemetryApi(): typeof OpenTelemetryApi | undefined {
+  if (!isInstalled('@opentelemetry/api')) return undefined;
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return require('@opentelemetry/api') as typeof OpenTelemetryApi;
 }
 
 function requireInstalled(packageNames: string[], feature: string): unknown[] {

@@ -83,6 +83,13 @@ export class AgentTask {
    */
   @Column({ name: 'rollback_reason', type: 'varchar', length: 20, nullable: true })
   rollbackReason: RollbackReason | null;
+
+  /**
+   * Engine column: the W3C trace context (`traceparent`, `tracestate`) active when the task was
+   * submitted, so its runs continue that trace (OpenTelemetry, when installed). Read by the claim only.
+   */
+  @Column({ name: 'trace_context', type: 'jsonb', nullable: true, select: false })
+  traceContext?: Record<string, string> | null;
 }
 
 export type RollbackReason = 'failed' | 'cancelled';

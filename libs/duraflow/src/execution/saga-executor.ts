@@ -1,4 +1,4 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
 import { AgentTask, RollbackReason, TaskError } from '../entities/agent-task.entity';
 import { CompensationNotRegisteredError } from '../errors';
@@ -10,6 +10,8 @@ import { CompensableStep, StepStore } from '../persistence/step.store';
 import { TaskStore } from '../persistence/task.store';
 import { isTransientDatabaseError } from '../persistence/transient-error';
 import { describeError } from '../util/describe-error';
+import { DuraflowLogger } from '../observability/duraflow-logger';
+import { observeCompensation } from '../observability/run-observer';
 import { runCompensation } from './compensation';
 
 /** How a rollback ended, as far as this process knows. */
@@ -28,7 +30,7 @@ class Unrecorded extends Error {}
  */
 @Injectable()
 export class SagaExecutor {
-  private readonly logger = new Logger('Duraflow');
+  private readonly logger = new DuraflowLogger();
 
   constructor(
     private readonly registry: WorkflowRegistry,
@@ -69,12 +71,19 @@ export class SagaExecutor {
       if (status !== TaskStatus.CANCELLED) {
         const code = (start ? start.error : task.error)?.code ?? 'UNKNOWN';
         const deadLetters = status === TaskStatus.PARTIAL_ROLLBACK ? ': see its dead letters' : '';
-        this.logger.warn(`Task ${task.id} (${task.workflowName}) ended ${status}: ${code}${deadLetters}`);
+        this.logger.warn(`Task ${task.id} (${task.workflowName}) ended ${status}: ${code}${deadLetters}`, {
+          taskId: task.id,
+          workflow: task.workflowName,
+          code,
+        });
       }
       return status as RollbackOutcome;
     } catch (error) {
       if (error instanceof Unrecorded) {
-        this.logger.warn(`Rollback of task ${task.id} stopped: ${error.message}; it will be resumed after recovery`);
+        this.logger.warn(`Rollback of task ${task.id} stopped: ${error.message}; it will be resumed after recovery`, {
+          taskId: task.id,
+          workflow: task.workflowName,
+        });
         return 'unrecorded';
       }
       if (lease.stoppedBecause) return 'stopped';
@@ -89,14 +98,19 @@ export class SagaExecutor {
     if (!compensation) {
       failure = { error: new CompensationNotRegisteredError(step.compensationFn, step.stepKey, task.workflowName), attempts: 0 };
     } else {
-      const result = await runCompensation({
-        compensation,
-        output: step.outputUndefined ? undefined : step.output,
-        runId: task.id,
-        workflowName: task.workflowName,
-        stepKey: step.stepKey,
-        signal: lease.signal,
-      }).catch(() => undefined); // rejects only when the lease stopped
+      const result = await observeCompensation(
+        lease,
+        step.stepKey,
+        () =>
+          runCompensation({
+            compensation,
+            output: step.outputUndefined ? undefined : step.output,
+            runId: task.id,
+            workflowName: task.workflowName,
+            stepKey: step.stepKey,
+            signal: lease.signal,
+          }).catch(() => undefined), // rejects only when the lease stopped
+      );
       if (!result) return false;
       if (!result.ok) failure = result;
     }
@@ -105,6 +119,7 @@ export class SagaExecutor {
     const error = deadLetterError(failure.error, { stepKey: step.stepKey, compensationFn: step.compensationFn, attempt: failure.attempts });
     this.logger.warn(
       `Compensation of step "${step.stepKey}" of task ${task.id} failed for good: ${error.message}; sent to the dead-letter queue`,
+      { taskId: task.id, workflow: task.workflowName, stepKey: step.stepKey, code: error.code },
     );
     return recorded(lease.write(() => this.deadLetters.insertDeadLetter(task.id, lease.claimToken, step.id, JSON.stringify(error))));
   }

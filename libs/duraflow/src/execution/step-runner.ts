@@ -15,6 +15,7 @@ import { retryDelayMs } from '../util/backoff';
 import { describeError } from '../util/describe-error';
 import { OutputLimits, outputToJson } from '../util/json';
 import { sleep } from '../util/sleep';
+import { observeStepAttempt } from '../observability/run-observer';
 import { runAttempt } from './attempt';
 import { CheckpointBatcher } from './checkpoint-batcher';
 import { RunScope, runScopeStorage } from './run-scope';
@@ -92,7 +93,7 @@ export class MemoizedStepRunner implements StepRunner {
       const startedAt = new Date();
       let value: T;
       try {
-        value = await this.attempt(key, fn, attempt, resolved.timeout);
+        value = await observeStepAttempt(this.lease, key, attempt, () => this.attempt(key, fn, attempt, resolved.timeout));
       } catch (error) {
         this.throwIfStopped();
         await this.recordFailedAttempt(key, error, attempt, startedAt);

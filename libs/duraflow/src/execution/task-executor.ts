@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
@@ -9,6 +9,8 @@ import { WorkflowContext } from '../interfaces/workflow-context';
 import { TaskLease } from '../lease/task-lease';
 import { StepMemo, StepStore } from '../persistence/step.store';
 import { ClaimedTask, TaskStore } from '../persistence/task.store';
+import { DuraflowLogger } from '../observability/duraflow-logger';
+import { noteRunFailure } from '../observability/run-observer';
 import { describeError } from '../util/describe-error';
 import { outputToJson } from '../util/json';
 import { CheckpointBatcher } from './checkpoint-batcher';
@@ -36,7 +38,7 @@ export interface RunSlot {
  */
 @Injectable()
 export class TaskExecutor {
-  private readonly logger = new Logger('Duraflow');
+  private readonly logger = new DuraflowLogger();
 
   constructor(
     @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
@@ -90,6 +92,7 @@ export class TaskExecutor {
       if (lease.stoppedBecause) return 'stopped';
       this.logger.warn(
         `Task ${task.id} finished but its completion could not be recorded (${describeError(error).message}); it will be recovered.`,
+        { taskId: task.id, workflow: task.workflowName },
       );
       return 'unrecorded';
     }
@@ -97,6 +100,7 @@ export class TaskExecutor {
 
   /** The run failed for good: undo its completed steps if it has any to undo, else end `failed`. */
   private fail(task: AgentTask, lease: TaskLease, slot: RunSlot, runner: MemoizedStepRunner, error: TaskError): Promise<RunOutcome> {
+    noteRunFailure(lease, error);
     if (runner.hasCompensableSteps) return this.saga.rollback(task, lease, 'failed', { error });
     return this.recordFailure(task, lease, slot, error);
   }
@@ -108,12 +112,18 @@ export class TaskExecutor {
         this.tasks.finishTaskWithError(task.id, lease.claimToken, TaskStatus.FAILED, JSON.stringify(error)),
       );
       if (!landed) return 'stopped';
-      this.logger.warn(`Task ${task.id} (${task.workflowName}) ended failed: ${error.code}`);
+      this.logger.warn(`Task ${task.id} (${task.workflowName}) ended failed: ${error.code}`, {
+        taskId: task.id,
+        workflow: task.workflowName,
+        stepKey: error.stepKey,
+        code: error.code,
+      });
       return 'failed';
     } catch (dbError) {
       if (lease.stoppedBecause) return 'stopped';
       this.logger.warn(
         `Task ${task.id} failed but the failure could not be recorded (${describeError(dbError).message}); it will be recovered.`,
+        { taskId: task.id, workflow: task.workflowName },
       );
       return 'unrecorded';
     }

@@ -20,6 +20,8 @@ export interface NewTask {
   scheduledAt: Date | null;
   maxRetries: number;
   idempotencyKey: string | null;
+  /** The submitter's W3C trace context as JSON (OpenTelemetry), or null. */
+  traceContextJson?: string | null;
 }
 
 /** A task this worker claimed, with the fencing token every later write must carry. */
@@ -31,6 +33,8 @@ export interface ClaimedTask {
    * the run skips reading its checkpoints.
    */
   fresh?: boolean;
+  /** The trace context stored at submit (`traceparent`, `tracestate`), continued by the run's span. */
+  traceContext?: Record<string, string> | null;
 }
 
 export interface TaskListFilter {
@@ -104,12 +108,20 @@ export class TaskStore {
    * `sameInput` compares the inputs as jsonb (key order and number spelling do not matter).
    */
   async insertTask(executor: SqlExecutor, task: NewTask): Promise<{ task: AgentTask; created: boolean; sameInput: boolean }> {
-    const values = [task.workflowName, task.inputJson, task.priority, task.scheduledAt, task.maxRetries, task.idempotencyKey];
+    const values = [
+      task.workflowName,
+      task.inputJson,
+      task.priority,
+      task.scheduledAt,
+      task.maxRetries,
+      task.idempotencyKey,
+      task.traceContextJson ?? null,
+    ];
     for (let attempt = 0; attempt < 3; attempt++) {
       const inserted = await executor.query(
         `WITH inserted AS (
-           INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, idempotency_key)
-           VALUES ($1, $2::jsonb, $3, $4, $5, $6)
+           INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, idempotency_key, trace_context)
+           VALUES ($1, $2::jsonb, $3, $4, $5, $6, $7::jsonb)
            ON CONFLICT (workflow_name, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
            RETURNING ${TASK_COLUMNS}
          )
@@ -139,18 +151,25 @@ export class TaskStore {
    */
   async insertTasks(
     executor: SqlExecutor,
-    batch: { workflowName: string; inputsJson: string[]; priority: number; scheduledAt: Date | null; maxRetries: number },
+    batch: {
+      workflowName: string;
+      inputsJson: string[];
+      priority: number;
+      scheduledAt: Date | null;
+      maxRetries: number;
+      traceContextJson?: string | null;
+    },
   ): Promise<AgentTask[]> {
     const { rows } = await executor.query(
       `WITH inserted AS (
-         INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries)
-         SELECT $1, input, $3, $4, $5 FROM unnest($2::jsonb[]) WITH ORDINALITY AS i(input, n) ORDER BY n
+         INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, trace_context)
+         SELECT $1, input, $3, $4, $5, $6::jsonb FROM unnest($2::jsonb[]) WITH ORDINALITY AS i(input, n) ORDER BY n
          RETURNING ${TASK_COLUMNS}
        ), notified AS (
          SELECT pg_notify('${TASK_SUBMITTED_CHANNEL}', $1) WHERE $4::timestamptz IS NULL OR $4::timestamptz <= now()
        )
        SELECT inserted.* FROM inserted, (SELECT count(*) FROM notified) AS sent`,
-      [batch.workflowName, batch.inputsJson, batch.priority, batch.scheduledAt, batch.maxRetries],
+      [batch.workflowName, batch.inputsJson, batch.priority, batch.scheduledAt, batch.maxRetries, batch.traceContextJson ?? null],
       'duraflow_insert_tasks',
     );
     return rows.map(toAgentTask);
@@ -212,10 +231,15 @@ export class TaskStore {
          FOR UPDATE SKIP LOCKED
        ) claimable
        WHERE t.id = claimable.id
-       RETURNING ${TASK_COLUMNS_OF_T}, t.claim_token, claimable.fresh`,
+       RETURNING ${TASK_COLUMNS_OF_T}, t.claim_token, claimable.fresh, t.trace_context`,
     );
     return rows
-      .map((row) => ({ task: toAgentTask(row), claimToken: row.claim_token as string, fresh: row.fresh as boolean }))
+      .map((row) => ({
+        task: toAgentTask(row),
+        claimToken: row.claim_token as string,
+        fresh: row.fresh as boolean,
+        traceContext: row.trace_context as Record<string, string> | null,
+      }))
       .sort((a, b) => b.task.priority - a.task.priority || a.task.createdAt.getTime() - b.task.createdAt.getTime());
   }
 

@@ -20,6 +20,7 @@ import { DeadLetterStore } from '../persistence/dead-letter.store';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { DeadLetterForRetry } from '../persistence/sql/read-dead-letter-for-retry';
 import { TaskStore } from '../persistence/task.store';
+import { RunObserver } from '../observability/run-observer';
 
 export interface ListDeadLettersOptions {
   /** Only this task's dead letters. */
@@ -58,6 +59,7 @@ export class SagaService {
     private readonly db: DuraflowDatabase,
     private readonly deadLetters: DeadLetterStore,
     private readonly tasks: TaskStore,
+    private readonly observer: RunObserver,
   ) {}
 
   /**
@@ -134,15 +136,18 @@ export class SagaService {
     const compensation =
       compensationFn && workflowName ? this.registry.resolveCompensation(workflowName, stepKey, compensationFn) : undefined;
     if (!compensation) throw new CompensationNotRegisteredError(String(compensationFn), stepKey, workflowName ?? undefined);
-    const outcome = await runCompensation({
-      compensation,
-      output: entry.outputUndefined ? undefined : entry.output,
-      runId: deadLetter.taskId,
-      workflowName: workflowName ?? '',
-      stepKey,
-      signal: new AbortController().signal,
-      maxAttempts: 1,
-    });
+    const retry = { deadLetterId: deadLetter.id, taskId: deadLetter.taskId, workflow: workflowName ?? '', stepKey };
+    const outcome = await this.observer.observeDeadLetterRetry(retry, () =>
+      runCompensation({
+        compensation,
+        output: entry.outputUndefined ? undefined : entry.output,
+        runId: deadLetter.taskId,
+        workflowName: workflowName ?? '',
+        stepKey,
+        signal: new AbortController().signal,
+        maxAttempts: 1,
+      }),
+    );
     if (outcome.ok) {
       await claim.transaction((tx) => this.deadLetters.resolve(tx, deadLetter, true));
       return { outcome: 'compensated', deadLetter: null };

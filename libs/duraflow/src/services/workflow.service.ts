@@ -19,6 +19,7 @@ import { isTerminalStatus, TaskStatus } from '../interfaces/task-status';
 import { StepSummary, StepSummaryOptions, TaskCountFilter, TaskCounts, TaskProgress } from '../interfaces/task-summaries';
 import { TaskLeases } from '../lease/task-leases';
 import { TaskNotifications } from '../notifications/task-notifications';
+import { RunObserver } from '../observability/run-observer';
 import { decodeCursor, keysetPage, listLimit } from '../persistence/cursor';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { readTaskProgress } from '../persistence/sql/read-task-progress';
@@ -104,6 +105,7 @@ export class WorkflowService {
     private readonly saga: SagaExecutor,
     private readonly leases: TaskLeases,
     private readonly heartbeat: LeaseHeartbeat,
+    private readonly observer: RunObserver,
   ) {}
 
   /**
@@ -139,6 +141,7 @@ export class WorkflowService {
       scheduledAt: opts.scheduledAt,
       maxRetries: opts.maxRetries ?? workflow.maxRetries ?? this.options.maxRetries,
       idempotencyKey: opts.idempotencyKey,
+      traceContextJson: this.observer.captureTraceContext(), // the run continues the caller's trace
     });
     if (!sameInput) throw new IdempotencyKeyConflictError(name, opts.idempotencyKey!, task.id);
     return { task, created };
@@ -167,6 +170,7 @@ export class WorkflowService {
       priority: opts.priority,
       scheduledAt: opts.scheduledAt,
       maxRetries: opts.maxRetries ?? workflow.maxRetries ?? this.options.maxRetries,
+      traceContextJson: this.observer.captureTraceContext(),
     });
   }
 
@@ -275,7 +279,7 @@ export class WorkflowService {
     const lease = this.leases.open(id, claimToken);
     this.heartbeat.hold(lease);
     try {
-      await this.saga.rollback(task, lease, 'cancelled');
+      await this.observer.observe({ task, claimToken }, lease, () => this.saga.rollback(task, lease, 'cancelled'), true);
     } finally {
       this.heartbeat.release(lease);
     }

@@ -1,0 +1,196 @@
+import { Injectable } from '@nestjs/common';
+import type * as Otel from '@opentelemetry/api';
+import type { CompensationResult } from '../execution/compensation';
+import type { RunOutcome } from '../execution/task-executor';
+import type { TaskLease } from '../lease/task-lease';
+import type { ClaimedTask } from '../persistence/task.store';
+import { DuraflowMetrics } from './metrics';
+import { DuraflowTracing } from './tracing';
+
+/** What one observed run carries to its steps and compensations, found through the lease they write through. */
+interface ObservedRun {
+  taskId: string;
+  workflow: string;
+  metrics: DuraflowMetrics | undefined;
+  tracing: DuraflowTracing | undefined;
+  /** The run span's context: the parent of its step and compensation spans. */
+  context: Otel.Context | undefined;
+  /** The error the run failed with, recorded on its span. */
+  error: unknown;
+}
+
+/** The runs being observed in this process, by their lease: the hooks in the executors take only the lease. */
+const observedRuns = new WeakMap<TaskLease, ObservedRun>();
+
+/**
+ * Spans and metrics of the runs this process executes. The worker wraps each run in `observe`;
+ * the step runner and the saga call `observeStepAttempt` and `observeCompensation` with the run's
+ * lease. With no tracer and no metrics configured nothing is registered, and the hooks cost one
+ * WeakMap lookup before they call the code they wrap.
+ */
+@Injectable()
+export class RunObserver {
+  /** Decided once, when the module starts. Private, so the package's declarations never name @opentelemetry/api. */
+  private readonly tracing = DuraflowTracing.detect();
+
+  constructor(readonly metrics: DuraflowMetrics) {}
+
+  /** False when neither tracing nor metrics are on: nothing to observe. */
+  get active(): boolean {
+    return this.tracing !== undefined || this.metrics.enabled;
+  }
+
+  /** The submitter's trace context in JSON for the new task's row (null when no span is active or tracing is off). */
+  captureTraceContext(): string | null {
+    return this.tracing ? this.tracing.captureContext() : null;
+  }
+
+  /**
+   * A run span (`duraflow.run <workflow>`, child of the trace its task was submitted in, or with
+   * `underActiveSpan` of the caller's active span: a cancel's rollback) and its metrics, around one run.
+   */
+  async observe(claimed: ClaimedTask, lease: TaskLease, run: () => Promise<RunOutcome>, underActiveSpan = false): Promise<RunOutcome> {
+    if (!this.active) return run();
+    const { task } = claimed;
+    const tracing = this.tracing;
+    const started = performance.now();
+    const traced = tracing?.start(
+      `duraflow.run ${task.workflowName}`,
+      underActiveSpan ? tracing.active() : tracing.runParent(claimed.traceContext),
+      {
+        'duraflow.task_id': task.id,
+        'duraflow.workflow': task.workflowName,
+        'duraflow.attempt': (task.retryCount ?? 0) + 1,
+      },
+    );
+    const observed: ObservedRun = {
+      taskId: task.id,
+      workflow: task.workflowName,
+      metrics: this.metrics.enabled ? this.metrics : undefined,
+      tracing,
+      context: traced?.context,
+      // A rollback resumed by this claim failed with the error the task keeps.
+      error: task.rollbackReason === 'failed' ? (task.error ?? undefined) : undefined,
+    };
+    observedRuns.set(lease, observed);
+    let outcome: RunOutcome = 'unrecorded';
+    try {
+      // Not run inside the span's context: the worker's own work that a run sets off (the next
+      // claim, heartbeats) must not become its children. Steps and compensations name their parent.
+      outcome = await run();
+      return outcome;
+    } catch (error) {
+      observed.error ??= error; // a bug: the worker logs it and counts the run unrecorded
+      throw error;
+    } finally {
+      observedRuns.delete(lease);
+      this.metrics.runEnded(task.workflowName, outcome, (performance.now() - started) / 1000);
+      if (traced && tracing) tracing.end(traced.span, outcome, FAILED_OUTCOMES.has(outcome) ? (observed.error ?? outcome) : undefined);
+    }
+  }
+
+  /**
+   * A dead letter's compensation run again (`SagaService.retryDeadLetter`): a `duraflow.compensate
+   * <key>` span under the caller's active span, and the compensations counter (a failed retry
+   * keeps its entry: no new dead letter).
+   */
+  observeDeadLetterRetry(
+    entry: { deadLetterId: string; taskId: string; workflow: string; stepKey: string },
+    body: () => Promise<CompensationResult>,
+  ): Promise<CompensationResult> {
+    if (!this.active) return body();
+    const observed = {
+      taskId: entry.taskId,
+      workflow: entry.workflow,
+      tracing: this.tracing,
+      metrics: this.metrics.enabled ? this.metrics : undefined,
+      context: this.tracing?.active(),
+    };
+    return compensationObserved(observed, entry.stepKey, body, {
+      deadLetterOnFailure: false,
+      deadLetterId: entry.deadLetterId,
+    }) as Promise<CompensationResult>;
+  }
+}
+
+const FAILED_OUTCOMES = new Set<RunOutcome>(['failed', 'rolled_back', 'partial_rollback', 'unrecorded']);
+
+/** The error a run failed with (the task's error), for its span. Called where the run decides it failed. */
+export function noteRunFailure(lease: TaskLease, error: unknown): void {
+  const observed = observedRuns.get(lease);
+  if (observed) observed.error = error;
+}
+
+/** One attempt of a step: a `duraflow.step <key>` span under the run's, and the step duration histogram. */
+export function observeStepAttempt<T>(lease: TaskLease, stepKey: string, attempt: number, body: () => Promise<T>): Promise<T> {
+  const observed = observedRuns.get(lease);
+  if (!observed) return body();
+  const { tracing, metrics, context } = observed;
+  const started = performance.now();
+  const traced =
+    tracing && context
+      ? tracing.start(`duraflow.step ${stepKey}`, context, {
+          'duraflow.task_id': observed.taskId,
+          'duraflow.workflow': observed.workflow,
+          'duraflow.step_key': stepKey,
+          'duraflow.attempt': attempt,
+        })
+      : undefined;
+  const ended = (outcome: 'completed' | 'failed' | 'stopped', error?: unknown) => {
+    metrics?.stepAttempt(observed.workflow, stepKey, outcome, (performance.now() - started) / 1000);
+    if (traced) tracing!.end(traced.span, outcome, error);
+  };
+  const pending = traced ? tracing!.within(traced.context, body) : body();
+  return pending.then(
+    (value) => {
+      ended('completed');
+      return value;
+    },
+    (error: unknown) => {
+      ended(lease.stoppedBecause ? 'stopped' : 'failed', error);
+      throw error;
+    },
+  );
+}
+
+/**
+ * One compensation (with its retries) of an observed run's rollback: a `duraflow.compensate <key>`
+ * span under the run's, and the compensation and dead-letter counters.
+ */
+export function observeCompensation(
+  lease: TaskLease,
+  stepKey: string,
+  body: () => Promise<CompensationResult | undefined>,
+): Promise<CompensationResult | undefined> {
+  const observed = observedRuns.get(lease);
+  if (!observed) return body();
+  return compensationObserved(observed, stepKey, body, { deadLetterOnFailure: true });
+}
+
+function compensationObserved(
+  observed: Pick<ObservedRun, 'taskId' | 'workflow' | 'tracing' | 'metrics' | 'context'>,
+  stepKey: string,
+  body: () => Promise<CompensationResult | undefined>,
+  { deadLetterOnFailure, deadLetterId }: { deadLetterOnFailure: boolean; deadLetterId?: string },
+): Promise<CompensationResult | undefined> {
+  const { tracing, metrics, context } = observed;
+  const traced =
+    tracing && context
+      ? tracing.start(`duraflow.compensate ${stepKey}`, context, {
+          'duraflow.task_id': observed.taskId,
+          'duraflow.workflow': observed.workflow,
+          'duraflow.step_key': stepKey,
+          ...(deadLetterId ? { 'duraflow.dead_letter_id': deadLetterId } : {}),
+        })
+      : undefined;
+  const pending = traced ? tracing!.within(traced.context, body) : body();
+  return pending.then((result) => {
+    const outcome = !result ? 'stopped' : result.ok ? 'compensated' : 'failed';
+    metrics?.compensation(observed.workflow, stepKey, outcome, deadLetterOnFailure);
+    if (traced) {
+      if (result) traced.span.setAttribute('duraflow.attempt', result.attempts);
+      tracing!.end(traced.span, outcome, result && !result.ok ? result.error : undefined);
+    }
+    return result;
+  });
+}
