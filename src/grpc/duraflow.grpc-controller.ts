@@ -12,6 +12,7 @@ interface SubmitTaskRequest {
   scheduled_at: string;
   max_retries?: number;
   idempotency_key: string;
+  version?: number;
 }
 
 interface ListRequest {
@@ -36,6 +37,7 @@ export class DuraflowGrpcController {
       scheduledAt: request.scheduled_at || undefined,
       maxRetries: request.max_retries ?? undefined,
       idempotencyKey: request.idempotency_key || undefined,
+      version: request.version ?? undefined,
     });
     const metadata = new Metadata();
     metadata.set('created', String(created));

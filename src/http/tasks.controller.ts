@@ -16,6 +16,7 @@ export class TasksController {
       scheduledAt: body.scheduledAt,
       maxRetries: body.maxRetries,
       idempotencyKey: body.idempotencyKey,
+      version: body.version,
     });
     response.status(created ? HttpStatus.CREATED : HttpStatus.OK);
     return task;

@@ -96,7 +96,7 @@ export class WorkerLoop {
     this.backpressure.start(() => this.handBackLongWaiting());
     this.schedulePoll();
     this.logger.log(
-      `Worker ${this.options.workerId} started (concurrency ${this.options.worker.concurrency}, workflows: ${[...names].join(', ') || 'none'})`,
+      `Worker ${this.options.workerId} started (concurrency ${this.options.worker.concurrency}, workflows: ${this.registry.describe().join(', ') || 'none'})`,
     );
     this.requestClaim();
   }
@@ -223,7 +223,7 @@ export class WorkerLoop {
       if (free <= 0) return;
       let claimed: ClaimedTask[];
       try {
-        claimed = await this.tasks.claimTasks(this.options.workerId, this.registry.names(), free);
+        claimed = await this.tasks.claimTasks(this.options.workerId, this.registry.claimable(), free);
       } catch (error) {
         if (!this.claimFailing) this.logger.warn(`Claiming tasks failed (${describeError(error).message}); retrying on the next poll`);
         this.claimFailing = true;

@@ -5,7 +5,8 @@ import { TaskStatus } from '../interfaces/task-status';
 import { KeysetPosition, keysetPageSql, olderThan, StoredPage } from './cursor';
 import { DuraflowDatabase, SqlExecutor } from './duraflow-database';
 import { ownedBy, ownedTaskRows } from './fencing';
-import { countLiteral, textLiteral, varcharArrayLiteral } from './literals';
+import { ClaimableWorkflows, claimableCondition } from './claimable-workflows';
+import { countLiteral, textLiteral } from './literals';
 import { TASK_COLUMNS, TASK_COLUMNS_OF_T, toAgentTask } from './row-mappers';
 import { cancelTask } from './sql/cancel-task';
 import { finishRollback } from './sql/finish-rollback';
@@ -20,6 +21,8 @@ export interface NewTask {
   scheduledAt: Date | null;
   maxRetries: number;
   idempotencyKey: string | null;
+  /** The workflow's declared version; null for a workflow that declares none (version 1). */
+  workflowVersion: number | null;
 }
 
 /** A task this worker claimed, with the fencing token every later write must carry. */
@@ -104,12 +107,20 @@ export class TaskStore {
    * `sameInput` compares the inputs as jsonb (key order and number spelling do not matter).
    */
   async insertTask(executor: SqlExecutor, task: NewTask): Promise<{ task: AgentTask; created: boolean; sameInput: boolean }> {
-    const values = [task.workflowName, task.inputJson, task.priority, task.scheduledAt, task.maxRetries, task.idempotencyKey];
+    const values = [
+      task.workflowName,
+      task.inputJson,
+      task.priority,
+      task.scheduledAt,
+      task.maxRetries,
+      task.idempotencyKey,
+      task.workflowVersion,
+    ];
     for (let attempt = 0; attempt < 3; attempt++) {
       const inserted = await executor.query(
         `WITH inserted AS (
-           INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, idempotency_key)
-           VALUES ($1, $2::jsonb, $3, $4, $5, $6)
+           INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, idempotency_key, workflow_version)
+           VALUES ($1, $2::jsonb, $3, $4, $5, $6, $7)
            ON CONFLICT (workflow_name, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
            RETURNING ${TASK_COLUMNS}
          )
@@ -139,18 +150,25 @@ export class TaskStore {
    */
   async insertTasks(
     executor: SqlExecutor,
-    batch: { workflowName: string; inputsJson: string[]; priority: number; scheduledAt: Date | null; maxRetries: number },
+    batch: {
+      workflowName: string;
+      inputsJson: string[];
+      priority: number;
+      scheduledAt: Date | null;
+      maxRetries: number;
+      workflowVersion: number | null;
+    },
   ): Promise<AgentTask[]> {
     const { rows } = await executor.query(
       `WITH inserted AS (
-         INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries)
-         SELECT $1, input, $3, $4, $5 FROM unnest($2::jsonb[]) WITH ORDINALITY AS i(input, n) ORDER BY n
+         INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, workflow_version)
+         SELECT $1, input, $3, $4, $5, $6 FROM unnest($2::jsonb[]) WITH ORDINALITY AS i(input, n) ORDER BY n
          RETURNING ${TASK_COLUMNS}
        ), notified AS (
          SELECT pg_notify('${TASK_SUBMITTED_CHANNEL}', $1) WHERE $4::timestamptz IS NULL OR $4::timestamptz <= now()
        )
        SELECT inserted.* FROM inserted, (SELECT count(*) FROM notified) AS sent`,
-      [batch.workflowName, batch.inputsJson, batch.priority, batch.scheduledAt, batch.maxRetries],
+      [batch.workflowName, batch.inputsJson, batch.priority, batch.scheduledAt, batch.maxRetries, batch.workflowVersion],
       'duraflow_insert_tasks',
     );
     return rows.map(toAgentTask);
@@ -196,7 +214,7 @@ export class TaskStore {
    * (CLAIM_SETTINGS), sent with its settings in one round trip: the simple query protocol
    * carries no parameters, so the values are written in as literals.
    */
-  async claimTasks(workerId: string, workflowNames: string[], limit: number): Promise<ClaimedTask[]> {
+  async claimTasks(workerId: string, workflows: ClaimableWorkflows, limit: number): Promise<ClaimedTask[]> {
     const { rows } = await this.db.query(
       `/* duraflow_claim_tasks */ ${CLAIM_SETTINGS};
        UPDATE agent_tasks t
@@ -206,7 +224,7 @@ export class TaskStore {
          SELECT id, started_at IS NULL AS fresh FROM agent_tasks
          WHERE status = 'pending' AND deleted_at IS NULL
            AND (scheduled_at IS NULL OR scheduled_at <= now())
-           AND workflow_name = ANY(${varcharArrayLiteral(workflowNames)})
+           AND ${claimableCondition(workflows)}
          ORDER BY priority DESC, created_at, id
          LIMIT ${countLiteral(limit)}
          FOR UPDATE SKIP LOCKED

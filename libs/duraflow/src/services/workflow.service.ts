@@ -12,6 +12,7 @@ import {
   InvalidWorkflowNameError,
   TaskAlreadyFinishedError,
   TaskNotFoundError,
+  TaskNotHeldError,
   WaitForTimeoutError,
 } from '../errors';
 import { SagaExecutor } from '../execution/saga-executor';
@@ -21,6 +22,7 @@ import { TaskLeases } from '../lease/task-leases';
 import { TaskNotifications } from '../notifications/task-notifications';
 import { decodeCursor, keysetPage, listLimit } from '../persistence/cursor';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
+import { resumeHeldTask } from '../persistence/sql/hold-task';
 import { readTaskProgress } from '../persistence/sql/read-task-progress';
 import { StepStore } from '../persistence/step.store';
 import { TaskStore } from '../persistence/task.store';
@@ -32,6 +34,7 @@ import {
   checkWaitOptions,
   createdRange,
 } from '../validation/call-options';
+import { checkVersionOption } from '../validation/version-option';
 
 export interface SubmitOptions {
   /** Higher runs first. Default 0. */
@@ -47,6 +50,11 @@ export interface SubmitOptions {
   idempotencyKey?: string;
   /** Create the task in the caller's transaction: it exists (and is claimable) only if that commits. */
   manager?: EntityManager;
+  /**
+   * The workflow version to start (one this process registers); default: the newest registered.
+   * An unknown version throws UnknownWorkflowVersionError and writes nothing.
+   */
+  version?: number;
 }
 
 /** What `submitWithResult` resolves with. */
@@ -128,7 +136,7 @@ export class WorkflowService {
     manager?: EntityManager,
   ): Promise<SubmitResult> {
     if (typeof name !== 'string' || !WORKFLOW_NAME_PATTERN.test(name)) throw new InvalidWorkflowNameError(name);
-    const workflow = this.registry.get(name);
+    const workflow = this.registry.get(name, checkVersionOption(options?.version));
     const opts = checkSubmitOptions(options ?? {});
     const inputJson = await checkSubmitInput(workflow, input, this.options);
 
@@ -139,6 +147,7 @@ export class WorkflowService {
       scheduledAt: opts.scheduledAt,
       maxRetries: opts.maxRetries ?? workflow.maxRetries ?? this.options.maxRetries,
       idempotencyKey: opts.idempotencyKey,
+      workflowVersion: workflow.declaredVersion ?? null,
     });
     if (!sameInput) throw new IdempotencyKeyConflictError(name, opts.idempotencyKey!, task.id);
     return { task, created };
@@ -156,7 +165,7 @@ export class WorkflowService {
     options: Omit<SubmitOptions, 'idempotencyKey'> = {},
   ): Promise<AgentTask[]> {
     if (typeof name !== 'string' || !WORKFLOW_NAME_PATTERN.test(name)) throw new InvalidWorkflowNameError(name);
-    const workflow = this.registry.get(name);
+    const workflow = this.registry.get(name, checkVersionOption(options?.version));
     const opts = checkSubmitManyOptions(inputs, options ?? {});
     const inputsJson: string[] = [];
     for (const [index, input] of inputs.entries()) inputsJson.push(await checkSubmitInput(workflow, input, this.options, index));
@@ -167,6 +176,7 @@ export class WorkflowService {
       priority: opts.priority,
       scheduledAt: opts.scheduledAt,
       maxRetries: opts.maxRetries ?? workflow.maxRetries ?? this.options.maxRetries,
+      workflowVersion: workflow.declaredVersion ?? null,
     });
   }
 
@@ -260,6 +270,22 @@ export class WorkflowService {
     if (!previousStatus) throw new TaskNotFoundError(id);
     if (!task) throw new TaskAlreadyFinishedError(id, previousStatus);
     return task;
+  }
+
+  /**
+   * Runs a task the determinism guard holds again, on the code deployed now: clears the hold and
+   * its NonDeterminismError and wakes the workers. Call it once a deploy that takes the run's
+   * recorded path is out (if the code still diverges, the guard holds the task again).
+   *
+   * @throws TaskNotFoundError, TaskNotHeldError
+   */
+  async resume(id: string): Promise<AgentTask> {
+    if (typeof id !== 'string' || !UUID_PATTERN.test(id)) throw new TaskNotFoundError(String(id));
+    const resumed = await resumeHeldTask(this.db, id);
+    if (resumed) return resumed;
+    const task = await this.tasks.findTask(id);
+    if (!task) throw new TaskNotFoundError(id);
+    throw new TaskNotHeldError(id, task.status);
   }
 
   private async cancelAndCompensate(id: string): Promise<AgentTask> {
