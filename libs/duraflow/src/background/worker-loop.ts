@@ -13,7 +13,7 @@ import { BackpressureMonitor } from './backpressure-monitor';
 import { LeaseHeartbeat } from './lease-heartbeat';
 import { SlotPool, TakenTask } from './slot-pool';
 
-type OutcomeCounter = 'completed' | 'failed' | 'rolledBack' | 'partialRollback' | 'cancelled' | 'stopped' | 'unrecorded';
+type OutcomeCounter = 'completed' | 'failed' | 'rolledBack' | 'partialRollback' | 'cancelled' | 'stopped' | 'unrecorded' | 'held';
 
 const OUTCOME_COUNTER: Record<RunOutcome, OutcomeCounter> = {
   completed: 'completed',
@@ -23,6 +23,7 @@ const OUTCOME_COUNTER: Record<RunOutcome, OutcomeCounter> = {
   cancelled: 'cancelled',
   stopped: 'stopped',
   unrecorded: 'unrecorded',
+  held: 'held',
 };
 
 /**
@@ -46,6 +47,7 @@ export class WorkerLoop {
     cancelled: 0,
     stopped: 0,
     unrecorded: 0,
+    held: 0,
   };
   private readonly pool: SlotPool;
   private readonly backpressure: BackpressureMonitor;
