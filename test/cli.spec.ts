@@ -250,7 +250,7 @@ describe('the duraflow command line', () => {
         1,
         /Cannot read the reaper leader from Redis at 127\.0\.0\.1:1: .*ECONNREFUSED/,
       ],
-      ['an unknown command', ['migrat'], {}, 2, /Unknown command "migrat": use migrate or status/],
+      ['an unknown command', ['migrat'], {}, 2, /Unknown command "migrat": use migrate, status, replay-check, export-runs/],
       ['an unknown option', ['status', '--verbose'], {}, 2, /Unknown option --verbose/],
       ['an option without its value', ['status', '--url'], {}, 2, /--url needs a value/],
     ])(

@@ -1,34 +1,16 @@
 import { TestingModule } from '@nestjs/testing';
 import { NonDeterminismError, TaskNotFoundError, TaskNotHeldError, TaskStatus, WorkerService, WorkflowService } from '@duraflow/nestjs';
 import { DeployedCode, deployed, GUARDED_WORKFLOW, guardedWorkflow, resetDeployed } from './fixtures/deploys/deployed-code';
+import { insertCrashedRun, RecordedStepRow } from './fixtures/deploys/crashed-runs';
 import { useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
-
-/** A completed step as the crashed run recorded it: its key and, for A and B, its compensation. */
-type Recorded = string | { key: string; output: unknown };
 
 describe('The determinism guard', () => {
   const bed = useTestBed({ databasePerTest: true });
 
-  /**
-   * A run that crashed after recording `steps` (completed, in this order) on the original code,
-   * as the reaper leaves it: pending, started before, one retry counted.
-   */
-  async function crashedRun(steps: Recorded[]): Promise<string> {
-    const { rows } = await bed.db.client.query<{ id: string }>(
-      `INSERT INTO agent_tasks (workflow_name, input, started_at, retry_count) VALUES ($1, '{}', now() - interval '1 minute', 1) RETURNING id`,
-      [GUARDED_WORKFLOW],
-    );
-    const id = rows[0].id;
-    for (const [index, recorded] of steps.entries()) {
-      const { key, output } = typeof recorded === 'string' ? { key: recorded, output: `${recorded}-done` } : recorded;
-      await bed.db.client.query(
-        `INSERT INTO step_runs (task_id, step_key, status, output, compensation_fn, attempt, started_at, completed_at, completion_seq)
-         VALUES ($1, $2, 'completed', $3::jsonb, $4, 1, now(), now(), $5)`,
-        [id, key, JSON.stringify(output), ['A', 'B'].includes(key) ? `${GUARDED_WORKFLOW}.compensations.${key}` : null, index + 1],
-      );
-    }
-    return id;
+  /** A run that crashed after recording `steps` on the original code (fixtures/deploys/crashed-runs.ts). */
+  function crashedRun(steps: RecordedStepRow[]): Promise<string> {
+    return insertCrashedRun(bed.db.client, steps);
   }
 
   /** A worker on `code`, the crashed runs' recovery. */
