@@ -129,6 +129,40 @@ describe('the duraflow command line', () => {
       CHILD_TIMEOUT_MS,
     );
 
+    it(
+      'shows the unfinished tasks per workflow version, held ones apart, and the patches unfinished tasks recorded as false',
+      async () => {
+        const versions = await database(true);
+        await versions.client.query(`
+          INSERT INTO agent_tasks (id, workflow_name, status, workflow_version, held_at) VALUES
+            ('00000000-0000-4000-8000-000000000011', 'booking', 'running', NULL, NULL),
+            ('00000000-0000-4000-8000-000000000012', 'booking', 'pending', 1, NULL),
+            ('00000000-0000-4000-8000-000000000013', 'booking', 'pending', 1, now()),
+            ('00000000-0000-4000-8000-000000000014', 'booking', 'pending', 2, NULL),
+            ('00000000-0000-4000-8000-000000000015', 'booking', 'completed', 2, NULL)`);
+        await versions.client.query(`
+          INSERT INTO step_runs (task_id, step_key, status, output) VALUES
+            ('00000000-0000-4000-8000-000000000011', 'patch:send-sms', 'completed', 'false'),
+            ('00000000-0000-4000-8000-000000000014', 'patch:send-sms', 'completed', 'true'),
+            ('00000000-0000-4000-8000-000000000015', 'patch:send-sms', 'completed', 'false')`);
+
+        const json = await duraflow(['status', '--json', '--url', versions.url]);
+        expect(json).toMatchObject({ code: 0, stderr: '' });
+        const report = JSON.parse(json.stdout);
+        expect(report.unfinishedByVersion).toEqual([
+          { workflowName: 'booking', version: 1, pending: 1, running: 1, held: 1 },
+          { workflowName: 'booking', version: 2, pending: 1, running: 0, held: 0 },
+        ]);
+        expect(report.patchesRecordedFalse).toEqual([{ workflowName: 'booking', patchId: 'send-sms', unfinishedTasks: 1 }]);
+
+        const table = await duraflow(['status', '--url', versions.url]);
+        expect(table.stdout).toContain('booking v1: 1 pending, 1 running, 1 held (determinism guard)');
+        expect(table.stdout).toContain('booking v2: 1 pending, 0 running\n');
+        expect(table.stdout).toContain('Patches unfinished tasks recorded as false (keep their old branch): booking "send-sms": 1');
+      },
+      CHILD_TIMEOUT_MS,
+    );
+
     describe('with an app running on the database', () => {
       let app: TestingModule;
       const workerId = `cli-status-${randomBytes(3).toString('hex')}`;
