@@ -167,6 +167,7 @@ describe('The determinism guard', () => {
       const app = await deploy('patch-retired');
       const held = await heldTask(app, oldBranch);
       expect(held.error).toMatchObject({ code: 'NON_DETERMINISM', recordedStep: 'patch:extra', requestedStep: 'patch:extra (deprecated)' });
+      expect(held.error!.message).toContain('retired the patch (ctx.deprecatePatch)');
       const done = await app.get(WorkflowService).waitFor(newBranch, { timeoutMs: 20_000 });
       expect(done.output).toEqual(['A-done', 'X-done', 'B-done', 'C-done']);
       expect(deployed.ran.sort()).toEqual(['B', 'C']);

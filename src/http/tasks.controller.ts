@@ -45,6 +45,13 @@ export class TasksController {
     return this.workflows.cancel(id, { compensate: body.compensate ?? query.compensate ?? false });
   }
 
+  /** A task the determinism guard holds runs again, on the code deployed now; 409 TASK_NOT_HELD for any other. */
+  @Post(':id/resume')
+  @HttpCode(HttpStatus.OK)
+  resume(@Param('id', uuidParam('id')) id: string): Promise<AgentTask> {
+    return this.workflows.resume(id);
+  }
+
   private async findTask(id: string): Promise<AgentTask> {
     const task = await this.workflows.get(id);
     if (!task) throw new TaskNotFoundError(id); // DuraflowExceptionFilter answers 404, as for every library error

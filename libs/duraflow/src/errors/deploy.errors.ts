@@ -37,7 +37,9 @@ export class NonDeterminismError extends DuraflowError {
       `Task ${taskId} (${workflowName}) took another path than the one it recorded: ` +
         (requestedStep === null
           ? `it returned without asking for the recorded step "${recordedStep}". `
-          : `it asked for step "${requestedStep}", which it never recorded, while the recorded step "${recordedStep}" was not asked for yet. `) +
+          : requestedStep === `${recordedStep} (deprecated)`
+            ? `the code retired the patch (ctx.deprecatePatch) whose answer it recorded as false in "${recordedStep}": it needs the old branch. `
+            : `it asked for step "${requestedStep}", which it never recorded, while the recorded step "${recordedStep}" was not asked for yet. `) +
         `The task is held: nothing else runs and nothing is rolled back. Deploy code that takes the recorded path ` +
         `(guard the change with ctx.patched(id), or start new runs on a new workflow version), then call workflows.resume("${taskId}"), ` +
         `or cancel the task.`,
