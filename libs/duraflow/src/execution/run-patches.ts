@@ -40,6 +40,8 @@ export class RunPatches {
     const answer = !this.guard.replaying;
     this.answers.set(key, answer);
     const write = Promise.resolve(this.writeMarker(key, answer));
+    // Observed at once: a failure is surfaced through `pending`, never as an unhandled rejection.
+    write.catch(() => undefined);
     const writes = this.writes ? this.writes.then(() => write) : write;
     this.writes = writes;
     // Landed: the next step need not wait. Failed: it stays, so the next step awaits it and fails
