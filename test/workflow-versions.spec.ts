@@ -35,6 +35,19 @@ describe('Workflow versions', () => {
     );
   });
 
+  it('takes the version of the functional form too, and records it through submitMany', async () => {
+    const v1 = workflow('functional-versions', async () => ({ ranOn: 1 }));
+    const v2 = workflow('functional-versions', async () => ({ ranOn: 2 }), { version: 2 });
+    const app = await bed.start({ duraflow: { workflows: [v2, v1], worker: { pollIntervalMs: 20 } } });
+    const workflows = app.get(WorkflowService);
+
+    const many = await workflows.submitMany('functional-versions', [{}, {}]);
+    const older = await workflows.submitMany('functional-versions', [{}], { version: 1 });
+    expect([...many, ...older].map((task) => task.workflowVersion)).toEqual([2, 2, null]);
+    for (const task of many) expect((await workflows.waitFor(task.id, { timeoutMs: 20_000 })).output).toEqual({ ranOn: 2 });
+    expect((await workflows.waitFor(older[0].id, { timeoutMs: 20_000 })).output).toEqual({ ranOn: 1 });
+  });
+
   it('refuses an unknown or malformed version with a typed error and writes nothing', async () => {
     const app = await bed.start({ duraflow: SUBMIT_ONLY, providers: [VersionedBookingV1, VersionedBookingV2] });
     const workflows = app.get(WorkflowService);
@@ -47,7 +60,7 @@ describe('Workflow versions', () => {
       version: 3,
       registeredVersions: [1, 2],
     });
-    await expect(workflows.submitMany(VERSIONED_WORKFLOW, [{ guest: 'x' }], { version: 7 } as never)).rejects.toBeInstanceOf(
+    await expect(workflows.submitMany(VERSIONED_WORKFLOW, [{ guest: 'x' }], { version: 7 })).rejects.toBeInstanceOf(
       UnknownWorkflowVersionError,
     );
     await expect(workflows.submit(VERSIONED_WORKFLOW, {}, { version: 1.5 })).rejects.toBeInstanceOf(InvalidSubmitOptionsError);

@@ -32,6 +32,11 @@ function nextMacrotask(): Promise<void> {
  *
  * What it cannot see: a step body or its input that changed (outputs are replayed by key),
  * changes after the last recorded step, and side effects outside steps.
+ *
+ * Every primitive memoized in step_runs under a key (a step, and any other a run records in the
+ * same namespace) goes through it: returning a recorded completed row calls `recorded(key)`,
+ * starting something not recorded awaits `admit(key)` first. A recorded row that no primitive
+ * reports as asked for counts as left over, and trips the guard at the next new one.
  */
 export class DeterminismGuard {
   /** Recorded completed steps not asked for yet, in the order the run completed them. */
