@@ -75,6 +75,11 @@ export class DuraflowGrpcController {
     return toProtoTask(await this.workflows.cancel(requireUuid('id', request.id), { compensate: request.compensate }));
   }
 
+  @GrpcMethod('Duraflow', 'ResumeTask')
+  async resumeTask(request: { id: string }) {
+    return toProtoTask(await this.workflows.resume(requireUuid('id', request.id)));
+  }
+
   @GrpcMethod('Duraflow', 'ListDeadLetters')
   async listDeadLetters(request: ListRequest & { task_id: string }) {
     const page = await this.saga.listDeadLetters({
