@@ -94,8 +94,10 @@ export class MemoizedStepRunner implements StepRunner {
       return (memo.outputUndefined ? undefined : memo.output) as T;
     }
     this.throwIfStopped();
-    const admitted = this.guard.admit(key) ?? this.patches.pending;
-    if (admitted) await Promise.all([admitted, this.patches.pending]);
+    // A step never completed starts once the guard admits it and `ctx.patched`'s answers landed.
+    const admitted = this.guard.admit(key);
+    const markers = this.patches.pending;
+    if (admitted || markers) await Promise.all([admitted, markers]);
 
     const resolved = resolveStepOptions(options, this.workflow.step, `step "${key}"`);
     let attempt = memo?.attempt ?? 0;

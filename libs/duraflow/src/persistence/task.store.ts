@@ -207,8 +207,9 @@ export class TaskStore {
   }
 
   /**
-   * Claims up to `limit` runnable tasks in priority order. SKIP LOCKED lets concurrent
-   * claimers pass each other's rows. Each claim gets a new fencing token.
+   * Claims up to `limit` runnable tasks in priority order, of the (workflow, version) pairs given
+   * and not held (claimable-workflows.ts). SKIP LOCKED lets concurrent claimers pass each other's
+   * rows. Each claim gets a new fencing token.
    *
    * The plan is an ordered walk of idx_agent_tasks_claim whatever the statistics say
    * (CLAIM_SETTINGS), sent with its settings in one round trip: the simple query protocol
