@@ -116,6 +116,16 @@ describe('The determinism guard', () => {
     expect(deployed.ran.sort()).toEqual(['B', 'D']);
   });
 
+  it('lets a held task be cancelled, its recorded steps undone with compensate: true', async () => {
+    const id = await crashedRun(['A', 'B']);
+    const app = await deploy('renamed');
+    await heldTask(app, id);
+    const cancelled = await app.get(WorkflowService).cancel(id, { compensate: true });
+    expect(cancelled.status).toBe(TaskStatus.CANCELLED);
+    expect(deployed.ran).toEqual(['undo-B', 'undo-A']);
+    expect((await bed.rows.compensatedStepKeys(id)).sort()).toEqual(['A', 'B']);
+  });
+
   it('refuses to resume a task it does not hold', async () => {
     const id = await crashedRun([]);
     const app = await deploy('original');
