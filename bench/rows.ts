@@ -111,4 +111,19 @@ export const ROWS: RowDefinition[] = [
   { id: 'rss.second.half', figure: 'Worker RSS, peak over the second half of the drain', unit: 'MB', ratio: 'none' },
   { id: 'rss.after.gc', figure: 'Worker RSS after the drain and a full GC', unit: 'MB', ratio: 'none' },
   { id: 'ref.insert.c1.end', figure: 'pgbench one-row INSERT, 1 client, again at the end', unit: 'tx/s', ratio: 'tps1' },
+  {
+    id: 'guard.replayed',
+    figure: 'Recorded step replayed by the step runner on a recovered run, guard included (in memory), p50',
+    unit: 'ns',
+    ratio: 'none',
+  },
+  { id: 'guard.recorded', figure: "Determinism guard's part of a replayed step, p50", unit: 'ns', ratio: 'none' },
+  { id: 'guard.build', figure: 'Determinism guard built for a recovered run, per recorded step, p50', unit: 'ns', ratio: 'none' },
+  { id: 'guard.free', figure: 'Determinism guard on a step with nothing recorded left (fresh runs), p50', unit: 'ns', ratio: 'none' },
+  {
+    id: 'guard.settle',
+    figure: 'Wait of a new step started together with a recorded one (Promise.all on a recovered run), p50',
+    unit: 'µs',
+    ratio: 'none',
+  },
 ];

@@ -3,7 +3,8 @@
  * `npm run bench:quick` (`npm run bench -- --quick`, under a minute, a smoke that asserts
  * nothing about speed). Creates its own database, prints one Markdown table (stdout; progress
  * goes to stderr), writes the raw results as JSON, drops the database. Exits non-zero when any
- * scenario threw. Options: --quick, --out <file.json>.
+ * scenario threw. Options: --quick, --out <file.json>, --only <scenario,...> (just those scenarios,
+ * e.g. `--only idle-worker,determinism-guard`; the rows of the others stay empty).
  */
 import 'reflect-metadata';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -17,6 +18,7 @@ import { BenchContext } from './context';
 import { createBenchDatabase } from './database';
 import { BenchResults, renderTable } from './report';
 import { claimScenario } from './scenarios/claim';
+import { determinismGuardScenario } from './scenarios/determinism-guard';
 import { drainScenario } from './scenarios/drain';
 import { idleWorkerScenario } from './scenarios/idle-worker';
 import { memoryScenario } from './scenarios/memory';
@@ -31,6 +33,8 @@ import { RunProbe } from './workflows';
 interface Args {
   quick: boolean;
   out: string;
+  /** Run only these scenarios (by name); undefined: all. */
+  only?: Set<string>;
 }
 
 function parseArgs(argv: string[]): Args {
@@ -38,12 +42,16 @@ function parseArgs(argv: string[]): Args {
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--quick') args.quick = true;
     else if (argv[i] === '--out' && argv[i + 1]) args.out = path.resolve(argv[++i]);
-    else throw new Error(`Unknown argument "${argv[i]}" (use --quick, --out <file.json>)`);
+    else if (argv[i] === '--only' && argv[i + 1]) args.only = new Set(argv[++i].split(','));
+    else throw new Error(`Unknown argument "${argv[i]}" (use --quick, --out <file.json>, --only <scenario,...>)`);
   }
   return args;
 }
 
+let onlyScenarios: Set<string> | undefined;
+
 async function scenario(ctx: BenchContext, name: string, body: () => Promise<void>): Promise<void> {
+  if (onlyScenarios && !onlyScenarios.has(name)) return;
   // What the previous scenario wrote (the SKIP LOCKED reference alone queues 300k rows) is
   // flushed now, not by the background writer while this one is measured.
   await settleDisk(ctx);
@@ -92,6 +100,7 @@ async function settleDisk(ctx: BenchContext): Promise<void> {
 
 async function main(): Promise<number> {
   const args = parseArgs(process.argv.slice(2));
+  onlyScenarios = args.only;
   const startedAt = new Date();
   const started = performance.now();
   const loadBefore = os.loadavg();
@@ -142,6 +151,7 @@ async function main(): Promise<number> {
     await scenario(ctx, 'drain', () => drainScenario(ctx));
     await scenario(ctx, 'submitted-drain', () => submittedDrainScenario(ctx));
     await scenario(ctx, 'recovery', () => recoveryScenario(ctx));
+    await scenario(ctx, 'determinism-guard', () => determinismGuardScenario(ctx));
     await scenario(ctx, 'memory', () => memoryScenario(ctx));
     await scenario(ctx, 'reference-again', () => referenceAgainScenario(ctx));
   } finally {

@@ -1,6 +1,7 @@
 import { Client } from 'pg';
 import { clientExecutor, DuraflowDatabase } from '../libs/duraflow/src/persistence/duraflow-database';
 import { TaskStore } from '../libs/duraflow/src/persistence/task.store';
+import { ClaimableWorkflows } from '../libs/duraflow/src/persistence/claimable-workflows';
 import { useTestBed } from './support/test-bed';
 
 /*
@@ -16,12 +17,17 @@ import { useTestBed } from './support/test-bed';
 
 const BACKLOG = 50_000;
 const REGISTERED = ['claim-a', 'claim-b'];
-/** What the worker sends: its registered workflow names, and from one free slot to `maxQueuedTasks`. */
-const SHAPES: Array<[string[], number]> = [
+/**
+ * What the worker sends: its registered workflows (a name alone is version 1; with versions, the
+ * (name, version) pairs of a rolling deploy), and from one free slot to `maxQueuedTasks`.
+ */
+const SHAPES: Array<[ClaimableWorkflows, number]> = [
   [['claim-a'], 1],
   [['claim-a'], 10],
   [[...REGISTERED, 'not-submitted'], 20],
   [REGISTERED, 1_000],
+  [[{ name: 'claim-a', versions: [2] }], 10],
+  [[{ name: 'claim-a', versions: [1, 2] }, 'claim-b'], 1_000],
 ];
 /** The one plan: an ordered walk of the claim index, then each claimed row by primary key. */
 const WALK = 'Update > Nested Loop > (Subquery Scan > Limit > LockRows > Index Scan idx_agent_tasks_claim, Index Scan agent_tasks_pkey)';
@@ -72,16 +78,19 @@ describe('The claim', () => {
 
   /**
    * BACKLOG pending tasks, one statement: three priorities, most of them of the registered
-   * workflows, some scheduled for tomorrow, some in the past, some soft-deleted.
+   * workflows, some scheduled for tomorrow, some in the past, some soft-deleted, some started on
+   * version 2 or on version 1 spelled out, some held by the determinism guard.
    */
   async function insertBacklog(): Promise<void> {
     await bed.db.client.query(
-      `INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, deleted_at, created_at)
+      `INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, deleted_at, created_at, workflow_version, held_at)
        SELECT CASE WHEN g % 11 = 0 THEN 'elsewhere' WHEN g % 7 = 0 THEN 'claim-b' ELSE 'claim-a' END,
               '{}', g % 3,
               CASE WHEN g % 13 = 0 THEN now() + interval '1 day' WHEN g % 17 = 0 THEN now() - interval '1 hour' END,
               CASE WHEN g % 19 = 0 THEN now() END,
-              now() - interval '1 hour' + g * interval '1 microsecond'
+              now() - interval '1 hour' + g * interval '1 microsecond',
+              CASE WHEN g % 5 = 0 THEN 2 WHEN g % 29 = 0 THEN 1 END,
+              CASE WHEN g % 23 = 0 THEN now() END
        FROM generate_series(1, $1::int) AS g`,
       [BACKLOG],
     );
@@ -96,14 +105,17 @@ describe('The claim', () => {
     return rows[0];
   }
 
-  /** The first `limit` runnable tasks of `names` in the claim order, read without the store. */
-  async function firstInClaimOrder(names: string[], limit: number): Promise<string[]> {
+  /** The first `limit` runnable tasks of `workflows` (version 1 for a name alone) in the claim order, read without the store. */
+  async function firstInClaimOrder(workflows: ClaimableWorkflows, limit: number): Promise<string[]> {
+    const pairs = workflows.flatMap((workflow) =>
+      typeof workflow === 'string' ? [[workflow, 1] as const] : workflow.versions.map((version) => [workflow.name, version] as const),
+    );
     const { rows } = await bed.db.client.query<{ id: string }>(
       `SELECT id FROM agent_tasks
-       WHERE status = 'pending' AND deleted_at IS NULL AND (scheduled_at IS NULL OR scheduled_at <= now())
-         AND workflow_name = ANY($1::varchar[])
-       ORDER BY priority DESC, created_at, id LIMIT $2`,
-      [names, limit],
+       WHERE status = 'pending' AND deleted_at IS NULL AND (scheduled_at IS NULL OR scheduled_at <= now()) AND held_at IS NULL
+         AND (workflow_name, coalesce(workflow_version, 1)) IN (SELECT * FROM unnest($1::varchar[], $2::int[]))
+       ORDER BY priority DESC, created_at, id LIMIT $3`,
+      [pairs.map(([name]) => name), pairs.map(([, version]) => version), limit],
     );
     return rows.map((row) => row.id).sort();
   }
@@ -114,7 +126,7 @@ describe('The claim', () => {
   }
 
   /** Runs TaskStore.claimTasks on the explained connection, rolled back: its plan and what it claimed. */
-  async function claimOnce(names: string[], limit: number): Promise<{ plan: PlanNode; claimed: string[] }> {
+  async function claimOnce(names: ClaimableWorkflows, limit: number): Promise<{ plan: PlanNode; claimed: string[] }> {
     plans = [];
     await explained.query('BEGIN');
     try {

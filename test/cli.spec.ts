@@ -12,7 +12,7 @@ import { SHARED_REDIS_URL } from './support/redis-server';
 
 const execFileAsync = promisify(execFile);
 const CLI = path.join(__dirname, '..', 'libs', 'duraflow', 'src', 'cli', 'main.ts');
-const MIGRATIONS = ['SeedSchema1700000000000', 'EngineColumns1700000000001', 'SagaColumns1700000000002'];
+const MIGRATIONS = ['SeedSchema1700000000000', 'EngineColumns1700000000001', 'SagaColumns1700000000002', 'SafeDeploys1700000000500'];
 const CHILD_TIMEOUT_MS = 60_000;
 
 interface CliRun {
@@ -125,6 +125,40 @@ describe('the duraflow command line', () => {
         expect(run.stdout).toContain('Pending tasks scheduled for later: 1');
         expect(run.stdout).toMatch(/Dead letters: 1 \(alpha: 1\), oldest \d{4}-/);
         expect(run.stdout).toContain('Reaper leader: none (no session holds the PostgreSQL advisory lock "duraflow:reaper:leader")');
+      },
+      CHILD_TIMEOUT_MS,
+    );
+
+    it(
+      'shows the unfinished tasks per workflow version, held ones apart, and the patches unfinished tasks recorded as false',
+      async () => {
+        const versions = await database(true);
+        await versions.client.query(`
+          INSERT INTO agent_tasks (id, workflow_name, status, workflow_version, held_at) VALUES
+            ('00000000-0000-4000-8000-000000000011', 'booking', 'running', NULL, NULL),
+            ('00000000-0000-4000-8000-000000000012', 'booking', 'pending', 1, NULL),
+            ('00000000-0000-4000-8000-000000000013', 'booking', 'pending', 1, now()),
+            ('00000000-0000-4000-8000-000000000014', 'booking', 'pending', 2, NULL),
+            ('00000000-0000-4000-8000-000000000015', 'booking', 'completed', 2, NULL)`);
+        await versions.client.query(`
+          INSERT INTO step_runs (task_id, step_key, status, output) VALUES
+            ('00000000-0000-4000-8000-000000000011', 'patch:send-sms', 'completed', 'false'),
+            ('00000000-0000-4000-8000-000000000014', 'patch:send-sms', 'completed', 'true'),
+            ('00000000-0000-4000-8000-000000000015', 'patch:send-sms', 'completed', 'false')`);
+
+        const json = await duraflow(['status', '--json', '--url', versions.url]);
+        expect(json).toMatchObject({ code: 0, stderr: '' });
+        const report = JSON.parse(json.stdout);
+        expect(report.unfinishedByVersion).toEqual([
+          { workflowName: 'booking', version: 1, pending: 1, running: 1, held: 1 },
+          { workflowName: 'booking', version: 2, pending: 1, running: 0, held: 0 },
+        ]);
+        expect(report.patchesRecordedFalse).toEqual([{ workflowName: 'booking', patchId: 'send-sms', unfinishedTasks: 1 }]);
+
+        const table = await duraflow(['status', '--url', versions.url]);
+        expect(table.stdout).toContain('booking v1: 1 pending, 1 running, 1 held (determinism guard)');
+        expect(table.stdout).toContain('booking v2: 1 pending, 0 running\n');
+        expect(table.stdout).toContain('Patches unfinished tasks recorded as false (keep their old branch): booking "send-sms": 1');
       },
       CHILD_TIMEOUT_MS,
     );
@@ -250,7 +284,7 @@ describe('the duraflow command line', () => {
         1,
         /Cannot read the reaper leader from Redis at 127\.0\.0\.1:1: .*ECONNREFUSED/,
       ],
-      ['an unknown command', ['migrat'], {}, 2, /Unknown command "migrat": use migrate or status/],
+      ['an unknown command', ['migrat'], {}, 2, /Unknown command "migrat": use migrate, status, replay-check, export-runs/],
       ['an unknown option', ['status', '--verbose'], {}, 2, /Unknown option --verbose/],
       ['an option without its value', ['status', '--url'], {}, 2, /--url needs a value/],
     ])(

@@ -333,6 +333,7 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
         'SeedSchema1700000000000',
         'EngineColumns1700000000001',
         'SagaColumns1700000000002',
+        'SafeDeploys1700000000500',
         'CreateOrders1710000000000',
       ]);
       // The boot check has had its second: the host enabled shutdown hooks, so it stayed quiet.

@@ -185,6 +185,22 @@ describe("a task's page", () => {
     expect(page.headers.get('cache-control')).toBe('no-store');
   });
 
+  it('shows the workflow version a task started on, and a task the determinism guard holds', async () => {
+    const task = await workflows.submit('trip', { traveller: 'bob' }, { scheduledAt: new Date(Date.now() + 3_600_000) });
+    await bed.db.client.query(
+      `UPDATE agent_tasks SET workflow_version = 3, held_at = now(),
+         error = '{"code":"NON_DETERMINISM","name":"NonDeterminismError","message":"took another path","recordedStep":"B","requestedStep":"C"}'
+       WHERE id = $1`,
+      [task.id],
+    );
+    const page = await request(`${MOUNT}/tasks/${task.id}`);
+    expect(page.status).toBe(200);
+    expect(page.text).toContain('<code>trip</code> <span class="muted">v3</span>');
+    expect(page.text).toContain('held by the determinism guard');
+    expect(page.text).toContain('NON_DETERMINISM');
+    await workflows.cancel(task.id);
+  });
+
   it('cuts a large output on the page and serves the whole value as JSON', async () => {
     const many = await finished('many-steps', { steps: 12 });
     const page = await request(`${MOUNT}/tasks/${many.id}`);

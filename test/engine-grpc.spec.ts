@@ -120,6 +120,17 @@ describe('the engine gRPC API (duraflow.v1.Duraflow), with a client generated fr
     );
   });
 
+  it('shows the version and the hold of a task, and resumes a held one; FAILED_PRECONDITION for one not held', async () => {
+    const task = await client.SubmitTask({ workflow_name: 'booking', input: booking(), scheduled_at: LATER });
+    expect(task).toMatchObject({ workflow_version: 0, held_at: '' });
+    await expect(client.ResumeTask({ id: task.id })).rejects.toEqual(grpcError(status.FAILED_PRECONDITION, /is not held/));
+    await bed.db.client.query(`UPDATE agent_tasks SET held_at = now(), error = '{"code":"NON_DETERMINISM"}' WHERE id = $1`, [task.id]);
+    expect((await client.GetTask({ id: task.id })).held_at).not.toBe('');
+    const resumed = await client.ResumeTask({ id: task.id });
+    expect(resumed).toMatchObject({ id: task.id, status: 'TASK_STATUS_PENDING', held_at: '', error: '' });
+    await client.CancelTask({ id: task.id });
+  });
+
   it('cancels with compensate: true, which also undoes the steps that completed', async () => {
     const plain = await seedBookedFlight(bed.db.client, 'pending');
     const compensated = await seedBookedFlight(bed.db.client, 'pending');

@@ -191,6 +191,24 @@ describe('the engine HTTP API', () => {
       expect((await http(engine, 'POST', `/tasks/${MISSING_ID}/cancel`)).status).toBe(404);
     });
 
+    it('resumes a task the determinism guard holds (200); 409 TASK_NOT_HELD for one it does not hold, 404 for an unknown one', async () => {
+      const task = (await http(engine, 'POST', '/tasks', { body: { workflowName: 'booking', input: BOOKING, scheduledAt: LATER } })).body;
+      expect(task.workflowVersion).toBeNull();
+      const notHeld = await http(engine, 'POST', `/tasks/${task.id}/resume`);
+      expect(notHeld).toMatchObject({ status: 409, body: { code: 'TASK_NOT_HELD' } });
+      // Held as the guard leaves a task: pending, held_at, its NonDeterminismError.
+      await bed.db.client.query(
+        `UPDATE agent_tasks SET held_at = now(), error = '{"code":"NON_DETERMINISM","recordedStep":"book-hotel","requestedStep":"book-car"}' WHERE id = $1`,
+        [task.id],
+      );
+      const held = await http(engine, 'GET', `/tasks/${task.id}`);
+      expect(held.body).toMatchObject({ status: 'pending', heldAt: expect.any(String), error: { code: 'NON_DETERMINISM' } });
+      const resumed = await http(engine, 'POST', `/tasks/${task.id}/resume`);
+      expect(resumed).toMatchObject({ status: 200, body: { id: task.id, status: 'pending', heldAt: null, error: null } });
+      expect((await http(engine, 'POST', `/tasks/${MISSING_ID}/resume`)).status).toBe(404);
+      await http(engine, 'POST', `/tasks/${task.id}/cancel`);
+    });
+
     it('undoes the completed steps with compensate: true, in the body or the query', async () => {
       const plain = await seedBookedFlight(bed.db.client, 'pending');
       const byBody = await seedBookedFlight(bed.db.client, 'pending');

@@ -17,7 +17,13 @@ import { useTestBed } from './support/test-bed';
 
 const execFileAsync = promisify(execFile);
 const REPO_ROOT = join(__dirname, '..');
-const MIGRATIONS = ['SeedSchema1700000000000', 'EngineColumns1700000000001', 'SagaColumns1700000000002', 'TraceContext1700000000300'];
+const MIGRATIONS = [
+  'SeedSchema1700000000000',
+  'EngineColumns1700000000001',
+  'SagaColumns1700000000002',
+  'TraceContext1700000000300',
+  'SafeDeploys1700000000500',
+];
 /** npx and tsx start slowly when other suites load the machine. */
 const CHILD_PROCESS_TIMEOUT_MS = 120_000;
 
@@ -79,6 +85,9 @@ const ENGINE_EXTRA_COLUMNS: Record<string, ColumnRow[]> = {
     ['claim_token', 'uuid', null, 'YES', null],
     ['rollback_reason', 'character varying', 20, 'YES', null],
     ['trace_context', 'jsonb', null, 'YES', null],
+    // SafeDeploys: the version a task started on, and the determinism guard's hold.
+    ['workflow_version', 'integer', null, 'YES', null],
+    ['held_at', 'timestamp with time zone', null, 'YES', null],
   ],
   step_runs: [['completion_seq', 'integer', null, 'YES', null]],
   dead_letter_queue: [],

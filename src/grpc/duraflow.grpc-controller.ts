@@ -12,6 +12,7 @@ interface SubmitTaskRequest {
   scheduled_at: string;
   max_retries?: number;
   idempotency_key: string;
+  version?: number;
 }
 
 interface ListRequest {
@@ -36,6 +37,7 @@ export class DuraflowGrpcController {
       scheduledAt: request.scheduled_at || undefined,
       maxRetries: request.max_retries ?? undefined,
       idempotencyKey: request.idempotency_key || undefined,
+      version: request.version ?? undefined,
     });
     const metadata = new Metadata();
     metadata.set('created', String(created));
@@ -71,6 +73,11 @@ export class DuraflowGrpcController {
   @GrpcMethod('Duraflow', 'CancelTask')
   async cancelTask(request: { id: string; compensate: boolean }) {
     return toProtoTask(await this.workflows.cancel(requireUuid('id', request.id), { compensate: request.compensate }));
+  }
+
+  @GrpcMethod('Duraflow', 'ResumeTask')
+  async resumeTask(request: { id: string }) {
+    return toProtoTask(await this.workflows.resume(requireUuid('id', request.id)));
   }
 
   @GrpcMethod('Duraflow', 'ListDeadLetters')

@@ -61,6 +61,8 @@ export function toProtoTask(task: AgentTask) {
     updated_at: time(task.updatedAt),
     idempotency_key: task.idempotencyKey ?? '',
     rollback_reason: task.rollbackReason ?? '',
+    workflow_version: task.workflowVersion ?? 0,
+    held_at: time(task.heldAt),
   };
 }
 

@@ -29,4 +29,10 @@ export class SubmitTaskDto {
   @IsNotEmpty()
   @IsString()
   idempotencyKey?: string;
+
+  /** The workflow version to start; default: the newest the engine registers. */
+  @IsOptional()
+  @Min(1)
+  @IsInt()
+  version?: number;
 }

@@ -16,6 +16,7 @@ export class TasksController {
       scheduledAt: body.scheduledAt,
       maxRetries: body.maxRetries,
       idempotencyKey: body.idempotencyKey,
+      version: body.version,
     });
     response.status(created ? HttpStatus.CREATED : HttpStatus.OK);
     return task;
@@ -42,6 +43,13 @@ export class TasksController {
   @HttpCode(HttpStatus.OK)
   cancel(@Param('id', uuidParam('id')) id: string, @Body() body: CancelTaskDto, @Query() query: CancelTaskDto): Promise<AgentTask> {
     return this.workflows.cancel(id, { compensate: body.compensate ?? query.compensate ?? false });
+  }
+
+  /** A task the determinism guard holds runs again, on the code deployed now; 409 TASK_NOT_HELD for any other. */
+  @Post(':id/resume')
+  @HttpCode(HttpStatus.OK)
+  resume(@Param('id', uuidParam('id')) id: string): Promise<AgentTask> {
+    return this.workflows.resume(id);
   }
 
   private async findTask(id: string): Promise<AgentTask> {

@@ -15,6 +15,7 @@ import { TaskLeases } from './lease/task-leases';
 import { ShutdownHooksCheck } from './lifecycle/shutdown-hooks.check';
 import { SagaExecutor } from './execution/saga-executor';
 import { TaskExecutor } from './execution/task-executor';
+import { RunHold } from './execution/run-hold';
 import { TaskNotifications } from './notifications/task-notifications';
 import { DeadLetterStore } from './persistence/dead-letter.store';
 import { DuraflowDatabase } from './persistence/duraflow-database';
@@ -54,6 +55,7 @@ import { RunObserver } from './observability/run-observer';
     CheckpointBatcher,
     SagaExecutor,
     TaskExecutor,
+    RunHold,
     WorkerLoop,
     ReaperLoop,
     WorkflowService,

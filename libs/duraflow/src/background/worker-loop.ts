@@ -15,7 +15,7 @@ import { BackpressureMonitor } from './backpressure-monitor';
 import { LeaseHeartbeat } from './lease-heartbeat';
 import { SlotPool, TakenTask } from './slot-pool';
 
-type OutcomeCounter = 'completed' | 'failed' | 'rolledBack' | 'partialRollback' | 'cancelled' | 'stopped' | 'unrecorded';
+type OutcomeCounter = 'completed' | 'failed' | 'rolledBack' | 'partialRollback' | 'cancelled' | 'stopped' | 'unrecorded' | 'held';
 
 const OUTCOME_COUNTER: Record<RunOutcome, OutcomeCounter> = {
   completed: 'completed',
@@ -25,6 +25,7 @@ const OUTCOME_COUNTER: Record<RunOutcome, OutcomeCounter> = {
   cancelled: 'cancelled',
   stopped: 'stopped',
   unrecorded: 'unrecorded',
+  held: 'held',
 };
 
 /**
@@ -49,6 +50,7 @@ export class WorkerLoop {
     cancelled: 0,
     stopped: 0,
     unrecorded: 0,
+    held: 0,
   };
   private readonly pool: SlotPool;
   private readonly backpressure: BackpressureMonitor;
@@ -100,7 +102,7 @@ export class WorkerLoop {
     this.backpressure.start(() => this.handBackLongWaiting());
     this.schedulePoll();
     this.logger.log(
-      `Worker ${this.options.workerId} started (concurrency ${this.options.worker.concurrency}, workflows: ${[...names].join(', ') || 'none'})`,
+      `Worker ${this.options.workerId} started (concurrency ${this.options.worker.concurrency}, workflows: ${this.registry.describe().join(', ') || 'none'})`,
     );
     this.requestClaim();
   }
@@ -228,7 +230,7 @@ export class WorkerLoop {
       let claimed: ClaimedTask[];
       const claimStarted = performance.now();
       try {
-        claimed = await this.tasks.claimTasks(this.options.workerId, this.registry.names(), free);
+        claimed = await this.tasks.claimTasks(this.options.workerId, this.registry.claimable(), free);
         this.observer.metrics.claimed((performance.now() - claimStarted) / 1000, claimed.map(claimWait));
       } catch (error) {
         this.observer.metrics.claimFailed();

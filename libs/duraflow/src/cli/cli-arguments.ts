@@ -4,25 +4,56 @@ export const USAGE = `Usage: duraflow <command> [options]
 
 Commands:
   migrate   Apply Duraflow's migrations (the tables agent_tasks, step_runs, dead_letter_queue)
-  status    Tasks by workflow and status, the oldest waiting task, dead letters, the reaper leader
+  status    Tasks by workflow and status, unfinished tasks per workflow version, the oldest waiting
+            task, dead letters, the reaper leader
+  replay-check --module <file>[#Export]
+            Replay recorded runs against today's workflow code (no step body runs) and report each
+            run whose path diverges; exits 1 when one does. <file> exports the app's Nest module
+            (booted without its worker and reaper) or workflow definitions and @Workflow classes.
+            Runs come from the database (default: the unfinished ones) or --from a file
+  export-runs --out <file.json>
+            Write the database's recorded runs to a file, for replay-check --from in a CI without it
 
 Options:
   --url <postgres-url>   The database (default: DATABASE_URL)
   --redis <redis-url>    status: read the reaper leader from Redis (default: REDIS_URL; without
                          either, from the PostgreSQL advisory lock)
   --leader-key <key>     status: the reaper.leaderKey option of the app (default duraflow:reaper:leader)
-  --json                 status: print JSON
+  --json                 status, replay-check: print JSON
+  --module <file>        replay-check: where today's workflows are (a compiled .js file; #Name picks an export)
+  --from <file.json>     replay-check: the runs export-runs wrote, instead of the database
+  --out <file.json>      export-runs: where to write
+  --include-finished     replay-check, export-runs: finished runs too (default: unfinished runs only)
+  --workflow <name>      replay-check, export-runs: only this workflow
+  --limit <n>            replay-check, export-runs: at most n runs, newest first (default 1000)
   -h, --help             Show this help`;
 
+const COMMANDS = ['migrate', 'status', 'replay-check', 'export-runs'] as const;
+
 export interface CliArguments {
-  command: 'migrate' | 'status' | 'help';
+  command: (typeof COMMANDS)[number] | 'help';
   url?: string;
   redis?: string;
   leaderKey?: string;
   json: boolean;
+  module?: string;
+  from?: string;
+  out?: string;
+  workflow?: string;
+  limit?: string;
+  includeFinished?: boolean;
 }
 
-const VALUE_OPTIONS = { '--url': 'url', '--redis': 'redis', '--leader-key': 'leaderKey' } as const;
+const VALUE_OPTIONS = {
+  '--url': 'url',
+  '--redis': 'redis',
+  '--leader-key': 'leaderKey',
+  '--module': 'module',
+  '--from': 'from',
+  '--out': 'out',
+  '--workflow': 'workflow',
+  '--limit': 'limit',
+} as const;
 
 /** `argv` without node and the script: `['status', '--url', 'postgres://…']`. */
 export function parseCliArguments(argv: string[]): CliArguments {
@@ -34,6 +65,8 @@ export function parseCliArguments(argv: string[]): CliArguments {
     if (flag === '-h' || flag === '--help') return { command: 'help', json: false };
     if (flag === '--json') {
       parsed.json = true;
+    } else if (flag === '--include-finished') {
+      parsed.includeFinished = true;
     } else if (flag in VALUE_OPTIONS) {
       const value = inlineValue ?? argv[++index];
       if (value === undefined || value === '' || (inlineValue === undefined && value.startsWith('--'))) {
@@ -49,10 +82,10 @@ export function parseCliArguments(argv: string[]): CliArguments {
     }
   }
   if (command === undefined) return parsed;
-  if (command !== 'migrate' && command !== 'status') {
-    throw new CliUsageError(`Unknown command "${command}": use migrate or status. Run duraflow --help.`);
+  if (!(COMMANDS as readonly string[]).includes(command)) {
+    throw new CliUsageError(`Unknown command "${command}": use ${COMMANDS.join(', ')}. Run duraflow --help.`);
   }
-  return { ...parsed, command };
+  return { ...parsed, command: command as CliArguments['command'] };
 }
 
 function splitOnce(argument: string): [string, string] {

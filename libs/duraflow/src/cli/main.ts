@@ -1,14 +1,16 @@
 #!/usr/bin/env node
 /**
- * The `duraflow` command of the package: `npx duraflow migrate` and `npx duraflow status`.
+ * The `duraflow` command of the package: `npx duraflow migrate`, `status`, `replay-check` and `export-runs`.
  * Every failure is one line on stderr and a non-zero exit (2 for a wrong command line or URL,
  * 1 for a server that cannot be reached or a command that failed), never a stack trace.
  */
 import { DuraflowError } from '../errors/duraflow.error';
+import { ReplayCheckInputError } from '../errors/deploy.errors';
 import { parseCliArguments, USAGE } from './cli-arguments';
 import { CliUsageError, InvalidDatabaseUrlError } from './cli.errors';
 import { databaseUrlOf } from './database-connection';
 import { migrateCommand } from './migrate.command';
+import { exportRunsCommand, replayCheckCommand } from './replay-check.command';
 import { statusCommand } from './status.command';
 
 export async function runCli(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
@@ -19,9 +21,20 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv = process.en
       print(USAGE);
       return 0;
     }
+    const query = {
+      includeFinished: args.includeFinished,
+      workflowNames: args.workflow ? [args.workflow] : undefined,
+      limit: limitOf(args.limit),
+    };
+    if (args.command === 'replay-check') {
+      const url = args.from ? undefined : databaseUrlOf(args.url, env);
+      return await replayCheckCommand({ module: args.module, url, from: args.from, json: args.json, query }, print);
+    }
     const url = databaseUrlOf(args.url, env);
     if (args.command === 'migrate') {
       await migrateCommand(url, print);
+    } else if (args.command === 'export-runs') {
+      await exportRunsCommand(url, args.out, query, print);
     } else {
       const redis = args.redis ?? (env.REDIS_URL || undefined);
       await statusCommand({ url, redis, leaderKey: args.leaderKey, json: args.json }, print);
@@ -31,8 +44,15 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv = process.en
     const command = argv.find((argument) => !argument.startsWith('-')) ?? '';
     const message = error instanceof DuraflowError ? error.message : `${command || 'duraflow'} failed: ${oneLine(error)}`;
     process.stderr.write(`duraflow: ${message}\n`);
-    return error instanceof CliUsageError || error instanceof InvalidDatabaseUrlError ? 2 : 1;
+    return error instanceof CliUsageError || error instanceof InvalidDatabaseUrlError || error instanceof ReplayCheckInputError ? 2 : 1;
   }
+}
+
+function limitOf(limit: string | undefined): number | undefined {
+  if (limit === undefined) return undefined;
+  const value = Number(limit);
+  if (!Number.isSafeInteger(value) || value < 1) throw new CliUsageError(`--limit must be a whole number from 1, got "${limit}".`);
+  return value;
 }
 
 function oneLine(error: unknown): string {

@@ -1,5 +1,6 @@
 import { TaskStatus } from '../interfaces/task-status';
 import { REAPER_LEADER_KEY } from '../duraflow.constants';
+import { DeployStatus, readDeployStatus } from '../persistence/sql/read-deploy-status';
 import { QueueStatus, readQueueStatus } from '../persistence/sql/read-queue-status';
 import { SchemaMissingError } from './cli.errors';
 import { connectDatabase, describeDatabase } from './database-connection';
@@ -13,7 +14,7 @@ export interface StatusCommandOptions {
   json: boolean;
 }
 
-export interface StatusReport extends QueueStatus {
+export interface StatusReport extends QueueStatus, DeployStatus {
   database: string;
   leader:
     | { via: 'redis'; key: string; workerId: string | null; expiresInMs: number | null }
@@ -25,16 +26,16 @@ export async function statusCommand(options: StatusCommandOptions, print: (line:
   const key = options.leaderKey ?? REAPER_LEADER_KEY;
   const client = await connectDatabase(options.url);
   let queue: QueueStatus;
+  let deploy: DeployStatus;
   try {
-    queue = await readQueueStatus(
-      {
-        query: async (text, values) => {
-          const result = await client.query(text, values);
-          return { rows: result.rows, rowCount: result.rowCount ?? 0 };
-        },
+    const executor = {
+      query: async (text: string, values?: unknown[]) => {
+        const result = await client.query(text, values);
+        return { rows: result.rows, rowCount: result.rowCount ?? 0 };
       },
-      key,
-    );
+    };
+    queue = await readQueueStatus(executor, key);
+    deploy = await readDeployStatus(executor);
   } catch (error) {
     if ((error as { code?: unknown }).code === '42P01') {
       throw new SchemaMissingError(`${describeDatabase(options.url)} has no Duraflow tables: run \`duraflow migrate\` first.`);
@@ -47,6 +48,7 @@ export async function statusCommand(options: StatusCommandOptions, print: (line:
   const report: StatusReport = {
     database: describeDatabase(options.url),
     ...queue,
+    ...deploy,
     leader: redisLeader ? { via: 'redis', key, ...redisLeader } : { via: 'postgres', key, session: queue.postgresLeader },
   };
   if (options.json) print(JSON.stringify(report, null, 2));
@@ -77,6 +79,7 @@ export function formatStatus(report: StatusReport): string[] {
     lines.push('Tasks: none');
   }
   lines.push('');
+  lines.push(...formatDeployStatus(report));
   const oldest = report.oldestPending;
   lines.push(
     oldest
@@ -91,6 +94,30 @@ export function formatStatus(report: StatusReport): string[] {
       : 'Dead letters: none',
   );
   lines.push(formatLeader(report.leader));
+  return lines;
+}
+
+/** Unfinished tasks per workflow version, and the patches unfinished tasks recorded as false. */
+function formatDeployStatus(report: DeployStatus): string[] {
+  const lines: string[] = [];
+  if (report.unfinishedByVersion.length) {
+    lines.push('Unfinished tasks by workflow version:');
+    for (const { workflowName, version, pending, running, held } of report.unfinishedByVersion) {
+      lines.push(
+        `  ${workflowName} v${version}: ${pending} pending, ${running} running${held ? `, ${held} held (determinism guard)` : ''}`,
+      );
+    }
+  } else {
+    lines.push('Unfinished tasks by workflow version: none');
+  }
+  lines.push(
+    report.patchesRecordedFalse.length
+      ? `Patches unfinished tasks recorded as false (keep their old branch): ${report.patchesRecordedFalse
+          .map(({ workflowName, patchId, unfinishedTasks }) => `${workflowName} "${patchId}": ${unfinishedTasks}`)
+          .join(', ')}`
+      : 'Patches unfinished tasks recorded as false: none',
+  );
+  lines.push('');
   return lines;
 }
 

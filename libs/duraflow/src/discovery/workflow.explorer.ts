@@ -47,7 +47,7 @@ export class WorkflowExplorer implements OnModuleInit {
     for (const definition of this.options.workflows) {
       this.registry.register(this.describeFunctional(definition));
     }
-    this.logger.log(`Registered workflows: ${this.registry.names().join(', ') || 'none'}`);
+    this.logger.log(`Registered workflows: ${this.registry.describe().join(', ') || 'none'}`);
   }
 
   private describeClass(wrapper: InstanceWrapper, metatype: Type, name: string, options: WorkflowOptions): RegisteredWorkflow {
@@ -60,7 +60,7 @@ export class WorkflowExplorer implements OnModuleInit {
     if (typeof instance?.run !== 'function') {
       throw new InvalidWorkflowDefinitionError(name, `${source} has no run(ctx) method: add one; it is the workflow's entry point.`);
     }
-    const { step, compensation, input } = this.resolveWorkflowOptions(name, source, options);
+    const { step, compensation, input, version } = this.resolveWorkflowOptions(name, source, options);
 
     const prototype = Object.getPrototypeOf(instance);
     const steps = new Map<string, string>();
@@ -98,6 +98,7 @@ export class WorkflowExplorer implements OnModuleInit {
     const run = instance.run as (ctx: WorkflowContext) => unknown;
     return {
       name,
+      ...version,
       source,
       run: async (ctx) => run.call(instance, ctx),
       ...input,
@@ -120,7 +121,7 @@ export class WorkflowExplorer implements OnModuleInit {
     if (typeof definition.run !== 'function') {
       throw new InvalidWorkflowDefinitionError(name, `the second argument of workflow("${name}", fn) must be a function.`);
     }
-    const { step, compensation, input } = this.resolveWorkflowOptions(name, source, options);
+    const { step, compensation, input, version } = this.resolveWorkflowOptions(name, source, options);
     const compensations = new Map<string, RegisteredCompensation>();
     for (const [stepKey, fn] of Object.entries(options.compensations ?? {})) {
       this.checkStepKey(name, stepKey, `${source} compensations`);
@@ -131,6 +132,7 @@ export class WorkflowExplorer implements OnModuleInit {
     }
     return {
       name,
+      ...version,
       source,
       run: async (ctx) => definition.run(ctx),
       ...input,
@@ -147,6 +149,12 @@ export class WorkflowExplorer implements OnModuleInit {
     if (options.maxRetries !== undefined && (!Number.isSafeInteger(options.maxRetries) || options.maxRetries < 0)) {
       throw new InvalidWorkflowDefinitionError(name, `${source}: "maxRetries" must be an integer >= 0.`);
     }
+    if (
+      options.version !== undefined &&
+      (!Number.isSafeInteger(options.version) || options.version < 1 || options.version > 2_147_483_647)
+    ) {
+      throw new InvalidWorkflowDefinitionError(name, `${source}: "version" must be an integer from 1 to 2147483647.`);
+    }
     const unknownInputProperties = options.unknownInputProperties ?? this.options.unknownInputProperties;
     if (!UNKNOWN_INPUT_PROPERTIES.includes(unknownInputProperties)) {
       throw new InvalidWorkflowDefinitionError(name, `${source}: "unknownInputProperties" must be 'strip' or 'reject'.`);
@@ -157,6 +165,7 @@ export class WorkflowExplorer implements OnModuleInit {
       step: this.resolveStepOptionsOf(name, options.step, this.options.step, `${source} step`),
       compensation: this.resolveStepOptionsOf(name, options.compensation, this.options.compensation, `${source} compensation`),
       input: { inputType: options.input as Type<object> | undefined, unknownInputProperties },
+      version: { version: options.version ?? 1, declaredVersion: options.version },
     };
   }
 

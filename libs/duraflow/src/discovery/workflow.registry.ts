@@ -1,6 +1,6 @@
 import { Injectable, Type } from '@nestjs/common';
 import { ResolvedStepOptions } from '../duraflow.options';
-import { DuplicateWorkflowError, UnknownWorkflowError } from '../errors';
+import { DuplicateWorkflowError, UnknownWorkflowError, UnknownWorkflowVersionError } from '../errors';
 import { CompensationFn } from '../interfaces/workflow-definition';
 import { WorkflowContext } from '../interfaces/workflow-context';
 import { UnknownInputProperties } from '../validation/dto-input';
@@ -16,6 +16,13 @@ export interface RegisteredCompensation {
 /** A workflow as the engine runs it, whichever way it was defined. */
 export interface RegisteredWorkflow {
   name: string;
+  /**
+   * Its version: `version` of its definition, 1 when it declares none. Tasks keep the version
+   * they started on (`agent_tasks.workflow_version`, NULL for an undeclared one, read as 1).
+   */
+  version: number;
+  /** The version as declared, what a submit stores: undefined for a workflow that declares none. */
+  declaredVersion?: number;
   /** Where it was defined, for error messages: `class BookingWorkflow` or `workflow("payment")`. */
   source: string;
   run: (ctx: WorkflowContext) => Promise<unknown>;
@@ -28,21 +35,41 @@ export interface RegisteredWorkflow {
   compensations: Map<string, RegisteredCompensation>;
 }
 
-/** Every workflow this process knows, filled at boot by the explorer. */
+/** The (name, versions) pairs a worker claims: only tasks of a version it registers. */
+export interface ClaimableWorkflow {
+  name: string;
+  versions: number[];
+}
+
+/**
+ * Every workflow this process knows, filled at boot by the explorer, keyed by name and version:
+ * a process may register several versions of one workflow side by side (a class per version),
+ * so runs started on an old version finish on its code while new runs start on the newest.
+ */
 @Injectable()
 export class WorkflowRegistry {
-  private readonly workflows = new Map<string, RegisteredWorkflow>();
+  /** name -> version -> workflow, versions in ascending order. */
+  private readonly workflows = new Map<string, Map<number, RegisteredWorkflow>>();
 
   register(workflow: RegisteredWorkflow): void {
-    const existing = this.workflows.get(workflow.name);
-    if (existing) throw new DuplicateWorkflowError(workflow.name, existing.source, workflow.source);
-    this.workflows.set(workflow.name, workflow);
+    const versions = this.workflows.get(workflow.name) ?? new Map<number, RegisteredWorkflow>();
+    const existing = versions.get(workflow.version);
+    if (existing) throw new DuplicateWorkflowError(workflow.name, existing.source, workflow.source, workflow.version);
+    versions.set(workflow.version, workflow);
+    this.workflows.set(workflow.name, new Map([...versions].sort(([a], [b]) => a - b)));
   }
 
-  /** @throws UnknownWorkflowError */
-  get(name: string): RegisteredWorkflow {
-    const workflow = this.workflows.get(name);
-    if (!workflow) throw new UnknownWorkflowError(name, this.names());
+  /**
+   * The workflow `name` at `version` (a task's `workflow_version`: null is version 1), or its
+   * newest registered version when `version` is undefined.
+   * @throws UnknownWorkflowError, UnknownWorkflowVersionError
+   */
+  get(name: string, version?: number | null): RegisteredWorkflow {
+    const versions = this.workflows.get(name);
+    if (!versions) throw new UnknownWorkflowError(name, this.names());
+    if (version === undefined) return [...versions.values()].at(-1)!;
+    const workflow = versions.get(version ?? 1);
+    if (!workflow) throw new UnknownWorkflowVersionError(name, version, [...versions.keys()]);
     return workflow;
   }
 
@@ -50,14 +77,43 @@ export class WorkflowRegistry {
     return [...this.workflows.keys()];
   }
 
+  /** The versions of `name` this process registers, ascending (empty when none). */
+  versions(name: string): number[] {
+    return [...(this.workflows.get(name)?.keys() ?? [])];
+  }
+
+  /** What the worker claims: every registered name with its versions. */
+  claimable(): ClaimableWorkflow[] {
+    return [...this.workflows].map(([name, versions]) => ({ name, versions: [...versions.keys()] }));
+  }
+
+  /** `name@2` for each registered version (just `name` for a workflow registered once, at version 1), for logs. */
+  describe(): string[] {
+    return this.claimable().flatMap(({ name, versions }) =>
+      versions.length === 1 && versions[0] === 1 ? [name] : versions.map((version) => `${name}@${version}`),
+    );
+  }
+
   /**
-   * The compensation a step's `step_runs.compensation_fn` names, in this process: only the one
-   * the task's own workflow registers for that very step, and only under the name stored. A
-   * name that points anywhere else (another workflow's undo, another step's) resolves to
-   * nothing, so a row edited in the table cannot make a rollback run an unrelated undo.
+   * The compensation a step's `step_runs.compensation_fn` names, in this process: only one the
+   * task's own workflow registers for that very step (at the task's version when given, else at
+   * any version, newest first), and only under the name stored. A name that points anywhere else
+   * (another workflow's undo, another step's) resolves to nothing, so a row edited in the table
+   * cannot make a rollback run an unrelated undo.
    */
-  resolveCompensation(workflowName: string, stepKey: string, compensationFn: string): RegisteredCompensation | undefined {
-    const compensation = this.workflows.get(workflowName)?.compensations.get(stepKey);
-    return compensation?.name === compensationFn ? compensation : undefined;
+  resolveCompensation(
+    workflowName: string,
+    stepKey: string,
+    compensationFn: string,
+    version?: number | null,
+  ): RegisteredCompensation | undefined {
+    const versions = this.workflows.get(workflowName);
+    if (!versions) return undefined;
+    const candidates = version === undefined ? [...versions.values()].reverse() : [versions.get(version ?? 1)];
+    for (const workflow of candidates) {
+      const compensation = workflow?.compensations.get(stepKey);
+      if (compensation?.name === compensationFn) return compensation;
+    }
+    return undefined;
   }
 }

@@ -90,6 +90,22 @@ export class AgentTask {
    */
   @Column({ name: 'trace_context', type: 'jsonb', nullable: true, select: false })
   traceContext?: Record<string, string> | null;
+
+  /**
+   * Engine column: the version of its workflow the task started on (`@Workflow(name, { version })`);
+   * null when the workflow declared none, which is version 1. Only a worker that registers this
+   * version claims the task.
+   */
+  @Column({ name: 'workflow_version', type: 'integer', nullable: true })
+  workflowVersion: number | null;
+
+  /**
+   * Engine column: set while the determinism guard holds the task (its code took another path
+   * than the one recorded; `error` holds the NonDeterminismError). It stays `pending` and is not
+   * claimed until `workflows.resume(id)`.
+   */
+  @Column({ name: 'held_at', type: 'timestamptz', nullable: true })
+  heldAt: Date | null;
 }
 
 export type RollbackReason = 'failed' | 'cancelled';
@@ -105,4 +121,8 @@ export interface TaskError {
   code?: string;
   /** Attempts made of the failing step. */
   attempts?: number;
+  /** A held task's NonDeterminismError (`code: 'NON_DETERMINISM'`): the recorded step the code had not asked for. */
+  recordedStep?: string;
+  /** …and the step it asked for instead (null: it returned). */
+  requestedStep?: string | null;
 }

@@ -7,10 +7,12 @@ export class DuplicateWorkflowError extends DuraflowError {
     readonly workflowName: string,
     first: string,
     second: string,
+    readonly version = 1,
   ) {
     super(
-      `Workflow "${workflowName}" is defined twice (${first} and ${second}). ` +
-        `Workflow names must be unique in the application: rename one of them.`,
+      `Workflow "${workflowName}"${version === 1 ? '' : ` version ${version}`} is defined twice (${first} and ${second}). ` +
+        `A workflow name (and version) must be unique in the application: rename one of them, or give each its own { version } ` +
+        `(a workflow that declares no version is version 1).`,
     );
   }
 }

@@ -18,6 +18,8 @@ import { sleep } from '../util/sleep';
 import { observeStepAttempt } from '../observability/run-observer';
 import { runAttempt } from './attempt';
 import { CheckpointBatcher } from './checkpoint-batcher';
+import { DeterminismGuard } from './determinism-guard';
+import { RunPatches } from './run-patches';
 import { RunScope, runScopeStorage } from './run-scope';
 
 /** The step that failed for good, so the task's error can name it. */
@@ -59,6 +61,10 @@ export class MemoizedStepRunner implements StepRunner {
   /** Some completed step of this task has a compensation that has not run: a failure rolls back. */
   hasCompensableSteps: boolean;
   readonly scope: RunScope = { runStep: (key, fn, options) => this.runStep(key, fn, options) };
+  /** The run's path against the one it recorded (execution/determinism-guard.ts). */
+  readonly guard: DeterminismGuard;
+  /** `ctx.patched(id)`, answered and recorded (execution/run-patches.ts). */
+  readonly patches: RunPatches;
 
   constructor({ workflow, lease, memos, checkpoints, outputLimits }: StepRunnerOptions) {
     this.workflow = workflow;
@@ -68,6 +74,8 @@ export class MemoizedStepRunner implements StepRunner {
     this.outputLimits = outputLimits;
     this.hasCompensableSteps = [...memos.values()].some((memo) => memo.compensable);
     this.nextCompletionSeq = Math.max(0, ...[...memos.values()].map((memo) => memo.completionSeq ?? 0)) + 1;
+    this.guard = new DeterminismGuard(lease.taskId, workflow.name, memos);
+    this.patches = new RunPatches(memos, this.guard, (key, patched) => this.recordPatchMarker(key, patched));
   }
 
   run<T>(key: string, fn: (step: StepContext) => T | Promise<T>, options?: StepOptions): Promise<T> {
@@ -82,8 +90,15 @@ export class MemoizedStepRunner implements StepRunner {
   async runStep<T>(key: string, fn: (step: StepContext) => T | Promise<T>, options?: StepOptions): Promise<T> {
     this.enterStep(key, fn);
     const memo = this.memos.get(key);
-    if (memo?.status === 'completed') return (memo.outputUndefined ? undefined : memo.output) as T;
+    if (memo?.status === 'completed') {
+      this.guard.recorded(key);
+      return (memo.outputUndefined ? undefined : memo.output) as T;
+    }
     this.throwIfStopped();
+    // A step never completed starts once the guard admits it and `ctx.patched`'s answers landed.
+    const admitted = this.guard.admit(key);
+    const markers = this.patches.pending;
+    if (admitted || markers) await Promise.all([admitted, markers]);
 
     const resolved = resolveStepOptions(options, this.workflow.step, `step "${key}"`);
     let attempt = memo?.attempt ?? 0;
@@ -160,6 +175,21 @@ export class MemoizedStepRunner implements StepRunner {
     await this.checkpoint(() => this.checkpoints.stepCompleted(completed, run.rowMayExist));
     if (compensationFn) this.hasCompensableSteps = true;
     return (outputJson === undefined ? undefined : JSON.parse(outputJson)) as T;
+  }
+
+  /** `ctx.patched`'s answer as a completed step row with no compensation, fenced like any checkpoint. */
+  private recordPatchMarker(key: string, patched: boolean): Promise<void> {
+    const marker: CompletedStep = {
+      taskId: this.lease.taskId,
+      claimToken: this.lease.claimToken,
+      stepKey: key,
+      outputJson: JSON.stringify(patched),
+      compensationFn: null,
+      attempt: 1,
+      startedAt: new Date(),
+      completionSeq: this.nextCompletionSeq++,
+    };
+    return this.checkpoint(() => this.checkpoints.stepCompleted(marker, false));
   }
 
   /** One attempt, raced against the run's stop and the step's timeout, inside the step's scope. */

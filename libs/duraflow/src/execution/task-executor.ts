@@ -15,12 +15,13 @@ import { describeError } from '../util/describe-error';
 import { outputToJson } from '../util/json';
 import { CheckpointBatcher } from './checkpoint-batcher';
 import { CompletionBatcher } from './completion-batcher';
+import { RunHold } from './run-hold';
 import { runScopeStorage } from './run-scope';
 import { SagaExecutor } from './saga-executor';
 import { MemoizedStepRunner } from './step-runner';
 
 /** How one execution of a claimed task ended, as far as this worker knows. */
-export type RunOutcome = 'completed' | 'failed' | 'rolled_back' | 'partial_rollback' | 'cancelled' | 'stopped' | 'unrecorded';
+export type RunOutcome = 'completed' | 'failed' | 'rolled_back' | 'partial_rollback' | 'cancelled' | 'stopped' | 'unrecorded' | 'held';
 
 /** The slot a run holds in its worker while its code runs. */
 export interface RunSlot {
@@ -48,11 +49,12 @@ export class TaskExecutor {
     private readonly saga: SagaExecutor,
     private readonly completions: CompletionBatcher,
     private readonly checkpoints: CheckpointBatcher,
+    private readonly hold: RunHold,
   ) {}
 
   async execute({ task, fresh }: ClaimedTask, lease: TaskLease, slot: RunSlot): Promise<RunOutcome> {
     if (task.rollbackReason) return this.saga.rollback(task, lease, task.rollbackReason);
-    const workflow = this.registry.get(task.workflowName);
+    const workflow = this.registry.get(task.workflowName, task.workflowVersion);
     const memos = fresh ? new Map<string, StepMemo>() : await lease.retry(() => this.steps.loadStepMemos(task.id));
     const outputLimits = { maxBytes: this.options.maxOutputBytes, maxDepth: this.options.maxJsonDepth };
     const runner = new MemoizedStepRunner({ workflow, lease, memos, checkpoints: this.checkpoints, outputLimits });
@@ -63,6 +65,8 @@ export class TaskExecutor {
       step: { run: (key, fn, options) => runner.run(key, fn, options) },
       attempt: (task.retryCount ?? 0) + 1,
       signal: lease.signal,
+      patched: (patchId) => runner.patches.patched(patchId),
+      deprecatePatch: (patchId) => runner.patches.deprecatePatch(patchId),
     };
 
     let output: unknown;
@@ -72,9 +76,12 @@ export class TaskExecutor {
       runner.close();
       if (lease.stoppedBecause) return 'stopped';
       if (runner.persistenceFailure) return 'unrecorded';
+      if (runner.guard.diverged) return this.hold.hold(task, lease, slot, runner.guard.diverged);
       return this.fail(task, lease, slot, runner, this.taskError(error, runner));
     }
     runner.close();
+    const diverged = runner.guard.finish();
+    if (diverged) return this.hold.hold(task, lease, slot, diverged);
 
     let outputJson: string | undefined;
     try {

@@ -40,6 +40,9 @@ const STATUS_BY_CODE: Readonly<Record<string, DuraflowErrorStatus>> = {
   OUTPUT_TOO_LARGE: BAD_INPUT,
   INPUT_TOO_LARGE: status(HttpStatus.PAYLOAD_TOO_LARGE, GrpcStatusCode.INVALID_ARGUMENT),
   UNKNOWN_WORKFLOW: NOT_FOUND,
+  UNKNOWN_WORKFLOW_VERSION: NOT_FOUND,
+  // resume of a task the determinism guard does not hold.
+  TASK_NOT_HELD: CONFLICT,
   TASK_NOT_FOUND: NOT_FOUND,
   DEAD_LETTER_NOT_FOUND: NOT_FOUND,
   TASK_ALREADY_FINISHED: CONFLICT,

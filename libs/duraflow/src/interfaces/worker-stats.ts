@@ -20,6 +20,8 @@ export interface WorkerStats {
   stopped: number;
   /** Runs whose outcome could not be written (the database was unreachable). */
   unrecorded: number;
+  /** Runs the determinism guard held: their code took another path than the one they recorded. */
+  held: number;
   /** The LISTEN connection is up (otherwise only polling wakes the worker). */
   listening: boolean;
   backpressure: BackpressureStats;

@@ -40,4 +40,16 @@ export interface WorkflowContext<TInput = any> {
   readonly attempt: number;
   /** Aborted when the task is cancelled or this worker loses it. */
   readonly signal: AbortSignal;
+  /**
+   * For changing a workflow's code in place: true for a run that reaches this point for the first
+   * time on code that has the patch, false for a run that was already past it before the patch
+   * existed. The answer is recorded (step_runs row `patch:<id>`) and never changes for the run.
+   * `if (ctx.patched('send-sms')) await ctx.step.run('sms', …)`.
+   */
+  patched(patchId: string): boolean;
+  /**
+   * Retires a patch whose old branch was removed: a run that recorded `patched(patchId)` as false
+   * needed that branch, so the determinism guard holds it (NonDeterminismError); others go on.
+   */
+  deprecatePatch(patchId: string): void;
 }

@@ -34,6 +34,12 @@ export interface WorkflowOptions {
   step?: StepOptions;
   /** Default options (timeout, retries, backoff) of this workflow's compensations. */
   compensation?: StepOptions;
+  /**
+   * The version of this definition, an integer from 1: tasks keep the version they started on
+   * and only a worker that registers it claims them, so several versions (a class or definition
+   * each) may be registered side by side while old runs finish. Default: none, which is version 1.
+   */
+  version?: number;
 }
 
 export interface FunctionalWorkflowOptions extends WorkflowOptions {

@@ -2,6 +2,7 @@ import { SeedSchema1700000000000 } from './1700000000000-SeedSchema';
 import { EngineColumns1700000000001 } from './1700000000001-EngineColumns';
 import { SagaColumns1700000000002 } from './1700000000002-SagaColumns';
 import { TraceContext1700000000300 } from './1700000000300-TraceContext';
+import { SafeDeploys1700000000500 } from './1700000000500-SafeDeploys';
 
 /** Every Duraflow migration, in order: pass to a TypeORM DataSource's `migrations`. */
 export const DURAFLOW_MIGRATIONS = [
@@ -9,4 +10,5 @@ export const DURAFLOW_MIGRATIONS = [
   EngineColumns1700000000001,
   SagaColumns1700000000002,
   TraceContext1700000000300,
+  SafeDeploys1700000000500,
 ];

@@ -5,7 +5,8 @@ import { TaskStatus } from '../interfaces/task-status';
 import { KeysetPosition, keysetPageSql, olderThan, StoredPage } from './cursor';
 import { DuraflowDatabase, SqlExecutor } from './duraflow-database';
 import { ownedBy, ownedTaskRows } from './fencing';
-import { countLiteral, textLiteral, varcharArrayLiteral } from './literals';
+import { ClaimableWorkflows, claimableCondition } from './claimable-workflows';
+import { countLiteral, textLiteral } from './literals';
 import { TASK_COLUMNS, TASK_COLUMNS_OF_T, toAgentTask } from './row-mappers';
 import { cancelTask } from './sql/cancel-task';
 import { finishRollback } from './sql/finish-rollback';
@@ -22,6 +23,8 @@ export interface NewTask {
   idempotencyKey: string | null;
   /** The submitter's W3C trace context as JSON (OpenTelemetry), or null. */
   traceContextJson?: string | null;
+  /** The workflow's declared version; null for a workflow that declares none (version 1). */
+  workflowVersion: number | null;
 }
 
 /** A task this worker claimed, with the fencing token every later write must carry. */
@@ -116,12 +119,13 @@ export class TaskStore {
       task.maxRetries,
       task.idempotencyKey,
       task.traceContextJson ?? null,
+      task.workflowVersion,
     ];
     for (let attempt = 0; attempt < 3; attempt++) {
       const inserted = await executor.query(
         `WITH inserted AS (
-           INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, idempotency_key, trace_context)
-           VALUES ($1, $2::jsonb, $3, $4, $5, $6, $7::jsonb)
+           INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, idempotency_key, trace_context, workflow_version)
+           VALUES ($1, $2::jsonb, $3, $4, $5, $6, $7::jsonb, $8)
            ON CONFLICT (workflow_name, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
            RETURNING ${TASK_COLUMNS}
          )
@@ -158,18 +162,27 @@ export class TaskStore {
       scheduledAt: Date | null;
       maxRetries: number;
       traceContextJson?: string | null;
+      workflowVersion: number | null;
     },
   ): Promise<AgentTask[]> {
     const { rows } = await executor.query(
       `WITH inserted AS (
-         INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, trace_context)
-         SELECT $1, input, $3, $4, $5, $6::jsonb FROM unnest($2::jsonb[]) WITH ORDINALITY AS i(input, n) ORDER BY n
+         INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, trace_context, workflow_version)
+         SELECT $1, input, $3, $4, $5, $6::jsonb, $7 FROM unnest($2::jsonb[]) WITH ORDINALITY AS i(input, n) ORDER BY n
          RETURNING ${TASK_COLUMNS}
        ), notified AS (
          SELECT pg_notify('${TASK_SUBMITTED_CHANNEL}', $1) WHERE $4::timestamptz IS NULL OR $4::timestamptz <= now()
        )
        SELECT inserted.* FROM inserted, (SELECT count(*) FROM notified) AS sent`,
-      [batch.workflowName, batch.inputsJson, batch.priority, batch.scheduledAt, batch.maxRetries, batch.traceContextJson ?? null],
+      [
+        batch.workflowName,
+        batch.inputsJson,
+        batch.priority,
+        batch.scheduledAt,
+        batch.maxRetries,
+        batch.traceContextJson ?? null,
+        batch.workflowVersion,
+      ],
       'duraflow_insert_tasks',
     );
     return rows.map(toAgentTask);
@@ -208,14 +221,15 @@ export class TaskStore {
   }
 
   /**
-   * Claims up to `limit` runnable tasks in priority order. SKIP LOCKED lets concurrent
-   * claimers pass each other's rows. Each claim gets a new fencing token.
+   * Claims up to `limit` runnable tasks in priority order, of the (workflow, version) pairs given
+   * and not held (claimable-workflows.ts). SKIP LOCKED lets concurrent claimers pass each other's
+   * rows. Each claim gets a new fencing token.
    *
    * The plan is an ordered walk of idx_agent_tasks_claim whatever the statistics say
    * (CLAIM_SETTINGS), sent with its settings in one round trip: the simple query protocol
    * carries no parameters, so the values are written in as literals.
    */
-  async claimTasks(workerId: string, workflowNames: string[], limit: number): Promise<ClaimedTask[]> {
+  async claimTasks(workerId: string, workflows: ClaimableWorkflows, limit: number): Promise<ClaimedTask[]> {
     const { rows } = await this.db.query(
       `/* duraflow_claim_tasks */ ${CLAIM_SETTINGS};
        UPDATE agent_tasks t
@@ -225,7 +239,7 @@ export class TaskStore {
          SELECT id, started_at IS NULL AS fresh FROM agent_tasks
          WHERE status = 'pending' AND deleted_at IS NULL
            AND (scheduled_at IS NULL OR scheduled_at <= now())
-           AND workflow_name = ANY(${varcharArrayLiteral(workflowNames)})
+           AND ${claimableCondition(workflows)}
          ORDER BY priority DESC, created_at, id
          LIMIT ${countLiteral(limit)}
          FOR UPDATE SKIP LOCKED

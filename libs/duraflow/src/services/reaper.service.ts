@@ -2,6 +2,7 @@ import { Inject, Injectable, OnApplicationBootstrap, OnApplicationShutdown } fro
 import { ReaperLoop } from '../background/reaper-loop';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
+import { isReplayBoot } from '../replay/replay-boot';
 import { ReapResult } from '../interfaces/reap-result';
 
 export { REAPER_INTERVAL_NAME } from '../duraflow.constants';
@@ -31,7 +32,8 @@ export class ReaperService implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   onApplicationBootstrap(): void {
-    if (this.options.reaper.enabled) this.start();
+    // The replay check boots the host's module to read its workflows: it must never claim or reap.
+    if (this.options.reaper.enabled && !isReplayBoot()) this.start();
   }
 
   async onApplicationShutdown(): Promise<void> {

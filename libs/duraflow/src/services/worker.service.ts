@@ -2,6 +2,7 @@ import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap }
 import { WorkerLoop } from '../background/worker-loop';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
+import { isReplayBoot } from '../replay/replay-boot';
 import { WorkerStats } from '../interfaces/worker-stats';
 
 export type { BackpressureStats, WorkerState, WorkerStats } from '../interfaces/worker-stats';
@@ -26,7 +27,8 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
   }
 
   onApplicationBootstrap(): Promise<void> | void {
-    if (this.options.worker.enabled) return this.start();
+    // The replay check boots the host's module to read its workflows: it must never claim or reap.
+    if (this.options.worker.enabled && !isReplayBoot()) return this.start();
   }
 
   beforeApplicationShutdown(): Promise<void> {

@@ -12,6 +12,7 @@ import {
   InvalidWorkflowNameError,
   TaskAlreadyFinishedError,
   TaskNotFoundError,
+  TaskNotHeldError,
   WaitForTimeoutError,
 } from '../errors';
 import { SagaExecutor } from '../execution/saga-executor';
@@ -22,6 +23,7 @@ import { TaskNotifications } from '../notifications/task-notifications';
 import { RunObserver } from '../observability/run-observer';
 import { decodeCursor, keysetPage, listLimit } from '../persistence/cursor';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
+import { resumeHeldTask } from '../persistence/sql/hold-task';
 import { readTaskProgress } from '../persistence/sql/read-task-progress';
 import { StepStore } from '../persistence/step.store';
 import { TaskStore } from '../persistence/task.store';
@@ -33,6 +35,7 @@ import {
   checkWaitOptions,
   createdRange,
 } from '../validation/call-options';
+import { checkVersionOption } from '../validation/version-option';
 
 export interface SubmitOptions {
   /** Higher runs first. Default 0. */
@@ -48,6 +51,11 @@ export interface SubmitOptions {
   idempotencyKey?: string;
   /** Create the task in the caller's transaction: it exists (and is claimable) only if that commits. */
   manager?: EntityManager;
+  /**
+   * The workflow version to start (one this process registers); default: the newest registered.
+   * An unknown version throws UnknownWorkflowVersionError and writes nothing.
+   */
+  version?: number;
 }
 
 /** What `submitWithResult` resolves with. */
@@ -130,7 +138,7 @@ export class WorkflowService {
     manager?: EntityManager,
   ): Promise<SubmitResult> {
     if (typeof name !== 'string' || !WORKFLOW_NAME_PATTERN.test(name)) throw new InvalidWorkflowNameError(name);
-    const workflow = this.registry.get(name);
+    const workflow = this.registry.get(name, checkVersionOption(options?.version));
     const opts = checkSubmitOptions(options ?? {});
     const inputJson = await checkSubmitInput(workflow, input, this.options);
 
@@ -142,6 +150,7 @@ export class WorkflowService {
       maxRetries: opts.maxRetries ?? workflow.maxRetries ?? this.options.maxRetries,
       idempotencyKey: opts.idempotencyKey,
       traceContextJson: this.observer.captureTraceContext(), // the run continues the caller's trace
+      workflowVersion: workflow.declaredVersion ?? null,
     });
     if (!sameInput) throw new IdempotencyKeyConflictError(name, opts.idempotencyKey!, task.id);
     return { task, created };
@@ -159,7 +168,7 @@ export class WorkflowService {
     options: Omit<SubmitOptions, 'idempotencyKey'> = {},
   ): Promise<AgentTask[]> {
     if (typeof name !== 'string' || !WORKFLOW_NAME_PATTERN.test(name)) throw new InvalidWorkflowNameError(name);
-    const workflow = this.registry.get(name);
+    const workflow = this.registry.get(name, checkVersionOption(options?.version));
     const opts = checkSubmitManyOptions(inputs, options ?? {});
     const inputsJson: string[] = [];
     for (const [index, input] of inputs.entries()) inputsJson.push(await checkSubmitInput(workflow, input, this.options, index));
@@ -171,6 +180,7 @@ export class WorkflowService {
       scheduledAt: opts.scheduledAt,
       maxRetries: opts.maxRetries ?? workflow.maxRetries ?? this.options.maxRetries,
       traceContextJson: this.observer.captureTraceContext(),
+      workflowVersion: workflow.declaredVersion ?? null,
     });
   }
 
@@ -264,6 +274,22 @@ export class WorkflowService {
     if (!previousStatus) throw new TaskNotFoundError(id);
     if (!task) throw new TaskAlreadyFinishedError(id, previousStatus);
     return task;
+  }
+
+  /**
+   * Runs a task the determinism guard holds again, on the code deployed now: clears the hold and
+   * its NonDeterminismError and wakes the workers. Call it once a deploy that takes the run's
+   * recorded path is out (if the code still diverges, the guard holds the task again).
+   *
+   * @throws TaskNotFoundError, TaskNotHeldError
+   */
+  async resume(id: string): Promise<AgentTask> {
+    if (typeof id !== 'string' || !UUID_PATTERN.test(id)) throw new TaskNotFoundError(String(id));
+    const resumed = await resumeHeldTask(this.db, id);
+    if (resumed) return resumed;
+    const task = await this.tasks.findTask(id);
+    if (!task) throw new TaskNotFoundError(id);
+    throw new TaskNotHeldError(id, task.status);
   }
 
   private async cancelAndCompensate(id: string): Promise<AgentTask> {

@@ -76,15 +76,17 @@ ${compensationsSection(steps, deadLetters)}
 ${deadLettersSection(context, task, steps, deadLetters)}`;
 }
 
-/** The task's facts, in order; the workflow version joins them when versioned workflows land. */
+/** The task's facts, in order. */
 function taskFacts(task: AgentTask, steps: StepSummary[], deadLetters: DeadLetter[], now: Date): Array<[string, HtmlValue]> {
   const completed = steps.filter((step) => step.status === 'completed').length;
   const compensated = steps.filter((step) => step.compensatedAt).length;
   return [
-    ['Workflow', html`<code>${task.workflowName}</code>`],
+    ['Workflow', html`<code>${task.workflowName}</code> <span class="muted">v${task.workflowVersion ?? 1}</span>`],
     [
       'Status',
-      html`${statusBadge(task.status)}${task.rollbackReason && html` <span class="muted">(rollback: ${task.rollbackReason})</span>`}`,
+      html`${statusBadge(task.status)}${task.rollbackReason && html` <span class="muted">(rollback: ${task.rollbackReason})</span>`}${
+        task.heldAt && html` <span class="muted">(held by the determinism guard: resume it after a fixed deploy)</span>`
+      }`,
     ],
     ['Progress', `${completed} of ${steps.length} steps completed · ${compensated} compensated · ${deadLetters.length} dead letters`],
     ['Created', timeElement(task.createdAt)],

@@ -1,0 +1,43 @@
+import { TASK_SUBMITTED_CHANNEL } from '../../duraflow.constants';
+import { AgentTask } from '../../entities/agent-task.entity';
+import { SqlExecutor } from '../duraflow-database';
+import { ownedBy } from '../fencing';
+import { TASK_COLUMNS, toAgentTask } from '../row-mappers';
+
+/**
+ * The determinism guard's hold and its release. A held task is `pending` with `held_at` set
+ * and its NonDeterminismError in `error`: nothing runs it (the claim passes it over), nothing
+ * rolls it back (a deploy bug is not a business failure), and the reaper never sees it (it
+ * only reaps `running` tasks). Cancel works on it as on any pending task.
+ */
+
+/** Fenced on the run's claim: the task goes back to pending, held. False when the claim no longer owns it. */
+export async function holdTask(db: SqlExecutor, id: string, claimToken: string, errorJson: string): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `UPDATE agent_tasks
+     SET status = 'pending', held_at = now(), error = $3::jsonb, worker_id = NULL, claim_token = NULL,
+         heartbeat_at = NULL, updated_at = now()
+     WHERE ${ownedBy('$1', '$2')}`,
+    [id, claimToken, errorJson],
+    'duraflow_hold_task',
+  );
+  return rowCount > 0;
+}
+
+/**
+ * Clears the hold of a held task (its error with it) and wakes the workers: it runs again on
+ * the code deployed now. Null when the task is not held (unknown, finished, or never held).
+ */
+export async function resumeHeldTask(db: SqlExecutor, id: string): Promise<AgentTask | null> {
+  const { rows } = await db.query(
+    `WITH resumed AS (
+       UPDATE agent_tasks SET held_at = NULL, error = NULL, updated_at = now()
+       WHERE id = $1 AND status = 'pending' AND held_at IS NOT NULL
+       RETURNING ${TASK_COLUMNS}
+     )
+     SELECT resumed.*, pg_notify('${TASK_SUBMITTED_CHANNEL}', workflow_name) AS notified FROM resumed`,
+    [id],
+    'duraflow_resume_task',
+  );
+  return rows.length ? toAgentTask(rows[0]) : null;
+}
