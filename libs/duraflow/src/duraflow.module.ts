@@ -24,6 +24,10 @@ import { ReaperService } from './services/reaper.service';
 import { SagaService } from './services/saga.service';
 import { WorkerService } from './services/worker.service';
 import { WorkflowService } from './services/workflow.service';
+import { ScheduleExplorer } from './schedules/schedule.explorer';
+import { ScheduleRegistry } from './schedules/schedule.registry';
+import { ScheduleStore } from './schedules/schedule.store';
+import { ScheduleTicker } from './schedules/schedule-ticker';
 
 /**
  * Durable workflows on the host's PostgreSQL. Needs the host's TypeORM DataSource
@@ -41,6 +45,11 @@ import { WorkflowService } from './services/workflow.service';
     WorkflowMetadataAccessor,
     WorkflowRegistry,
     WorkflowExplorer,
+    // After WorkflowExplorer: Nest runs a module's onModuleInit hooks in this order, and a schedule names a registered workflow.
+    ScheduleRegistry,
+    ScheduleExplorer,
+    ScheduleStore,
+    ScheduleTicker,
     DuraflowDatabase,
     TaskStore,
     StepStore,

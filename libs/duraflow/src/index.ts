@@ -40,3 +40,12 @@ export { DURAFLOW_MIGRATIONS } from './migrations';
 export { runDuraflowMigrations } from './migrations/run-migrations';
 export * from './interfaces/task-summaries';
 export * from './dashboard';
+export {
+  ScheduleCatchUp,
+  ScheduleDefinition,
+  ScheduleInfo,
+  WorkflowScheduleOptions,
+  DEFAULT_MAX_CATCH_UP,
+  MAX_CATCH_UP,
+  SCHEDULE_NAME_PATTERN,
+} from './schedules/schedule-options';

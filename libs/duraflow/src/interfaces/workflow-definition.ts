@@ -1,3 +1,4 @@
+import type { WorkflowScheduleOptions } from '../schedules/schedule-options';
 import type { UnknownInputProperties } from '../validation/dto-input';
 import { StepOptions, WorkflowContext } from './workflow-context';
 
@@ -34,6 +35,8 @@ export interface WorkflowOptions {
   step?: StepOptions;
   /** Default options (timeout, retries, backoff) of this workflow's compensations. */
   compensation?: StepOptions;
+  /** Start a task of this workflow on a cron schedule (named after the workflow): see the README's "Schedules". */
+  schedule?: WorkflowScheduleOptions;
 }
 
 export interface FunctionalWorkflowOptions extends WorkflowOptions {
