@@ -1,0 +1,114 @@
+import { TestingModule } from '@nestjs/testing';
+import { Client } from 'pg';
+import { DuraflowModuleOptions, ScheduleDefinition, workflow } from '@duraflow/nestjs';
+import { useChaosBed } from './fixtures/chaos/chaos-bed';
+import { useTestBed } from './support/test-bed';
+import { eventually, sleep } from './support/waiting';
+import { withWorkerOutputOnFailure, WorkerProcess } from './support/worker-process';
+
+/** Every tick that has a task: its time, its tasks, its tick rows, and whether its tick row names its task. */
+async function ticksOf(client: Client, scheduleName: string) {
+  const { rows } = await client.query<{ tick: string; tasks: number; rows: number; row_names_task: boolean }>(
+    `WITH scheduled AS (
+       SELECT substr(idempotency_key, length($1) + 1, 24) AS tick, id FROM agent_tasks WHERE idempotency_key LIKE $1 || '%'
+     )
+     SELECT tick, count(*)::int AS tasks,
+            (SELECT count(*)::int FROM duraflow_schedule_ticks k WHERE k.schedule_name = $2 AND k.tick_at = tick::timestamptz) AS rows,
+            bool_and(EXISTS (SELECT 1 FROM duraflow_schedule_ticks k WHERE k.schedule_name = $2 AND k.task_id = scheduled.id)) AS row_names_task
+     FROM scheduled GROUP BY tick ORDER BY tick`,
+    [`schedule:${scheduleName}:`, scheduleName],
+  );
+  return rows;
+}
+
+/** One task and one tick row per tick, no tick row without its task, and every second from the first tick to the last one. */
+async function expectOneTaskPerSecond(client: Client, scheduleName: string): Promise<number> {
+  const ticks = await ticksOf(client, scheduleName);
+  expect(ticks.filter((tick) => tick.tasks !== 1 || tick.rows !== 1 || !tick.row_names_task)).toEqual([]);
+  const { rows } = await client.query(`SELECT count(*)::int AS n FROM duraflow_schedule_ticks WHERE schedule_name = $1`, [scheduleName]);
+  expect(rows[0].n).toBe(ticks.length);
+  const seconds = ticks.map((tick) => Date.parse(tick.tick) / 1000);
+  const gaps = seconds.slice(1).filter((second, i) => second - seconds[i] !== 1);
+  expect(gaps).toEqual([]);
+  return ticks.length;
+}
+
+const EVERY_SECOND: ScheduleDefinition = {
+  name: 'every-second',
+  workflow: 'scheduled-noop',
+  cron: '* * * * * *',
+  // A node that stalls past a tick (two cores shared by many tests) still starts it.
+  catchUp: 'all',
+};
+
+describe('schedules on several nodes', () => {
+  describe('three Nest apps on one database', () => {
+    const bed = useTestBed();
+    const noop = workflow('scheduled-noop', async () => ({ ok: true }));
+    const options: DuraflowModuleOptions = { workflows: [noop], schedules: [EVERY_SECOND] };
+
+    it('start one task per tick between them, and go on ticking as the apps stop one by one', async () => {
+      const apps: TestingModule[] = [];
+      for (let i = 0; i < 3; i++) apps.push(await bed.start({ duraflow: options }));
+      const ticked = async (count: number) =>
+        eventually(`${count} ticks have started a task`, async () => (await ticksOf(bed.db.client, 'every-second')).length >= count);
+
+      await ticked(4);
+      await bed.close(apps[0]);
+      const afterFirst = (await ticksOf(bed.db.client, 'every-second')).length;
+      await ticked(afterFirst + 3);
+      await bed.close(apps[1]);
+      const afterSecond = (await ticksOf(bed.db.client, 'every-second')).length;
+      await ticked(afterSecond + 3);
+      await bed.close(apps[2]);
+
+      expect(await expectOneTaskPerSecond(bed.db.client, 'every-second')).toBeGreaterThanOrEqual(10);
+    });
+  });
+
+  describe('worker processes killed while they tick', () => {
+    const chaos = useChaosBed(['chaos-steps']);
+    const schedule: ScheduleDefinition = {
+      ...EVERY_SECOND,
+      name: 'chaos-every-second',
+      workflow: 'chaos-steps',
+      input: { steps: 1, stepMs: 0 },
+    };
+
+    it(
+      'loses no tick and doubles none when a node is SIGKILLed at a tick, once another node runs',
+      withWorkerOutputOnFailure(async () => {
+        let started = 0;
+        const startWorker = () => chaos.startWorker({ label: `S${++started}`, duraflow: { schedules: [schedule] } });
+        const workers: WorkerProcess[] = [startWorker(), startWorker()];
+        await Promise.all(workers.map((worker) => worker.ready));
+        const tickCount = async () => (await ticksOf(chaos.db.client, schedule.name)).length;
+        await eventually('three ticks have started a task', async () => (await tickCount()) >= 3);
+
+        for (let round = 0; round < 4; round++) {
+          // The older of the two dies a few milliseconds after a tick: mid-transaction, or just after.
+          const victim = workers.shift()!;
+          await sleep(1000 - (Date.now() % 1000) + (round % 3) * 2);
+          victim.kill('SIGKILL');
+          await victim.exited;
+          const replacement = startWorker();
+          workers.push(replacement);
+          await replacement.ready;
+          const before = await tickCount();
+          await eventually('two more ticks have started a task', async () => (await tickCount()) >= before + 2);
+        }
+
+        // The tasks the killed workers held are recovered by the reaper and completed.
+        await eventually(
+          'every scheduled task is completed',
+          async () => (await chaos.rows.count('agent_tasks', `status <> 'completed'`)) === 0,
+          { timeoutMs: 30_000 },
+        );
+        await Promise.all(workers.map((worker) => worker.stop()));
+
+        expect(await expectOneTaskPerSecond(chaos.db.client, schedule.name)).toBeGreaterThanOrEqual(11);
+      }),
+      120_000,
+    );
+  });
+});
