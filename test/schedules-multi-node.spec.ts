@@ -66,6 +66,50 @@ describe('schedules on several nodes', () => {
     });
   });
 
+  describe('a node that dies holding a tick', () => {
+    const bed = useTestBed();
+    const noop = workflow('scheduled-noop', async () => ({ ok: true }));
+
+    it('starts the tick on another node once the dead node’s transaction is gone, and goes on ticking', async () => {
+      await bed.start({ duraflow: { workflows: [noop], schedules: [EVERY_SECOND] } });
+      // The dead node: a session that wrote the tick's row and never committed (its process froze, then died).
+      const dead = new Client({ connectionString: bed.db.url });
+      dead.on('error', () => undefined);
+      await dead.connect();
+      const tick = new Date(Math.ceil(Date.now() / 1000) * 1000 + 2000);
+      await dead.query('BEGIN');
+      await dead.query(`INSERT INTO duraflow_schedule_ticks (schedule_name, tick_at) VALUES ($1, $2)`, [EVERY_SECOND.name, tick]);
+      const { rows: deadSession } = await dead.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+
+      await eventually('the live node waits for the dead node’s tick row', async () => {
+        const { rows } = await bed.db.client.query(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+        );
+        return rows[0].n > 0;
+      });
+      await sleep(Math.max(0, tick.getTime() + 1_500 - Date.now()));
+      const key = `schedule:${EVERY_SECOND.name}:${tick.toISOString()}`;
+      expect(await bed.rows.count('agent_tasks', 'idempotency_key = $1', [key])).toBe(0);
+
+      await bed.db.client.query('SELECT pg_terminate_backend($1)', [deadSession[0].pid]);
+      await eventually('the tick has its task', async () => (await bed.rows.count('agent_tasks', 'idempotency_key = $1', [key])) === 1);
+      const after = (await ticksOf(bed.db.client, EVERY_SECOND.name)).length;
+      await eventually(
+        'two later ticks have their tasks',
+        async () => (await ticksOf(bed.db.client, EVERY_SECOND.name)).length >= after + 2,
+      );
+      await dead.end().catch(() => undefined);
+
+      const { rows } = await bed.db.client.query(`SELECT task_id FROM duraflow_schedule_ticks WHERE schedule_name = $1 AND tick_at = $2`, [
+        EVERY_SECOND.name,
+        tick,
+      ]);
+      const [task] = await bed.db.client.query(`SELECT id FROM agent_tasks WHERE idempotency_key = $1`, [key]).then((r) => r.rows);
+      expect(rows).toEqual([{ task_id: task.id }]);
+      await expectOneTaskPerSecond(bed.db.client, EVERY_SECOND.name);
+    });
+  });
+
   describe('worker processes killed while they tick', () => {
     const chaos = useChaosBed(['chaos-steps']);
     const schedule: ScheduleDefinition = {

@@ -103,7 +103,7 @@ export class ScheduleTicker {
       if (due.length > toStart.length) await this.store.skipTicksThrough(schedule.name, due[due.length - 1]);
       this.handledUpTo.set(schedule.name, now);
       this.bootSince.delete(schedule.name);
-      if (booting && due.length) this.reportCatchUp(schedule, due, toStart.length, beyondBound);
+      if ((booting && due.length) || beyondBound) this.reportCatchUp(schedule, due, toStart.length, beyondBound);
       if (this.failing.delete(schedule.name)) this.logger.log(`Schedule "${schedule.name}" ticks again`);
     } catch (error) {
       if (!this.failing.has(schedule.name)) {
@@ -121,7 +121,7 @@ export class ScheduleTicker {
     const newest = due[due.length - 1].toISOString();
     if (beyondBound) {
       this.logger.warn(
-        `Schedule "${schedule.name}" missed more than maxCatchUp (${schedule.maxCatchUp}) ticks while no node ran it: ` +
+        `Schedule "${schedule.name}" missed more than maxCatchUp (${schedule.maxCatchUp}) ticks: ` +
           `started the newest ${started}, up to ${newest}; skipped the older ones, up to ${beyondBound.toISOString()}`,
       );
     } else {
