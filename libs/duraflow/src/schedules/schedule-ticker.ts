@@ -114,7 +114,8 @@ export class ScheduleTicker {
       // running one from the last tick it started.
       retryMs = RETRY_AFTER_FAILURE_MS;
     }
-    this.arm(schedule, retryMs);
+    // From the wake-up's own time: a tick that fell due while this one was writing (a slow commit) is next, at once.
+    this.arm(schedule, now, retryMs);
   }
 
   private reportCatchUp(schedule: RegisteredSchedule, due: Date[], started: number, beyondBound: Date | undefined): void {
@@ -131,9 +132,9 @@ export class ScheduleTicker {
     }
   }
 
-  private arm(schedule: RegisteredSchedule, retryMs?: number): void {
+  private arm(schedule: RegisteredSchedule, after: Date, retryMs?: number): void {
     if (!this.running) return;
-    const next = schedule.cron.nextAfter(new Date());
+    const next = schedule.cron.nextAfter(after);
     if (!next && retryMs === undefined) return;
     const untilNext = next ? Math.max(0, next.getTime() - Date.now()) : MAX_TIMER_MS;
     const delay = Math.min(untilNext, retryMs ?? MAX_TIMER_MS, MAX_TIMER_MS);
