@@ -176,6 +176,23 @@ describe('schedules', () => {
       expect(listed.nextTickAt).toBeInstanceOf(Date);
     });
 
+    it('waits for a tick further off than a Node timer reaches (2^31 ms) without waking up over and over', async () => {
+      // February 29th: always more than 24.8 days away, but in the weeks before one.
+      const schedule: ScheduleDefinition = { name: 'leap-day', workflow: 'sync', cron: '0 0 29 2 *', input: { source: 'leap' } };
+      const app = await bed.start({ duraflow: { workflows: [sync], schedules: [schedule] } });
+      const [listed] = await app.get(WorkflowService).listSchedules();
+      expect(listed.nextTickAt!.getTime() - Date.now()).toBeGreaterThan(2 ** 31 - 1);
+      // Each wake-up computes the next tick: a delay past what a timer takes would fire at once, again and again.
+      const nextTicks = jest.spyOn(CronSchedule.prototype, 'nextAfter');
+      try {
+        await sleep(500);
+        expect(nextTicks.mock.calls.length).toBeLessThan(3);
+      } finally {
+        nextTicks.mockRestore();
+      }
+      expect(await scheduledTasks(bed, 'leap-day')).toEqual([]);
+    });
+
     it('stops ticking when the application shuts down', async () => {
       const app = await bed.start({
         duraflow: {
