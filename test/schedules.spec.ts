@@ -177,8 +177,14 @@ describe('schedules', () => {
     });
 
     it('waits for a tick further off than a Node timer reaches (2^31 ms) without waking up over and over', async () => {
-      // February 29th: always more than 24.8 days away, but in the weeks before one.
-      const schedule: ScheduleDefinition = { name: 'leap-day', workflow: 'sync', cron: '0 0 29 2 *', input: { source: 'leap' } };
+      // Once a year, on a day about 60 days from now: always more than 24.8 days away.
+      const day = new Date(Date.now() + 60 * 86_400_000);
+      const schedule: ScheduleDefinition = {
+        name: 'far-off',
+        workflow: 'sync',
+        cron: `0 0 ${Math.min(day.getUTCDate(), 28)} ${day.getUTCMonth() + 1} *`,
+        input: { source: 'far' },
+      };
       const app = await bed.start({ duraflow: { workflows: [sync], schedules: [schedule] } });
       const [listed] = await app.get(WorkflowService).listSchedules();
       expect(listed.nextTickAt!.getTime() - Date.now()).toBeGreaterThan(2 ** 31 - 1);
@@ -190,7 +196,7 @@ describe('schedules', () => {
       } finally {
         nextTicks.mockRestore();
       }
-      expect(await scheduledTasks(bed, 'leap-day')).toEqual([]);
+      expect(await scheduledTasks(bed, 'far-off')).toEqual([]);
     });
 
     it('stops ticking when the application shuts down', async () => {
