@@ -160,6 +160,29 @@ describe('schedules', () => {
       expect(amsterdamListed.lastTickAt).toBeNull();
     });
 
+    it('goes on ticking when a tick’s task fails or is cancelled, and lists the last one as it ended', async () => {
+      const failing = workflow('failing-report', async () => {
+        throw new Error('the report server is down');
+      });
+      const app = await bed.start({
+        duraflow: { workflows: [failing], schedules: [{ name: 'failing-every-second', workflow: 'failing-report', cron: '* * * * * *' }] },
+      });
+      const workflows = app.get(WorkflowService);
+      const [first] = await eventually('a tick has started a task', () => scheduledTasks(bed, 'failing-every-second'), {
+        until: (tasks) => tasks.length > 0,
+      });
+      const cancelled = await workflows.cancel(first.id).catch(() => null);
+      await eventually('two more ticks have started a task', async () => (await scheduledTasks(bed, 'failing-every-second')).length >= 3);
+      const listed = await eventually(
+        'the last tick’s task has failed',
+        async () => (await workflows.listSchedules()).find((schedule) => schedule.name === 'failing-every-second')!,
+        { until: (schedule) => schedule.lastTask?.status === TaskStatus.FAILED },
+      );
+      expect(listed.lastTask!.id).not.toBe(first.id);
+      expect([TaskStatus.CANCELLED, TaskStatus.FAILED]).toContain((await workflows.get(first.id))!.status);
+      if (cancelled) expect(cancelled.status).toBe(TaskStatus.CANCELLED);
+    });
+
     it('does not tick on a node whose worker is disabled, and lists its schedules there all the same', async () => {
       const app = await bed.start({
         duraflow: {
