@@ -120,6 +120,54 @@ describe('schedules on several nodes', () => {
     };
 
     it(
+      'lets another node start a tick whose row a frozen node holds, once PostgreSQL ends the frozen session',
+      withWorkerOutputOnFailure(async () => {
+        const client = chaos.db.client;
+        const frozen = chaos.startWorker({ label: 'frozen', duraflow: { schedules: [schedule] } });
+        await frozen.ready;
+        await eventually('a tick has started a task', async () => (await ticksOf(client, schedule.name)).length > 0);
+
+        // Make the frozen node's transaction stop right after it wrote the tick's row: hold the row
+        // first, freeze the node while it waits for it, then let go.
+        const holder = new Client({ connectionString: chaos.db.url });
+        await holder.connect();
+        const tick = new Date(Math.ceil(Date.now() / 1000) * 1000 + 2000);
+        await holder.query('BEGIN');
+        await holder.query(`INSERT INTO duraflow_schedule_ticks (schedule_name, tick_at) VALUES ($1, $2)`, [schedule.name, tick]);
+        await eventually('the node waits for the held row', async () => {
+          const { rows } = await client.query(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+               AND query LIKE 'INSERT INTO duraflow_schedule_ticks%' AND pid <> $1`,
+            [(holder as unknown as { processID: number }).processID],
+          );
+          return rows[0].n > 0;
+        });
+        frozen.kill('SIGSTOP');
+        await holder.query('ROLLBACK');
+        await holder.end();
+        const live = chaos.startWorker({ label: 'live', duraflow: { schedules: [schedule] } });
+        await live.ready;
+        const key = `schedule:${schedule.name}:${tick.toISOString()}`;
+        await eventually(
+          'the live node has started the frozen tick',
+          async () => (await chaos.rows.count('agent_tasks', 'idempotency_key = $1', [key])) === 1,
+        );
+
+        frozen.kill('SIGCONT');
+        const after = (await ticksOf(client, schedule.name)).length;
+        await eventually('two more ticks have started a task', async () => (await ticksOf(client, schedule.name)).length >= after + 2);
+        // Its session was ended under it: it lives on (the connection's error event is heard), and ticks again.
+        expect(frozen.alive).toBe(true);
+        expect(frozen.output.join('\n')).not.toContain('Uncaught exception');
+        await Promise.all([frozen.stop(), live.stop()]);
+        expect(await chaos.rows.count('agent_tasks', 'idempotency_key = $1', [key])).toBe(1);
+        expect(frozen.output.join('\n')).toMatch(new RegExp(`Schedule "${schedule.name}" could not start its tick`));
+        await expectOneTaskPerSecond(client, schedule.name);
+      }),
+      60_000,
+    );
+
+    it(
       'loses no tick and doubles none when a node is SIGKILLed at a tick, once another node runs',
       withWorkerOutputOnFailure(async () => {
         let started = 0;

@@ -4,6 +4,14 @@ import { TaskStore } from '../persistence/task.store';
 import { MAX_CATCH_UP } from './schedule-options';
 import { RegisteredSchedule } from './schedule.registry';
 
+/**
+ * How long a node may sit idle inside its tick's transaction (between its statements) before
+ * PostgreSQL ends its session, rolling the tick back for another node. A live node's tick
+ * transaction is idle for milliseconds; one blocked for this long by its own event loop
+ * merely loses the tick to another node, or tries again.
+ */
+export const TICK_HOLDER_IDLE_LIMIT_MS = 5_000;
+
 /** Tick rows kept per schedule; older ones are deleted as new ones come. */
 export const SCHEDULE_TICKS_KEPT = MAX_CATCH_UP;
 
@@ -67,9 +75,13 @@ export class ScheduleStore {
    */
   async startTick(schedule: RegisteredSchedule, tickAt: Date): Promise<string | null> {
     return this.db.transaction(async (executor) => {
+      // A node that freezes holding the row (SIGSTOP, a VM paused) would hold every other node's
+      // tick too: its session is ended once it has been idle in this transaction that long.
       const claimed = await executor.query(
-        `INSERT INTO duraflow_schedule_ticks (schedule_name, tick_at) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING tick_at`,
-        [schedule.name, tickAt],
+        `INSERT INTO duraflow_schedule_ticks (schedule_name, tick_at)
+         SELECT $1, $2 FROM (SELECT set_config('idle_in_transaction_session_timeout', $3, true)) AS frozen_holder_limit
+         ON CONFLICT DO NOTHING RETURNING tick_at`,
+        [schedule.name, tickAt, String(TICK_HOLDER_IDLE_LIMIT_MS)],
         'duraflow_claim_schedule_tick',
       );
       if (!claimed.rowCount) return null;
