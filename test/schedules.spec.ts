@@ -328,6 +328,26 @@ describe('schedules', () => {
       expect(rows).toEqual([{ workflow_name: 'yearly-report', cron: '0 0 1 1 *', timezone: 'UTC' }]);
     });
 
+    it('keeps the newest 1000 tick rows of a schedule, pruning older ones as it ticks', async () => {
+      const schedule: ScheduleDefinition = { name: 'hourly-pruned', workflow: 'yearly-report', cron: '0 * * * *' };
+      const oldest = new Date('2020-01-01T00:00:00Z').getTime();
+      await seedScheduleRow(bed, schedule, new Date(oldest + 1004 * 3_600_000));
+      await bed.db.client.query(
+        `INSERT INTO duraflow_schedule_ticks (schedule_name, tick_at)
+         SELECT $1, $2::timestamptz + g * interval '1 hour' FROM generate_series(0, 1004) AS g`,
+        [schedule.name, new Date(oldest)],
+      );
+      await bed.close(await startWith(schedule));
+
+      const { rows } = await bed.db.client.query(
+        `SELECT count(*)::int AS n, min(tick_at) AS oldest FROM duraflow_schedule_ticks WHERE schedule_name = $1`,
+        [schedule.name],
+      );
+      // 1005 seeded and the one the catch-up started: the 6 oldest went.
+      expect(rows[0]).toEqual({ n: 1000, oldest: new Date(oldest + 6 * 3_600_000) });
+      expect(await scheduledTasks(bed, 'hourly-pruned')).toHaveLength(1);
+    });
+
     it('catches up the ticks of the schedule’s time zone', async () => {
       const schedule: ScheduleDefinition = {
         name: 'amsterdam-all',
