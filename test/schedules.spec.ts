@@ -3,6 +3,7 @@ import { Cron } from 'croner';
 import {
   DuplicateScheduleError,
   DuraflowError,
+  DuraflowModule,
   InvalidScheduleCronError,
   InvalidScheduleError,
   InvalidScheduleInputError,
@@ -16,7 +17,7 @@ import {
   WorkflowService,
 } from '@duraflow/nestjs';
 import { CronSchedule } from '../libs/duraflow/src/schedules/cron-schedule';
-import { TestBed, useTestBed } from './support/test-bed';
+import { TEST_DURAFLOW_OPTIONS, TestBed, useTestBed } from './support/test-bed';
 import { eventually, sleep } from './support/waiting';
 
 class SyncInput {
@@ -126,6 +127,29 @@ describe('schedules', () => {
       expect(done.status).toBe(TaskStatus.COMPLETED);
       expect(done.output).toEqual({ synced: 'crm' });
       expect(done.idempotencyKey).toBe(`schedule:sync-every-second:${first.tick}`);
+    });
+
+    it('starts the tasks of a functional workflow’s own schedule, with the options built by forRootAsync', async () => {
+      const own = workflow('own-schedule', async (ctx: WorkflowContext<{ from: string }>) => ({ from: ctx.input.from }), {
+        schedule: { cron: '* * * * * *', input: { from: 'functional' } },
+      });
+      const app = await bed.start({
+        duraflowModule: DuraflowModule.forRootAsync({
+          useFactory: async () => ({
+            ...TEST_DURAFLOW_OPTIONS,
+            workflows: [own, sync],
+            schedules: [{ name: 'async-sync', workflow: 'sync', cron: '0 3 * * *', input: { source: 'async' } }],
+          }),
+        }),
+      });
+      const [first] = await eventually('a tick has started a task', () => scheduledTasks(bed, 'own-schedule'), {
+        until: (tasks) => tasks.length > 0,
+      });
+      expect(first.input).toEqual({ from: 'functional' });
+      expect((await app.get(WorkflowService).listSchedules()).map((schedule) => [schedule.name, schedule.workflow])).toEqual([
+        ['async-sync', 'sync'],
+        ['own-schedule', 'own-schedule'],
+      ]);
     });
 
     it('lists each schedule with its cron, time zone, next tick and the task of its last tick', async () => {
