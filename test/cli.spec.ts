@@ -12,7 +12,14 @@ import { SHARED_REDIS_URL } from './support/redis-server';
 
 const execFileAsync = promisify(execFile);
 const CLI = path.join(__dirname, '..', 'libs', 'duraflow', 'src', 'cli', 'main.ts');
-const MIGRATIONS = ['SeedSchema1700000000000', 'EngineColumns1700000000001', 'SagaColumns1700000000002', 'SafeDeploys1700000000500'];
+const MIGRATIONS = [
+  'SeedSchema1700000000000',
+  'EngineColumns1700000000001',
+  'SagaColumns1700000000002',
+  'TraceContext1700000000300',
+  'SafeDeploys1700000000500',
+  'Schedules1700000000700',
+];
 const CHILD_TIMEOUT_MS = 60_000;
 
 interface CliRun {
@@ -108,6 +115,53 @@ describe('the duraflow command line', () => {
         expect(report.scheduledLater).toBe(1);
         expect(report.deadLetters).toMatchObject({ total: 1, byWorkflow: [{ workflowName: 'alpha', count: 1 }] });
         expect(report.leader).toEqual({ via: 'postgres', key: 'duraflow:reaper:leader', session: null });
+      },
+      CHILD_TIMEOUT_MS,
+    );
+
+    it(
+      'lists the schedules with their next tick and the task of their last tick',
+      async () => {
+        await db.client.query(
+          `INSERT INTO duraflow_schedules (name, workflow_name, cron, timezone, last_tick_at) VALUES
+             ('alpha-hourly', 'alpha', '0 * * * *', 'Europe/Amsterdam', '2026-01-01T10:00:00Z'),
+             ('beta-yearly', 'beta', '0 0 1 1 *', 'UTC', NULL)`,
+        );
+        await db.client.query(
+          `INSERT INTO duraflow_schedule_ticks (schedule_name, tick_at, task_id)
+           VALUES ('alpha-hourly', '2026-01-01T10:00:00Z', '00000000-0000-4000-8000-000000000001')`,
+        );
+        try {
+          const report = JSON.parse((await duraflow(['status', '--json', '--url', db.url])).stdout);
+          expect(report.schedules).toEqual([
+            {
+              name: 'alpha-hourly',
+              workflow: 'alpha',
+              cron: '0 * * * *',
+              timezone: 'Europe/Amsterdam',
+              nextTickAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:00:00\.000Z$/),
+              lastTickAt: '2026-01-01T10:00:00.000Z',
+              lastTask: { id: '00000000-0000-4000-8000-000000000001', status: 'completed', tickAt: '2026-01-01T10:00:00.000Z' },
+            },
+            {
+              name: 'beta-yearly',
+              workflow: 'beta',
+              cron: '0 0 1 1 *',
+              timezone: 'UTC',
+              nextTickAt: `${new Date().getUTCFullYear() + 1}-01-01T00:00:00.000Z`,
+              lastTickAt: null,
+              lastTask: null,
+            },
+          ]);
+          const text = (await duraflow(['status', '--url', db.url])).stdout;
+          expect(text).toMatch(/schedule\s+workflow\s+cron\s+timezone\s+next tick\s+last tick\s+last task\n/);
+          expect(text).toMatch(
+            /alpha-hourly\s+alpha\s+0 \* \* \* \*\s+Europe\/Amsterdam\s+\S+\s+2026-01-01T10:00:00.000Z\s+00000000-0000-4000-8000-000000000001 \(completed, tick 2026-01-01T10:00:00.000Z\)\n/,
+          );
+          expect(text).toMatch(/beta-yearly\s+beta\s+0 0 1 1 \*\s+UTC\s+\S+\s+-\s+-\n/);
+        } finally {
+          await db.client.query(`DELETE FROM duraflow_schedule_ticks; DELETE FROM duraflow_schedules`);
+        }
       },
       CHILD_TIMEOUT_MS,
     );

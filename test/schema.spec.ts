@@ -23,7 +23,10 @@ const MIGRATIONS = [
   'SagaColumns1700000000002',
   'TraceContext1700000000300',
   'SafeDeploys1700000000500',
+  'Schedules1700000000700',
 ];
+/** The seed's tables, TypeORM's migrations table, and the tables later migrations add (never a seed table changed). */
+const TABLES = ['agent_tasks', 'dead_letter_queue', 'duraflow_schedule_ticks', 'duraflow_schedules', 'migrations', 'step_runs'];
 /** npx and tsx start slowly when other suites load the machine. */
 const CHILD_PROCESS_TIMEOUT_MS = 120_000;
 
@@ -183,8 +186,8 @@ describe('schema (seed 000 "Database Schema")', () => {
   const bed = useTestBed();
 
   describe('tables', () => {
-    it('has the three seed tables and TypeORM migrations table, and no other table', async () => {
-      expect(await publicTables(bed.db.client)).toEqual(['agent_tasks', 'dead_letter_queue', 'migrations', 'step_runs']);
+    it('has the three seed tables, TypeORM migrations table and the schedules tables, and no other table', async () => {
+      expect(await publicTables(bed.db.client)).toEqual(TABLES);
     });
 
     it.each([
@@ -215,6 +218,32 @@ describe('schema (seed 000 "Database Schema")', () => {
         columns.filter(([, , , , dflt]) => dflt !== null).map(([column, , , , dflt]) => ({ table, column, default: dflt })),
       );
       expect(rows).toEqual(expected);
+    });
+
+    it('keeps the schedules in two tables of their own (migration Schedules), keyed for one task per tick', async () => {
+      expect(await columnsOf(bed.db.client, 'duraflow_schedules')).toEqual([
+        ['name', 'character varying', 200, 'NO', null],
+        ['workflow_name', 'character varying', 255, 'NO', null],
+        ['cron', 'character varying', 255, 'NO', null],
+        ['timezone', 'character varying', 100, 'NO', null],
+        ['last_tick_at', 'timestamp with time zone', null, 'YES', null],
+        ['created_at', 'timestamp with time zone', null, 'NO', 'now()'],
+        ['updated_at', 'timestamp with time zone', null, 'NO', 'now()'],
+      ]);
+      expect(await columnsOf(bed.db.client, 'duraflow_schedule_ticks')).toEqual([
+        ['schedule_name', 'character varying', 200, 'NO', null],
+        ['tick_at', 'timestamp with time zone', null, 'NO', null],
+        ['task_id', 'uuid', null, 'YES', null],
+        ['created_at', 'timestamp with time zone', null, 'NO', 'now()'],
+      ]);
+      const { rows } = await bed.db.client.query(
+        `SELECT conrelid::regclass::text AS table, pg_get_constraintdef(oid) AS definition FROM pg_constraint
+         WHERE conrelid IN ('duraflow_schedules'::regclass, 'duraflow_schedule_ticks'::regclass) AND contype <> 'n' ORDER BY 1`,
+      );
+      expect(rows).toEqual([
+        { table: 'duraflow_schedule_ticks', definition: 'PRIMARY KEY (schedule_name, tick_at)' },
+        { table: 'duraflow_schedules', definition: 'PRIMARY KEY (name)' },
+      ]);
     });
   });
 
@@ -514,7 +543,7 @@ describe('schema (seed 000 "Database Schema")', () => {
 
         const first = await runFromRepoRoot('npx', ['tsx', 'src/db/migrate.ts'], fresh.url);
         expect(first.stdout).toContain(`Applied: ${MIGRATIONS.join(', ')}`);
-        expect(await publicTables(fresh.client)).toEqual(['agent_tasks', 'dead_letter_queue', 'migrations', 'step_runs']);
+        expect(await publicTables(fresh.client)).toEqual(TABLES);
         expect(await columnsOf(fresh.client, 'step_runs')).toEqual([...STEP_RUNS_SEED_COLUMNS, ...ENGINE_EXTRA_COLUMNS.step_runs]);
 
         const second = await runFromRepoRoot('npx', ['tsx', 'src/db/migrate.ts'], fresh.url);
@@ -530,7 +559,7 @@ describe('schema (seed 000 "Database Schema")', () => {
         const fresh = await scratchDatabase();
         const { stdout } = await runFromRepoRoot('npm', ['run', 'migration:run'], fresh.url);
         expect(stdout).toContain(`Applied: ${MIGRATIONS.join(', ')}`);
-        expect(await publicTables(fresh.client)).toEqual(['agent_tasks', 'dead_letter_queue', 'migrations', 'step_runs']);
+        expect(await publicTables(fresh.client)).toEqual(TABLES);
         expect(await columnsOf(fresh.client, 'agent_tasks')).toEqual([...AGENT_TASKS_SEED_COLUMNS, ...ENGINE_EXTRA_COLUMNS.agent_tasks]);
       },
       CHILD_PROCESS_TIMEOUT_MS,

@@ -27,6 +27,10 @@ import { WorkerService } from './services/worker.service';
 import { WorkflowService } from './services/workflow.service';
 import { DuraflowMetrics } from './observability/metrics';
 import { RunObserver } from './observability/run-observer';
+import { ScheduleExplorer } from './schedules/schedule.explorer';
+import { ScheduleRegistry } from './schedules/schedule.registry';
+import { ScheduleStore } from './schedules/schedule.store';
+import { ScheduleTicker } from './schedules/schedule-ticker';
 
 /**
  * Durable workflows on the host's PostgreSQL. Needs the host's TypeORM DataSource
@@ -44,6 +48,11 @@ import { RunObserver } from './observability/run-observer';
     WorkflowMetadataAccessor,
     WorkflowRegistry,
     WorkflowExplorer,
+    // After WorkflowExplorer: Nest runs a module's onModuleInit hooks in this order, and a schedule names a registered workflow.
+    ScheduleRegistry,
+    ScheduleExplorer,
+    ScheduleStore,
+    ScheduleTicker,
     DuraflowDatabase,
     TaskStore,
     StepStore,

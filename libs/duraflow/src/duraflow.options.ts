@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import { DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH, REAPER_LEADER_KEY } from './duraflow.constants';
 import { InvalidDuraflowOptionsError } from './errors';
 import { FunctionalWorkflowDefinition } from './interfaces/workflow-definition';
+import type { ScheduleDefinition } from './schedules/schedule-options';
 import { BackoffOptions, StepOptions } from './interfaces/workflow-context';
 import { UNKNOWN_INPUT_PROPERTIES, UnknownInputProperties } from './validation/dto-input';
 import { DuraflowMetricsOptions, ResolvedMetricsOptions, resolveMetricsOptions } from './observability/metrics.options';
@@ -78,6 +79,8 @@ export interface DuraflowModuleOptions {
   reaper?: DuraflowReaperOptions;
   /** Functional workflow definitions (`workflow(name, fn)`). */
   workflows?: FunctionalWorkflowDefinition[];
+  /** Cron schedules that start tasks of registered workflows, one task per tick across all nodes (README "Schedules"). */
+  schedules?: ScheduleDefinition[];
   /** Default `maxRetries` of a task when neither submit nor the workflow says. Default 3 (the column's default). */
   maxRetries?: number;
   /** Default options of every step. */

@@ -50,3 +50,12 @@ export { RecordedRun, RecordedStep, RecordedRunsFile } from './replay/recorded-r
 export { RecordedRunsQuery } from './replay/read-recorded-runs';
 export { ReplayWorkflowSource } from './replay/replay-workflows';
 export { ClaimableWorkflow } from './discovery/workflow.registry';
+export {
+  ScheduleCatchUp,
+  ScheduleDefinition,
+  ScheduleInfo,
+  WorkflowScheduleOptions,
+  DEFAULT_MAX_CATCH_UP,
+  MAX_CATCH_UP,
+  SCHEDULE_NAME_PATTERN,
+} from './schedules/schedule-options';

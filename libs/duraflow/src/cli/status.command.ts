@@ -2,6 +2,7 @@ import { TaskStatus } from '../interfaces/task-status';
 import { REAPER_LEADER_KEY } from '../duraflow.constants';
 import { DeployStatus, readDeployStatus } from '../persistence/sql/read-deploy-status';
 import { QueueStatus, readQueueStatus } from '../persistence/sql/read-queue-status';
+import { readScheduleStatus, ScheduleStatus } from '../schedules/read-schedule-status';
 import { SchemaMissingError } from './cli.errors';
 import { connectDatabase, describeDatabase } from './database-connection';
 import { readRedisLeader, RedisLeader } from './leader-status';
@@ -16,6 +17,8 @@ export interface StatusCommandOptions {
 
 export interface StatusReport extends QueueStatus, DeployStatus {
   database: string;
+  /** Every schedule a node has ticked (README "Schedules"). */
+  schedules: ScheduleStatus[];
   leader:
     | { via: 'redis'; key: string; workerId: string | null; expiresInMs: number | null }
     | { via: 'postgres'; key: string; session: QueueStatus['postgresLeader'] };
@@ -27,15 +30,17 @@ export async function statusCommand(options: StatusCommandOptions, print: (line:
   const client = await connectDatabase(options.url);
   let queue: QueueStatus;
   let deploy: DeployStatus;
+  let schedules: ScheduleStatus[];
+  const executor = {
+    query: async (text: string, values?: unknown[]) => {
+      const result = await client.query(text, values);
+      return { rows: result.rows, rowCount: result.rowCount ?? 0 };
+    },
+  };
   try {
-    const executor = {
-      query: async (text: string, values?: unknown[]) => {
-        const result = await client.query(text, values);
-        return { rows: result.rows, rowCount: result.rowCount ?? 0 };
-      },
-    };
     queue = await readQueueStatus(executor, key);
     deploy = await readDeployStatus(executor);
+    schedules = await readScheduleStatus(executor);
   } catch (error) {
     if ((error as { code?: unknown }).code === '42P01') {
       throw new SchemaMissingError(`${describeDatabase(options.url)} has no Duraflow tables: run \`duraflow migrate\` first.`);
@@ -49,6 +54,7 @@ export async function statusCommand(options: StatusCommandOptions, print: (line:
     database: describeDatabase(options.url),
     ...queue,
     ...deploy,
+    schedules,
     leader: redisLeader ? { via: 'redis', key, ...redisLeader } : { via: 'postgres', key, session: queue.postgresLeader },
   };
   if (options.json) print(JSON.stringify(report, null, 2));
@@ -94,6 +100,7 @@ export function formatStatus(report: StatusReport): string[] {
       : 'Dead letters: none',
   );
   lines.push(formatLeader(report.leader));
+  lines.push(...formatSchedules(report.schedules));
   return lines;
 }
 
@@ -119,6 +126,35 @@ function formatDeployStatus(report: DeployStatus): string[] {
   );
   lines.push('');
   return lines;
+}
+
+function formatSchedules(schedules: ScheduleStatus[]): string[] {
+  if (!schedules.length) return ['Schedules: none'];
+  const when = (date: Date | null | undefined) => (date ? date.toISOString() : '-');
+  const rows = [
+    ['schedule', 'workflow', 'cron', 'timezone', 'next tick', 'last tick', 'last task'],
+    ...schedules.map((s) => [
+      s.name,
+      s.workflow,
+      s.cron,
+      s.timezone,
+      when(s.nextTickAt),
+      when(s.lastTickAt),
+      s.lastTask ? `${s.lastTask.id} (${s.lastTask.status ?? 'deleted'}, tick ${when(s.lastTask.tickAt)})` : '-',
+    ]),
+  ];
+  const widths = rows[0].map((_, column) => Math.max(...rows.map((row) => row[column].length)));
+  return [
+    'Schedules:',
+    ...rows.map(
+      (row) =>
+        '  ' +
+        row
+          .map((cell, column) => cell.padEnd(widths[column]))
+          .join('  ')
+          .trimEnd(),
+    ),
+  ];
 }
 
 function formatLeader(leader: StatusReport['leader']): string {

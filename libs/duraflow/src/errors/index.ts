@@ -7,3 +7,4 @@ export * from './saga.errors';
 export * from './dependency.errors';
 export * from './dashboard.errors';
 export * from './deploy.errors';
+export * from './schedule.errors';

@@ -1,3 +1,4 @@
+import type { WorkflowScheduleOptions } from '../schedules/schedule-options';
 import type { UnknownInputProperties } from '../validation/dto-input';
 import { StepOptions, WorkflowContext } from './workflow-context';
 
@@ -40,6 +41,8 @@ export interface WorkflowOptions {
    * each) may be registered side by side while old runs finish. Default: none, which is version 1.
    */
   version?: number;
+  /** Start a task of this workflow on a cron schedule (named after the workflow): see the README's "Schedules". */
+  schedule?: WorkflowScheduleOptions;
 }
 
 export interface FunctionalWorkflowOptions extends WorkflowOptions {

@@ -3,6 +3,7 @@ import { EngineColumns1700000000001 } from './1700000000001-EngineColumns';
 import { SagaColumns1700000000002 } from './1700000000002-SagaColumns';
 import { TraceContext1700000000300 } from './1700000000300-TraceContext';
 import { SafeDeploys1700000000500 } from './1700000000500-SafeDeploys';
+import { Schedules1700000000700 } from './1700000000700-Schedules';
 
 /** Every Duraflow migration, in order: pass to a TypeORM DataSource's `migrations`. */
 export const DURAFLOW_MIGRATIONS = [
@@ -11,4 +12,5 @@ export const DURAFLOW_MIGRATIONS = [
   SagaColumns1700000000002,
   TraceContext1700000000300,
   SafeDeploys1700000000500,
+  Schedules1700000000700,
 ];

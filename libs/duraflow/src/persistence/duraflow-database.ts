@@ -126,9 +126,15 @@ export class DuraflowDatabase implements SqlExecutor, OnModuleInit {
   async transaction<T>(work: (executor: SqlExecutor) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     let broken: Error | undefined;
+    // The server may end the session between two statements (idle_in_transaction_session_timeout,
+    // pg_terminate_backend): pg emits that as an 'error' event, which would crash the process
+    // unheard. The next statement fails with it instead, and the connection is destroyed.
+    const onConnectionError = (error: Error) => (broken = error);
+    client.on('error', onConnectionError);
     try {
       return await transactionOn(client, work, (error) => (broken = error));
     } finally {
+      client.off('error', onConnectionError);
       client.release(broken);
     }
   }

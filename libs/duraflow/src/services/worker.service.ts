@@ -4,6 +4,7 @@ import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { isReplayBoot } from '../replay/replay-boot';
 import { WorkerStats } from '../interfaces/worker-stats';
+import { ScheduleTicker } from '../schedules/schedule-ticker';
 
 export type { BackpressureStats, WorkerState, WorkerStats } from '../interfaces/worker-stats';
 
@@ -19,6 +20,7 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
   constructor(
     @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
     private readonly loop: WorkerLoop,
+    private readonly schedules: ScheduleTicker,
   ) {}
 
   /** This process's worker id: written to `agent_tasks.worker_id` on every claim. */
@@ -35,14 +37,16 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
     return this.stop();
   }
 
-  /** Starts claiming (called on bootstrap unless `worker.enabled` is false). */
-  start(): Promise<void> {
-    return this.loop.start();
+  /** Starts claiming and ticking the schedules (called on bootstrap unless `worker.enabled` is false). */
+  async start(): Promise<void> {
+    await this.loop.start();
+    await this.schedules.start();
   }
 
-  /** Stops claiming, waits for running tasks up to `shutdownTimeoutMs`, hands back the rest. */
-  stop(): Promise<void> {
-    return this.loop.stop();
+  /** Stops the schedules and claiming, waits for running tasks up to `shutdownTimeoutMs`, hands back the rest. */
+  async stop(): Promise<void> {
+    await this.schedules.stop();
+    await this.loop.stop();
   }
 
   stats(): WorkerStats {

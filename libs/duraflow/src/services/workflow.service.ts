@@ -27,6 +27,10 @@ import { resumeHeldTask } from '../persistence/sql/hold-task';
 import { readTaskProgress } from '../persistence/sql/read-task-progress';
 import { StepStore } from '../persistence/step.store';
 import { TaskStore } from '../persistence/task.store';
+import { ScheduleInfo } from '../schedules/schedule-options';
+import { describeSchedules } from '../schedules/describe-schedules';
+import { ScheduleRegistry } from '../schedules/schedule.registry';
+import { ScheduleStore } from '../schedules/schedule.store';
 import {
   checkPreviewChars,
   checkSubmitInput,
@@ -114,6 +118,8 @@ export class WorkflowService {
     private readonly leases: TaskLeases,
     private readonly heartbeat: LeaseHeartbeat,
     private readonly observer: RunObserver,
+    private readonly schedules: ScheduleRegistry,
+    private readonly scheduleStore: ScheduleStore,
   ) {}
 
   /**
@@ -349,5 +355,13 @@ export class WorkflowService {
     } finally {
       unsubscribe();
     }
+  }
+
+  /**
+   * This application's schedules, by name: each one's cron and time zone, its next tick, the
+   * newest tick done by any node and the task of the newest tick that started one.
+   */
+  async listSchedules(): Promise<ScheduleInfo[]> {
+    return describeSchedules(this.schedules.all(), this.scheduleStore);
   }
 }

@@ -1,0 +1,26 @@
+import { ScheduleInfo } from './schedule-options';
+import { RegisteredSchedule } from './schedule.registry';
+import { ScheduleStore } from './schedule.store';
+
+/** The schedules as `listSchedules` shows them: the definitions of this process, the state of the database. */
+export async function describeSchedules(schedules: RegisteredSchedule[], store: ScheduleStore): Promise<ScheduleInfo[]> {
+  if (!schedules.length) return [];
+  const states = await store.readStates(schedules.map((schedule) => schedule.name));
+  const now = new Date();
+  return schedules
+    .map((schedule) => {
+      const state = states.get(schedule.name);
+      return {
+        name: schedule.name,
+        workflow: schedule.workflow,
+        cron: schedule.cron.expression,
+        timezone: schedule.cron.timezone,
+        catchUp: schedule.catchUp,
+        maxCatchUp: schedule.maxCatchUp,
+        nextTickAt: schedule.cron.nextAfter(now),
+        lastTickAt: state?.lastTickAt ?? null,
+        lastTask: state?.lastTask ?? null,
+      };
+    })
+    .sort((a, b) => a.name.localeCompare(b.name));
+}

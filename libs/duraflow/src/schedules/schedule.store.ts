@@ -1,0 +1,155 @@
+import { Injectable } from '@nestjs/common';
+import { DuraflowDatabase } from '../persistence/duraflow-database';
+import { TaskStore } from '../persistence/task.store';
+import { MAX_CATCH_UP } from './schedule-options';
+import { RegisteredSchedule } from './schedule.registry';
+
+/**
+ * How long a node may sit idle inside its tick's transaction (between its statements) before
+ * PostgreSQL ends its session, rolling the tick back for another node. A live node's tick
+ * transaction is idle for milliseconds; one blocked for this long by its own event loop
+ * merely loses the tick to another node, or tries again.
+ */
+export const TICK_HOLDER_IDLE_LIMIT_MS = 5_000;
+
+/** Tick rows kept per schedule; older ones are deleted as new ones come. */
+export const SCHEDULE_TICKS_KEPT = MAX_CATCH_UP;
+
+/** A schedule's state in the database, for `listSchedules`. */
+export interface StoredScheduleState {
+  name: string;
+  lastTickAt: Date | null;
+  lastTask: { id: string; status: string | null; tickAt: Date } | null;
+}
+
+/** The idempotency key of a tick's task: the tick is visible on the task (`idempotencyKey`). */
+export function scheduleTaskIdempotencyKey(scheduleName: string, tickAt: Date): string {
+  return `schedule:${scheduleName}:${tickAt.toISOString()}`;
+}
+
+/**
+ * The way in to `duraflow_schedules` and `duraflow_schedule_ticks`.
+ *
+ * Exactly one task per tick, whichever nodes try it: a tick's row and its task are written in
+ * one transaction, and the row's primary key (schedule_name, tick_at) lets one transaction in;
+ * a concurrent one waits for it (ON CONFLICT on an uncommitted row waits) and then writes
+ * nothing, or, if it rolled back (its node died), writes the task itself. The task's
+ * idempotency key (`schedule:<name>:<tick ISO>`) is a second guard.
+ *
+ * Tick rows are pruned to the newest SCHEDULE_TICKS_KEPT per schedule. No node ever tries a
+ * tick older than those: a node looks only at the newest `maxCatchUp` (at most as many) ticks
+ * up to now, or at ticks after `last_tick_at`.
+ */
+@Injectable()
+export class ScheduleStore {
+  constructor(
+    private readonly db: DuraflowDatabase,
+    private readonly tasks: TaskStore,
+  ) {}
+
+  /**
+   * Writes this node's definitions (a new schedule gets its row; a known one keeps its
+   * `last_tick_at`) and returns, per schedule, the time after which ticks are missed ones: the
+   * newest tick done, or when the row was created for a schedule that never ticked.
+   */
+  async saveDefinitions(schedules: RegisteredSchedule[]): Promise<Map<string, Date>> {
+    const { rows } = await this.db.query<{ name: string; since: Date }>(
+      `INSERT INTO duraflow_schedules AS s (name, workflow_name, cron, timezone)
+       SELECT * FROM unnest($1::varchar[], $2::varchar[], $3::varchar[], $4::varchar[])
+       ON CONFLICT (name) DO UPDATE
+         SET workflow_name = EXCLUDED.workflow_name, cron = EXCLUDED.cron, timezone = EXCLUDED.timezone, updated_at = now()
+       RETURNING s.name, COALESCE(s.last_tick_at, s.created_at) AS since`,
+      [
+        schedules.map((s) => s.name),
+        schedules.map((s) => s.workflow),
+        schedules.map((s) => s.cron.expression),
+        schedules.map((s) => s.cron.timezone),
+      ],
+    );
+    return new Map(rows.map((row) => [row.name, row.since]));
+  }
+
+  /**
+   * Starts the tick's task unless another node did: the id of the task this call created, or
+   * null. Also advances the schedule's `last_tick_at` and prunes its old tick rows.
+   */
+  async startTick(schedule: RegisteredSchedule, tickAt: Date): Promise<string | null> {
+    return this.db.transaction(async (executor) => {
+      // A node that freezes holding the row (SIGSTOP, a VM paused) would hold every other node's
+      // tick too: its session is ended once it has been idle in this transaction that long.
+      const claimed = await executor.query(
+        `INSERT INTO duraflow_schedule_ticks (schedule_name, tick_at)
+         SELECT $1, $2 FROM (SELECT set_config('idle_in_transaction_session_timeout', $3, true)) AS frozen_holder_limit
+         ON CONFLICT DO NOTHING RETURNING tick_at`,
+        [schedule.name, tickAt, String(TICK_HOLDER_IDLE_LIMIT_MS)],
+        'duraflow_claim_schedule_tick',
+      );
+      if (!claimed.rowCount) return null;
+      const { task } = await this.tasks.insertTask(executor, {
+        workflowName: schedule.workflow,
+        inputJson: schedule.inputJson,
+        priority: 0,
+        scheduledAt: null,
+        maxRetries: schedule.maxRetries,
+        workflowVersion: schedule.workflowVersion,
+        idempotencyKey: scheduleTaskIdempotencyKey(schedule.name, tickAt),
+      });
+      // The pruning subquery walks the primary key backwards, SCHEDULE_TICKS_KEPT entries at most.
+      await executor.query(
+        `WITH ticked AS (
+           UPDATE duraflow_schedule_ticks SET task_id = $3 WHERE schedule_name = $1 AND tick_at = $2
+         ), advanced AS (
+           UPDATE duraflow_schedules SET last_tick_at = GREATEST(last_tick_at, $2), updated_at = now() WHERE name = $1
+         ), pruned AS (
+           DELETE FROM duraflow_schedule_ticks
+           WHERE schedule_name = $1 AND tick_at < (
+             SELECT tick_at FROM duraflow_schedule_ticks WHERE schedule_name = $1 ORDER BY tick_at DESC OFFSET $4 LIMIT 1)
+         )
+         SELECT 1`,
+        [schedule.name, tickAt, task.id, SCHEDULE_TICKS_KEPT - 1],
+        'duraflow_finish_schedule_tick',
+      );
+      return task.id;
+    });
+  }
+
+  /** Marks ticks up to `tickAt` done without a task (skipped by the catch-up policy). */
+  async skipTicksThrough(scheduleName: string, tickAt: Date): Promise<void> {
+    await this.db.query(
+      `UPDATE duraflow_schedules SET last_tick_at = GREATEST(last_tick_at, $2), updated_at = now() WHERE name = $1`,
+      [scheduleName, tickAt],
+      'duraflow_skip_schedule_ticks',
+    );
+  }
+
+  /** Each schedule's newest tick done and the task of its newest tick that started one (with the task's status now). */
+  async readStates(names: string[]): Promise<Map<string, StoredScheduleState>> {
+    const { rows } = await this.db.query<{
+      name: string;
+      last_tick_at: Date | null;
+      tick_at: Date | null;
+      task_id: string | null;
+      status: string | null;
+    }>(
+      `SELECT n.name, s.last_tick_at, t.tick_at, t.task_id, a.status
+       FROM unnest($1::varchar[]) AS n(name)
+       LEFT JOIN duraflow_schedules s ON s.name = n.name
+       LEFT JOIN LATERAL (
+         SELECT tick_at, task_id FROM duraflow_schedule_ticks k
+         WHERE k.schedule_name = n.name AND k.task_id IS NOT NULL ORDER BY k.tick_at DESC LIMIT 1
+       ) t ON true
+       LEFT JOIN agent_tasks a ON a.id = t.task_id`,
+      [names],
+    );
+    return new Map(
+      rows.map((row) => [
+        row.name,
+        {
+          name: row.name,
+          lastTickAt: row.last_tick_at,
+          lastTask: row.task_id && row.tick_at ? { id: row.task_id, status: row.status, tickAt: row.tick_at } : null,
+        },
+      ]),
+    );
+  }
+}
