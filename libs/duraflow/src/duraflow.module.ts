@@ -20,6 +20,8 @@ import { DeadLetterStore } from './persistence/dead-letter.store';
 import { DuraflowDatabase } from './persistence/duraflow-database';
 import { StepStore } from './persistence/step.store';
 import { TaskStore } from './persistence/task.store';
+import { FlowLimitsStore } from './persistence/flow-limits.store';
+import { TaskClaimer } from './background/task-claimer';
 import { ReaperService } from './services/reaper.service';
 import { SagaService } from './services/saga.service';
 import { WorkerService } from './services/worker.service';
@@ -43,6 +45,8 @@ import { WorkflowService } from './services/workflow.service';
     WorkflowExplorer,
     DuraflowDatabase,
     TaskStore,
+    FlowLimitsStore,
+    TaskClaimer,
     StepStore,
     DeadLetterStore,
     TaskNotifications,

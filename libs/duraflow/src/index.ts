@@ -40,3 +40,5 @@ export { DURAFLOW_MIGRATIONS } from './migrations';
 export { runDuraflowMigrations } from './migrations/run-migrations';
 export * from './interfaces/task-summaries';
 export * from './dashboard';
+export { FlowControlOptions, RateLimitOptions, FlowLimitKind, FlowLimitStats } from './interfaces/flow-control';
+export { MAX_CONCURRENCY_KEY_LENGTH } from './validation/flow-limits';

@@ -3,6 +3,7 @@ import { WorkflowRegistry } from '../discovery/workflow.registry';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { RunOutcome, TaskExecutor } from '../execution/task-executor';
+import { FlowLimitStats } from '../interfaces/flow-control';
 import { WorkerState, WorkerStats } from '../interfaces/worker-stats';
 import { TaskLease } from '../lease/task-lease';
 import { TaskLeases } from '../lease/task-leases';
@@ -12,6 +13,7 @@ import { describeError } from '../util/describe-error';
 import { BackpressureMonitor } from './backpressure-monitor';
 import { LeaseHeartbeat } from './lease-heartbeat';
 import { SlotPool, TakenTask } from './slot-pool';
+import { TaskClaimer } from './task-claimer';
 
 type OutcomeCounter = 'completed' | 'failed' | 'rolledBack' | 'partialRollback' | 'cancelled' | 'stopped' | 'unrecorded';
 
@@ -65,6 +67,7 @@ export class WorkerLoop {
     private readonly leases: TaskLeases,
     private readonly notifications: TaskNotifications,
     private readonly heartbeat: LeaseHeartbeat,
+    private readonly claimer: TaskClaimer,
   ) {
     const { concurrency, prefetch } = options.worker;
     this.pool = new SlotPool({ concurrency, prefetch });
@@ -82,6 +85,7 @@ export class WorkerLoop {
     if (this.state === 'stopping') await this.stopping;
     this.state = 'running';
     const names = new Set(this.registry.names());
+    await this.claimer.prepare();
     this.unsubscribe = [
       this.notifications.onSubmitted((workflowName) => {
         if (names.has(workflowName) && !this.backpressure.lagging) this.requestClaim();
@@ -90,6 +94,8 @@ export class WorkerLoop {
         const lease = this.pool.lease(taskId);
         // A run that writes its own final status hears its own NOTIFY: that is no cancel.
         if (lease && !lease.writingOutcome) lease.stop('cancelled');
+        // A task ended somewhere: the limit that held a task back here may have a free slot now.
+        else if (!lease && this.claimer.heldBack && !this.backpressure.lagging) this.requestClaim();
       }),
     ];
     await this.notifications.ensureListening();
@@ -130,7 +136,13 @@ export class WorkerLoop {
         pollIntervalMs: this.backpressure.pollIntervalMs,
       },
       workflows: this.registry.names(),
+      limits: this.claimer.limitStats(),
     };
+  }
+
+  /** What waits on the flow limits of this process's workflows, read now. */
+  readLimits(): Promise<FlowLimitStats[]> {
+    return this.claimer.readLimitStats();
   }
 
   /** Checked on every poll and every lag window, so a long poll interval does not hold them longer. */
@@ -223,7 +235,7 @@ export class WorkerLoop {
       if (free <= 0) return;
       let claimed: ClaimedTask[];
       try {
-        claimed = await this.tasks.claimTasks(this.options.workerId, this.registry.names(), free);
+        claimed = await this.claimer.claim(this.options.workerId, free);
       } catch (error) {
         if (!this.claimFailing) this.logger.warn(`Claiming tasks failed (${describeError(error).message}); retrying on the next poll`);
         this.claimFailing = true;

@@ -15,6 +15,7 @@ import {
 import { FunctionalWorkflowDefinition, WorkflowOptions } from '../interfaces/workflow-definition';
 import { StepOptions, WorkflowContext } from '../interfaces/workflow-context';
 import { UNKNOWN_INPUT_PROPERTIES } from '../validation/dto-input';
+import { resolveFlowLimits } from '../validation/flow-limits';
 import { WorkflowMetadataAccessor } from './workflow-metadata.accessor';
 import { RegisteredCompensation, RegisteredWorkflow, WorkflowRegistry } from './workflow.registry';
 
@@ -60,7 +61,7 @@ export class WorkflowExplorer implements OnModuleInit {
     if (typeof instance?.run !== 'function') {
       throw new InvalidWorkflowDefinitionError(name, `${source} has no run(ctx) method: add one; it is the workflow's entry point.`);
     }
-    const { step, compensation, input } = this.resolveWorkflowOptions(name, source, options);
+    const { step, compensation, input, flow } = this.resolveWorkflowOptions(name, source, options);
 
     const prototype = Object.getPrototypeOf(instance);
     const steps = new Map<string, string>();
@@ -104,6 +105,7 @@ export class WorkflowExplorer implements OnModuleInit {
       maxRetries: options.maxRetries,
       step,
       compensations,
+      flow,
     };
   }
 
@@ -120,7 +122,7 @@ export class WorkflowExplorer implements OnModuleInit {
     if (typeof definition.run !== 'function') {
       throw new InvalidWorkflowDefinitionError(name, `the second argument of workflow("${name}", fn) must be a function.`);
     }
-    const { step, compensation, input } = this.resolveWorkflowOptions(name, source, options);
+    const { step, compensation, input, flow } = this.resolveWorkflowOptions(name, source, options);
     const compensations = new Map<string, RegisteredCompensation>();
     for (const [stepKey, fn] of Object.entries(options.compensations ?? {})) {
       this.checkStepKey(name, stepKey, `${source} compensations`);
@@ -137,6 +139,7 @@ export class WorkflowExplorer implements OnModuleInit {
       maxRetries: options.maxRetries,
       step,
       compensations,
+      flow,
     };
   }
 
@@ -157,6 +160,7 @@ export class WorkflowExplorer implements OnModuleInit {
       step: this.resolveStepOptionsOf(name, options.step, this.options.step, `${source} step`),
       compensation: this.resolveStepOptionsOf(name, options.compensation, this.options.compensation, `${source} compensation`),
       input: { inputType: options.input as Type<object> | undefined, unknownInputProperties },
+      flow: resolveFlowLimits(name, source, options),
     };
   }
 

@@ -4,6 +4,7 @@ import { DuplicateWorkflowError, UnknownWorkflowError } from '../errors';
 import { CompensationFn } from '../interfaces/workflow-definition';
 import { WorkflowContext } from '../interfaces/workflow-context';
 import { UnknownInputProperties } from '../validation/dto-input';
+import { FlowLimits } from '../validation/flow-limits';
 
 export interface RegisteredCompensation {
   /** What `step_runs.compensation_fn` stores; resolves back through `resolveCompensation`. */
@@ -26,6 +27,8 @@ export interface RegisteredWorkflow {
   step: ResolvedStepOptions;
   /** By step key. */
   compensations: Map<string, RegisteredCompensation>;
+  /** Its concurrency and rate limits; null when it has none (claimed by the plain claim). */
+  flow?: FlowLimits | null;
 }
 
 /** Every workflow this process knows, filled at boot by the explorer. */

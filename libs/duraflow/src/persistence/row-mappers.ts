@@ -9,7 +9,8 @@ function qualified(columns: string, alias: string): string {
 
 /** The columns a task is read with (never the fencing token). */
 export const TASK_COLUMNS = `id, workflow_name, status, input, output, error, priority, scheduled_at, started_at,
-  completed_at, heartbeat_at, worker_id, retry_count, max_retries, created_at, updated_at, deleted_at, idempotency_key, rollback_reason`;
+  completed_at, heartbeat_at, worker_id, retry_count, max_retries, created_at, updated_at, deleted_at, idempotency_key, rollback_reason,
+  concurrency_key`;
 
 /** TASK_COLUMNS for statements that join agent_tasks as `t`: `t.id, t.workflow_name, ...`. */
 export const TASK_COLUMNS_OF_T = qualified(TASK_COLUMNS, 't');
@@ -43,6 +44,7 @@ export function toAgentTask(row: Record<string, any>): AgentTask {
   task.deletedAt = row.deleted_at;
   task.idempotencyKey = row.idempotency_key;
   task.rollbackReason = row.rollback_reason ?? null;
+  task.concurrencyKey = row.concurrency_key ?? null;
   return task;
 }
 

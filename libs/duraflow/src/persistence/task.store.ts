@@ -20,6 +20,8 @@ export interface NewTask {
   scheduledAt: Date | null;
   maxRetries: number;
   idempotencyKey: string | null;
+  /** Flow control's key (validation/flow-limits.ts `concurrencyKeyOf`): null for a workflow without limits. */
+  concurrencyKey?: string | null;
 }
 
 /** A task this worker claimed, with the fencing token every later write must carry. */
@@ -72,7 +74,7 @@ const OWNED = ownedBy('$1', '$2');
  * a server crash only puts the task back to pending, and no write of the run can outlive it
  * (each checkpoint's synchronous commit flushes the WAL up to itself, the claim included).
  */
-const CLAIM_SETTINGS = `SELECT ${[
+export const CLAIM_SETTINGS = `SELECT ${[
   'enable_sort',
   'enable_incremental_sort',
   'enable_bitmapscan',
@@ -104,12 +106,20 @@ export class TaskStore {
    * `sameInput` compares the inputs as jsonb (key order and number spelling do not matter).
    */
   async insertTask(executor: SqlExecutor, task: NewTask): Promise<{ task: AgentTask; created: boolean; sameInput: boolean }> {
-    const values = [task.workflowName, task.inputJson, task.priority, task.scheduledAt, task.maxRetries, task.idempotencyKey];
+    const values = [
+      task.workflowName,
+      task.inputJson,
+      task.priority,
+      task.scheduledAt,
+      task.maxRetries,
+      task.idempotencyKey,
+      task.concurrencyKey ?? null,
+    ];
     for (let attempt = 0; attempt < 3; attempt++) {
       const inserted = await executor.query(
         `WITH inserted AS (
-           INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, idempotency_key)
-           VALUES ($1, $2::jsonb, $3, $4, $5, $6)
+           INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, idempotency_key, concurrency_key)
+           VALUES ($1, $2::jsonb, $3, $4, $5, $6, $7)
            ON CONFLICT (workflow_name, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
            RETURNING ${TASK_COLUMNS}
          )
@@ -139,18 +149,26 @@ export class TaskStore {
    */
   async insertTasks(
     executor: SqlExecutor,
-    batch: { workflowName: string; inputsJson: string[]; priority: number; scheduledAt: Date | null; maxRetries: number },
+    batch: {
+      workflowName: string;
+      inputsJson: string[];
+      priority: number;
+      scheduledAt: Date | null;
+      maxRetries: number;
+      /** One per input (flow control's key), or none for a workflow without limits. */
+      concurrencyKeys?: Array<string | null>;
+    },
   ): Promise<AgentTask[]> {
     const { rows } = await executor.query(
       `WITH inserted AS (
-         INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries)
-         SELECT $1, input, $3, $4, $5 FROM unnest($2::jsonb[]) WITH ORDINALITY AS i(input, n) ORDER BY n
+         INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, concurrency_key)
+         SELECT $1, input, $3, $4, $5, ($6::varchar[])[n] FROM unnest($2::jsonb[]) WITH ORDINALITY AS i(input, n) ORDER BY n
          RETURNING ${TASK_COLUMNS}
        ), notified AS (
          SELECT pg_notify('${TASK_SUBMITTED_CHANNEL}', $1) WHERE $4::timestamptz IS NULL OR $4::timestamptz <= now()
        )
        SELECT inserted.* FROM inserted, (SELECT count(*) FROM notified) AS sent`,
-      [batch.workflowName, batch.inputsJson, batch.priority, batch.scheduledAt, batch.maxRetries],
+      [batch.workflowName, batch.inputsJson, batch.priority, batch.scheduledAt, batch.maxRetries, batch.concurrencyKeys ?? []],
       'duraflow_insert_tasks',
     );
     return rows.map(toAgentTask);

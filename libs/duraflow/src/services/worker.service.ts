@@ -2,6 +2,7 @@ import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap }
 import { WorkerLoop } from '../background/worker-loop';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
+import { FlowLimitStats } from '../interfaces/flow-control';
 import { WorkerStats } from '../interfaces/worker-stats';
 
 export type { BackpressureStats, WorkerState, WorkerStats } from '../interfaces/worker-stats';
@@ -45,5 +46,10 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
 
   stats(): WorkerStats {
     return this.loop.stats();
+  }
+
+  /** What waits on the flow limits of this process's workflows, read from the database now (`stats().limits` holds the last reading). */
+  readLimits(): Promise<FlowLimitStats[]> {
+    return this.loop.readLimits();
   }
 }

@@ -32,6 +32,7 @@ import {
   checkWaitOptions,
   createdRange,
 } from '../validation/call-options';
+import { concurrencyKeyOf } from '../validation/flow-limits';
 
 export interface SubmitOptions {
   /** Higher runs first. Default 0. */
@@ -131,6 +132,7 @@ export class WorkflowService {
     const workflow = this.registry.get(name);
     const opts = checkSubmitOptions(options ?? {});
     const inputJson = await checkSubmitInput(workflow, input, this.options);
+    const concurrencyKey = concurrencyKeyOf(workflow.flow, inputJson);
 
     const { task, created, sameInput } = await this.tasks.insertTask(this.db.forManager(manager ?? options?.manager), {
       workflowName: name,
@@ -139,6 +141,7 @@ export class WorkflowService {
       scheduledAt: opts.scheduledAt,
       maxRetries: opts.maxRetries ?? workflow.maxRetries ?? this.options.maxRetries,
       idempotencyKey: opts.idempotencyKey,
+      concurrencyKey,
     });
     if (!sameInput) throw new IdempotencyKeyConflictError(name, opts.idempotencyKey!, task.id);
     return { task, created };
@@ -160,6 +163,7 @@ export class WorkflowService {
     const opts = checkSubmitManyOptions(inputs, options ?? {});
     const inputsJson: string[] = [];
     for (const [index, input] of inputs.entries()) inputsJson.push(await checkSubmitInput(workflow, input, this.options, index));
+    const concurrencyKeys = workflow.flow ? inputsJson.map((json) => concurrencyKeyOf(workflow.flow, json)) : undefined;
     if (!inputsJson.length) return [];
     return this.tasks.insertTasks(this.db.forManager(options?.manager), {
       workflowName: name,
@@ -167,6 +171,7 @@ export class WorkflowService {
       priority: opts.priority,
       scheduledAt: opts.scheduledAt,
       maxRetries: opts.maxRetries ?? workflow.maxRetries ?? this.options.maxRetries,
+      concurrencyKeys,
     });
   }
 

@@ -1,0 +1,106 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { WorkflowRegistry } from '../discovery/workflow.registry';
+import { FlowLimitStats } from '../interfaces/flow-control';
+import { FlowLimitsStore } from '../persistence/flow-limits.store';
+import { ClaimedTask, TaskStore } from '../persistence/task.store';
+import { describeError } from '../util/describe-error';
+import { FlowLimits } from '../validation/flow-limits';
+
+/** How often `stats().limits` is read again, at most. */
+const LIMITS_REFRESH_MS = 1_000;
+
+/**
+ * Which claim takes which of this process's workflows. Workflows without flow control go
+ * through `TaskStore.claimTasks` (the plain claim: a process that registers no limited workflow
+ * sends exactly that one statement); each limited workflow through its own limited claim
+ * (`FlowLimitsStore.claimLimitedTasks`). With both, every call starts with the next of them in
+ * turn, so neither starves the other, and claims the rest of the batch from the ones after it.
+ */
+@Injectable()
+export class TaskClaimer {
+  private readonly logger = new Logger('Duraflow');
+  private unlimited: string[] = [];
+  private limited: FlowLimits[] = [];
+  private turn = 0;
+  private registered = false;
+  private lastLimits: FlowLimitStats[] = [];
+  private limitsReadAt = 0;
+  private reading: Promise<void> | undefined;
+  /** The last limited claim returned fewer tasks than asked: a slot freed anywhere may let one start. */
+  heldBack = false;
+
+  constructor(
+    private readonly registry: WorkflowRegistry,
+    private readonly tasks: TaskStore,
+    private readonly flows: FlowLimitsStore,
+  ) {}
+
+  /** Some registered workflow has flow control. */
+  get limits(): boolean {
+    return this.limited.length > 0;
+  }
+
+  /** Sorts the registered workflows by claim, and registers the limits in the database (retried on the next claim if it fails). */
+  async prepare(): Promise<void> {
+    const names = this.registry.names();
+    this.limited = names.map((name) => this.registry.get(name).flow).filter((flow): flow is FlowLimits => !!flow);
+    const limitedNames = new Set(this.limited.map((flow) => flow.workflowName));
+    this.unlimited = names.filter((name) => !limitedNames.has(name));
+    this.registered = false;
+    await this.register();
+  }
+
+  /** Up to `limit` tasks of this process's workflows, none beyond a limit. Throws what the claim throws. */
+  async claim(workerId: string, limit: number): Promise<ClaimedTask[]> {
+    if (!this.limited.length) return this.tasks.claimTasks(workerId, this.unlimited, limit);
+    if (!this.registered) await this.register();
+    const groups: Array<FlowLimits | string[]> = this.unlimited.length ? [this.unlimited, ...this.limited] : [...this.limited];
+    const first = this.turn++ % groups.length;
+    const claimed: ClaimedTask[] = [];
+    let heldBack = false;
+    for (let i = 0; i < groups.length && claimed.length < limit; i++) {
+      const group = groups[(first + i) % groups.length];
+      const want = limit - claimed.length;
+      if (Array.isArray(group)) {
+        claimed.push(...(await this.tasks.claimTasks(workerId, group, want)));
+      } else {
+        const got = await this.flows.claimLimitedTasks(workerId, group, want);
+        if (got.length < want) heldBack = true;
+        claimed.push(...got);
+      }
+    }
+    this.heldBack = heldBack;
+    return claimed;
+  }
+
+  /** What waits on the limits of this process's workflows, as last read (at most every second, when asked for). */
+  limitStats(): FlowLimitStats[] {
+    if (this.limited.length && !this.reading && Date.now() - this.limitsReadAt >= LIMITS_REFRESH_MS) {
+      this.limitsReadAt = Date.now();
+      this.reading = this.flows
+        .readLimits(this.limited.map((flow) => flow.workflowName))
+        .then((limits) => void (this.lastLimits = limits))
+        .catch(() => undefined)
+        .finally(() => (this.reading = undefined));
+    }
+    return this.lastLimits;
+  }
+
+  /** Reads the limits now (what `stats().limits` then shows). */
+  async readLimitStats(): Promise<FlowLimitStats[]> {
+    if (!this.limited.length) return [];
+    this.lastLimits = await this.flows.readLimits(this.limited.map((flow) => flow.workflowName));
+    this.limitsReadAt = Date.now();
+    return this.lastLimits;
+  }
+
+  private async register(): Promise<void> {
+    if (!this.limited.length) return;
+    try {
+      await this.flows.registerLimits(this.limited);
+      this.registered = true;
+    } catch (error) {
+      this.logger.warn(`Could not register the flow limits (${describeError(error).message}); retrying on the next claim`);
+    }
+  }
+}
