@@ -12,7 +12,7 @@ import { SHARED_REDIS_URL } from './support/redis-server';
 
 const execFileAsync = promisify(execFile);
 const CLI = path.join(__dirname, '..', 'libs', 'duraflow', 'src', 'cli', 'main.ts');
-const MIGRATIONS = ['SeedSchema1700000000000', 'EngineColumns1700000000001', 'SagaColumns1700000000002'];
+const MIGRATIONS = ['SeedSchema1700000000000', 'EngineColumns1700000000001', 'SagaColumns1700000000002', 'FlowControl1700000000400'];
 const CHILD_TIMEOUT_MS = 60_000;
 
 interface CliRun {

@@ -17,7 +17,10 @@ import { useTestBed } from './support/test-bed';
 
 const execFileAsync = promisify(execFile);
 const REPO_ROOT = join(__dirname, '..');
-const MIGRATIONS = ['SeedSchema1700000000000', 'EngineColumns1700000000001', 'SagaColumns1700000000002'];
+const MIGRATIONS = ['SeedSchema1700000000000', 'EngineColumns1700000000001', 'SagaColumns1700000000002', 'FlowControl1700000000400'];
+/** The engine's own tables (FlowControl: flow limits and rate-limit windows), besides the seed's and TypeORM's. */
+const ENGINE_TABLES = ['flow_limits', 'flow_starts'];
+const ALL_TABLES = ['agent_tasks', 'dead_letter_queue', ...ENGINE_TABLES, 'migrations', 'step_runs'].sort();
 /** npx and tsx start slowly when other suites load the machine. */
 const CHILD_PROCESS_TIMEOUT_MS = 120_000;
 
@@ -72,12 +75,13 @@ const DEAD_LETTER_QUEUE_SEED_COLUMNS: ColumnRow[] = [
   ['created_at', 'timestamp with time zone', null, 'YES', 'now()'],
 ];
 
-// The engine's own columns (migrations EngineColumns and SagaColumns): nullable, no default, after the seed's.
+// The engine's own columns (migrations EngineColumns, SagaColumns and FlowControl): nullable, no default, after the seed's.
 const ENGINE_EXTRA_COLUMNS: Record<string, ColumnRow[]> = {
   agent_tasks: [
     ['idempotency_key', 'character varying', 255, 'YES', null],
     ['claim_token', 'uuid', null, 'YES', null],
     ['rollback_reason', 'character varying', 20, 'YES', null],
+    ['concurrency_key', 'character varying', 255, 'YES', null],
   ],
   step_runs: [['completion_seq', 'integer', null, 'YES', null]],
   dead_letter_queue: [],
@@ -173,8 +177,8 @@ describe('schema (seed 000 "Database Schema")', () => {
   const bed = useTestBed();
 
   describe('tables', () => {
-    it('has the three seed tables and TypeORM migrations table, and no other table', async () => {
-      expect(await publicTables(bed.db.client)).toEqual(['agent_tasks', 'dead_letter_queue', 'migrations', 'step_runs']);
+    it('has the three seed tables, TypeORM migrations table and the engine’s flow-control tables, and no other table', async () => {
+      expect(await publicTables(bed.db.client)).toEqual(ALL_TABLES);
     });
 
     it.each([
@@ -317,6 +321,8 @@ describe('schema (seed 000 "Database Schema")', () => {
       const engineIndexes = [
         'idx_agent_tasks_claim',
         'idx_agent_tasks_created',
+        'idx_agent_tasks_flow_pending',
+        'idx_agent_tasks_flow_running',
         'idx_agent_tasks_idempotency',
         'idx_agent_tasks_status_created',
         'idx_dlq_step_id',
@@ -504,7 +510,7 @@ describe('schema (seed 000 "Database Schema")', () => {
 
         const first = await runFromRepoRoot('npx', ['tsx', 'src/db/migrate.ts'], fresh.url);
         expect(first.stdout).toContain(`Applied: ${MIGRATIONS.join(', ')}`);
-        expect(await publicTables(fresh.client)).toEqual(['agent_tasks', 'dead_letter_queue', 'migrations', 'step_runs']);
+        expect(await publicTables(fresh.client)).toEqual(ALL_TABLES);
         expect(await columnsOf(fresh.client, 'step_runs')).toEqual([...STEP_RUNS_SEED_COLUMNS, ...ENGINE_EXTRA_COLUMNS.step_runs]);
 
         const second = await runFromRepoRoot('npx', ['tsx', 'src/db/migrate.ts'], fresh.url);
@@ -520,7 +526,7 @@ describe('schema (seed 000 "Database Schema")', () => {
         const fresh = await scratchDatabase();
         const { stdout } = await runFromRepoRoot('npm', ['run', 'migration:run'], fresh.url);
         expect(stdout).toContain(`Applied: ${MIGRATIONS.join(', ')}`);
-        expect(await publicTables(fresh.client)).toEqual(['agent_tasks', 'dead_letter_queue', 'migrations', 'step_runs']);
+        expect(await publicTables(fresh.client)).toEqual(ALL_TABLES);
         expect(await columnsOf(fresh.client, 'agent_tasks')).toEqual([...AGENT_TASKS_SEED_COLUMNS, ...ENGINE_EXTRA_COLUMNS.agent_tasks]);
       },
       CHILD_PROCESS_TIMEOUT_MS,
