@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { FlowLimitStats, ReaperService, WorkflowService } from '@duraflow/nestjs';
+import { statusCommand } from '../libs/duraflow/src/cli/status.command';
 import { FLOW_RUNS_SQL, FLOW_WORKFLOW, FlowRunInput, FlowRunLimits, flowRunWorkflow } from './fixtures/flow/flow-workflows';
 import type { FlowWorkerConfig } from './fixtures/flow/worker-main';
 import { SUBMIT_ONLY, useTestBed } from './support/test-bed';
@@ -262,7 +263,7 @@ describe('Flow control across worker processes', () => {
   );
 
   it(
-    'shows what waits on which limit in worker.stats() and readLimits()',
+    'shows what waits on which limit in worker.stats(), readLimits() and `duraflow status`',
     withWorkerOutputOnFailure(async () => {
       await setUp({ concurrency: 2, keyed: true, keyConcurrency: 1, rateLimit: { limit: 1_000, periodMs: 60_000 } });
       await submitAll([
@@ -281,6 +282,19 @@ describe('Flow control across worker processes', () => {
       ]);
       const stats = await worker.call<{ limits: FlowLimitStats[] }>('WorkerService', 'stats');
       expect(stats.limits).toEqual(read);
+
+      // `npx duraflow status`: the same, read from the database alone.
+      const lines: string[] = [];
+      const report = await statusCommand({ url: bed.db.url, json: false }, (line) => lines.push(line));
+      expect(report.limits).toEqual(read);
+      const table = lines.slice(lines.findIndex((line) => line.startsWith('Flow limits')));
+      expect(table.slice(1, 6).map((line) => line.trim().split(/\s+/))).toEqual([
+        ['workflow', 'key', 'limit', 'running', 'pending'],
+        [FLOW_WORKFLOW, 'concurrency', '2/2', '6'],
+        [FLOW_WORKFLOW, 'rateLimit', '2/1000', '6'],
+        [FLOW_WORKFLOW, 'a', 'keyConcurrency', '1/1', '4'],
+        [FLOW_WORKFLOW, 'b', 'keyConcurrency', '1/1', '2'],
+      ]);
     }),
     60_000,
   );

@@ -42,12 +42,16 @@ export class TaskClaimer {
 
   /** Sorts the registered workflows by claim, and registers the limits in the database (retried on the next claim if it fails). */
   async prepare(): Promise<void> {
+    this.sortWorkflows();
+    this.registered = false;
+    await this.register();
+  }
+
+  private sortWorkflows(): void {
     const names = this.registry.names();
     this.limited = names.map((name) => this.registry.get(name).flow).filter((flow): flow is FlowLimits => !!flow);
     const limitedNames = new Set(this.limited.map((flow) => flow.workflowName));
     this.unlimited = names.filter((name) => !limitedNames.has(name));
-    this.registered = false;
-    await this.register();
   }
 
   /** Up to `limit` tasks of this process's workflows, none beyond a limit. Throws what the claim throws. */
@@ -88,6 +92,8 @@ export class TaskClaimer {
 
   /** Reads the limits now (what `stats().limits` then shows). */
   async readLimitStats(): Promise<FlowLimitStats[]> {
+    // Also on a node whose worker never started (it never sorted its workflows).
+    if (!this.limited.length) this.sortWorkflows();
     if (!this.limited.length) return [];
     this.lastLimits = await this.flows.readLimits(this.limited.map((flow) => flow.workflowName));
     this.limitsReadAt = Date.now();

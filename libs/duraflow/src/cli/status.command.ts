@@ -1,5 +1,8 @@
 import { TaskStatus } from '../interfaces/task-status';
 import { REAPER_LEADER_KEY } from '../duraflow.constants';
+import { FlowLimitStats } from '../interfaces/flow-control';
+import type { SqlExecutor } from '../persistence/duraflow-database';
+import { readFlowLimits } from '../persistence/sql/read-flow-limits';
 import { QueueStatus, readQueueStatus } from '../persistence/sql/read-queue-status';
 import { SchemaMissingError } from './cli.errors';
 import { connectDatabase, describeDatabase } from './database-connection';
@@ -15,6 +18,8 @@ export interface StatusCommandOptions {
 
 export interface StatusReport extends QueueStatus {
   database: string;
+  /** What waits on which flow limit (the limits as the workers registered them); empty when no workflow has one. */
+  limits: FlowLimitStats[];
   leader:
     | { via: 'redis'; key: string; workerId: string | null; expiresInMs: number | null }
     | { via: 'postgres'; key: string; session: QueueStatus['postgresLeader'] };
@@ -25,16 +30,16 @@ export async function statusCommand(options: StatusCommandOptions, print: (line:
   const key = options.leaderKey ?? REAPER_LEADER_KEY;
   const client = await connectDatabase(options.url);
   let queue: QueueStatus;
+  let limits: FlowLimitStats[];
+  const executor: SqlExecutor = {
+    query: async (text, values) => {
+      const result = await client.query(text, values);
+      return { rows: result.rows, rowCount: result.rowCount ?? 0 };
+    },
+  };
   try {
-    queue = await readQueueStatus(
-      {
-        query: async (text, values) => {
-          const result = await client.query(text, values);
-          return { rows: result.rows, rowCount: result.rowCount ?? 0 };
-        },
-      },
-      key,
-    );
+    queue = await readQueueStatus(executor, key);
+    limits = await readFlowLimits(executor);
   } catch (error) {
     if ((error as { code?: unknown }).code === '42P01') {
       throw new SchemaMissingError(`${describeDatabase(options.url)} has no Duraflow tables: run \`duraflow migrate\` first.`);
@@ -47,6 +52,7 @@ export async function statusCommand(options: StatusCommandOptions, print: (line:
   const report: StatusReport = {
     database: describeDatabase(options.url),
     ...queue,
+    limits,
     leader: redisLeader ? { via: 'redis', key, ...redisLeader } : { via: 'postgres', key, session: queue.postgresLeader },
   };
   if (options.json) print(JSON.stringify(report, null, 2));
@@ -90,8 +96,25 @@ export function formatStatus(report: StatusReport): string[] {
       ? `Dead letters: ${dead.total} (${dead.byWorkflow.map((entry) => `${entry.workflowName ?? '(task deleted)'}: ${entry.count}`).join(', ')}), oldest ${dead.oldest!.toISOString()}`
       : 'Dead letters: none',
   );
+  lines.push(...formatLimits(report.limits));
   lines.push(formatLeader(report.leader));
   return lines;
+}
+
+/** Flow limits: one line per limit (per key for the keys at their limit), running against the limit and the runnable pending behind it. */
+function formatLimits(limits: FlowLimitStats[]): string[] {
+  if (!limits.length) return [];
+  const rows = [
+    ['workflow', 'key', 'limit', 'running', 'pending'],
+    ...limits.map((entry) => [entry.workflow, entry.key ?? '', entry.kind, `${entry.running}/${entry.limit}`, String(entry.waiting)]),
+  ];
+  const widths = rows[0].map((_, column) => Math.max(...rows.map((row) => row[column].length)));
+  return [
+    'Flow limits (a rate limit counts the starts in its window):',
+    ...rows.map(
+      (row) => '  ' + row.map((cell, column) => (column < 3 ? cell.padEnd(widths[column]) : cell.padStart(widths[column]))).join('  '),
+    ),
+  ];
 }
 
 function formatLeader(leader: StatusReport['leader']): string {
