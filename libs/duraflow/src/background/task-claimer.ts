@@ -26,8 +26,13 @@ export class TaskClaimer {
   private lastLimits: FlowLimitStats[] = [];
   private limitsReadAt = 0;
   private reading: Promise<void> | undefined;
-  /** The last limited claim returned fewer tasks than asked: a slot freed anywhere may let one start. */
-  heldBack = false;
+  /**
+   * Limited workflows whose last claim returned fewer tasks than asked (a limit is full, or
+   * nothing is left): not claimed again until something may have changed (`mayHaveRoom`: a task
+   * ended here or anywhere, a task was submitted, a poll), so a slot freed here before its
+   * completion committed does not cost a claim that can only find the limit still full.
+   */
+  private readonly saturated = new Set<string>();
 
   constructor(
     private readonly registry: WorkflowRegistry,
@@ -35,9 +40,14 @@ export class TaskClaimer {
     private readonly flows: FlowLimitsStore,
   ) {}
 
-  /** Some registered workflow has flow control. */
-  get limits(): boolean {
-    return this.limited.length > 0;
+  /** A limited workflow waits for a slot or a task: a task that ended anywhere may let it claim. */
+  get heldBack(): boolean {
+    return this.saturated.size > 0;
+  }
+
+  /** A task ended or was submitted (here or anywhere), or a poll came: every limited workflow may be claimed again. */
+  mayHaveRoom(): void {
+    this.saturated.clear();
   }
 
   /** Sorts the registered workflows by claim, and registers the limits in the database (retried on the next claim if it fails). */
@@ -61,19 +71,17 @@ export class TaskClaimer {
     const groups: Array<FlowLimits | string[]> = this.unlimited.length ? [this.unlimited, ...this.limited] : [...this.limited];
     const first = this.turn++ % groups.length;
     const claimed: ClaimedTask[] = [];
-    let heldBack = false;
     for (let i = 0; i < groups.length && claimed.length < limit; i++) {
       const group = groups[(first + i) % groups.length];
       const want = limit - claimed.length;
       if (Array.isArray(group)) {
         claimed.push(...(await this.tasks.claimTasks(workerId, group, want)));
-      } else {
+      } else if (!this.saturated.has(group.workflowName)) {
         const got = await this.flows.claimLimitedTasks(workerId, group, want);
-        if (got.length < want) heldBack = true;
+        if (got.length < want) this.saturated.add(group.workflowName);
         claimed.push(...got);
       }
     }
-    this.heldBack = heldBack;
     return claimed;
   }
 

@@ -76,6 +76,7 @@ export class WorkerLoop {
     this.pool.onEnded((lease, outcome) => {
       this.counters[OUTCOME_COUNTER[outcome]]++;
       this.heartbeat.release(lease);
+      this.claimer.mayHaveRoom();
       this.requestClaim();
     });
   }
@@ -88,14 +89,19 @@ export class WorkerLoop {
     await this.claimer.prepare();
     this.unsubscribe = [
       this.notifications.onSubmitted((workflowName) => {
-        if (names.has(workflowName) && !this.backpressure.lagging) this.requestClaim();
+        if (!names.has(workflowName)) return;
+        this.claimer.mayHaveRoom();
+        if (!this.backpressure.lagging) this.requestClaim();
       }),
       this.notifications.onFinished((taskId) => {
         const lease = this.pool.lease(taskId);
         // A run that writes its own final status hears its own NOTIFY: that is no cancel.
         if (lease && !lease.writingOutcome) lease.stop('cancelled');
         // A task ended somewhere: the limit that held a task back here may have a free slot now.
-        else if (!lease && this.claimer.heldBack && !this.backpressure.lagging) this.requestClaim();
+        else if (!lease && this.claimer.heldBack) {
+          this.claimer.mayHaveRoom();
+          if (!this.backpressure.lagging) this.requestClaim();
+        }
       }),
     ];
     await this.notifications.ensureListening();
@@ -164,6 +170,7 @@ export class WorkerLoop {
   private schedulePoll(): void {
     this.pollTimer = setTimeout(() => {
       this.handBackLongWaiting();
+      this.claimer.mayHaveRoom();
       this.requestClaim();
       if (this.state === 'running') this.schedulePoll();
     }, this.backpressure.pollIntervalMs);

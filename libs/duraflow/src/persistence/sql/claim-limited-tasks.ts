@@ -144,6 +144,7 @@ function keyedPick(workflow: string, flow: FlowLimits, limit: number, runnable: 
       ) AS nk
       CROSS JOIN LATERAL (
         SELECT GREATEST(0, LEAST(b.n - w.taken, ${keyCaps.join(', ')}))::bigint AS take FROM budget b
+        OFFSET 0 -- evaluated once per key (pulled up, each use of take would count again)
       ) AS t
       WHERE w.taken < (SELECT n FROM budget) AND w.visited < ${MAX_KEYS_VISITED}
         AND NOT (nk.wrapped AND nk.k > (SELECT k FROM cursor))
