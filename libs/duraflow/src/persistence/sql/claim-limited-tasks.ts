@@ -103,11 +103,13 @@ const MAX_KEYS_VISITED = 200;
  */
 function keyedPick(workflow: string, flow: FlowLimits, limit: number, runnable: (alias: string) => string, window: string): string {
   const rate = flow.rateLimit;
+  // No key ever gives more than this in one claim: its runnable tasks are counted up to it only.
+  const mostPerKey = Math.min(limit, flow.keyConcurrency ?? limit, rate?.perKey ? rate.limit : limit);
   // What one key may still start now, beyond the room left in the batch.
   const keyCaps: string[] = [
     `(SELECT count(*) FROM (SELECT 1 FROM agent_tasks p
        WHERE p.workflow_name = ${workflow} AND p.concurrency_key = nk.k AND ${runnable('p')}
-       LIMIT ${countLiteral(limit)}) AS runnable)`,
+       LIMIT ${countLiteral(mostPerKey)}) AS runnable)`,
   ];
   if (flow.keyConcurrency !== null) {
     keyCaps.push(
