@@ -32,6 +32,10 @@ export interface BenchSizes {
   rssTasks: number;
   /** 0-step tasks submitted through submit() / submitMany() into a new database, then drained. */
   submittedDrainTasks: number;
+  /** 0-step tasks of each flow-control drain (no limits, a workflow limit, many keys). */
+  flowDrainTasks: number;
+  /** Keys of the keyed flow-control drain (keyConcurrency 1). */
+  flowKeys: number;
 }
 
 export type DrainSteps = 0 | 1 | 10;
@@ -61,6 +65,8 @@ export const FULL_SIZES: BenchSizes = {
   recoveryRuns: 5,
   rssTasks: 100_000,
   submittedDrainTasks: 20_000,
+  flowDrainTasks: 8_000,
+  flowKeys: 1_000,
 };
 
 export const QUICK_SIZES: BenchSizes = {
@@ -87,6 +93,8 @@ export const QUICK_SIZES: BenchSizes = {
   recoveryRuns: 1,
   rssTasks: 2_000,
   submittedDrainTasks: 300,
+  flowDrainTasks: 300,
+  flowKeys: 50,
 };
 
 /** The intervals the recovery scenario uses (those of the chaos tests). */

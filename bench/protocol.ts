@@ -3,7 +3,16 @@ import type { WorkerConfig, WorkerDuraflowOptions } from '../test/support/worker
 /** DuraflowModule options as they cross the process boundary: JSON only, no workflows. */
 export type BenchDuraflowOptions = WorkerDuraflowOptions & { workerId: string };
 
-export type BenchWorkerConfig = WorkerConfig;
+export interface BenchWorkerConfig extends WorkerConfig {
+  /**
+   * Register only this flow-control workflow (bench/workflows.ts FLOW_WORKFLOWS) instead of the
+   * usual ones: the flow-control drains (a process that registers a limited workflow claims
+   * through the limited claim, which the other drains must not pay for).
+   */
+  flowWorkflow?: FlowBenchWorkflow;
+}
+
+export type FlowBenchWorkflow = 'bench-capped' | 'bench-capped-100' | 'bench-keyed';
 
 /** Parent -> child, besides calls to the library's services (test/support/worker-ipc.ts). */
 export type BenchRequest =

@@ -20,6 +20,7 @@ import { BenchResults, renderTable } from './report';
 import { claimScenario } from './scenarios/claim';
 import { determinismGuardScenario } from './scenarios/determinism-guard';
 import { drainScenario } from './scenarios/drain';
+import { flowControlScenario } from './scenarios/flow-control';
 import { idleWorkerScenario } from './scenarios/idle-worker';
 import { memoryScenario } from './scenarios/memory';
 import { recoveryScenario } from './scenarios/recovery';
@@ -150,6 +151,7 @@ async function main(): Promise<number> {
     await scenario(ctx, 'claim', () => claimScenario(ctx));
     await scenario(ctx, 'drain', () => drainScenario(ctx));
     await scenario(ctx, 'submitted-drain', () => submittedDrainScenario(ctx));
+    await scenario(ctx, 'flow-control', () => flowControlScenario(ctx));
     await scenario(ctx, 'recovery', () => recoveryScenario(ctx));
     await scenario(ctx, 'determinism-guard', () => determinismGuardScenario(ctx));
     await scenario(ctx, 'memory', () => memoryScenario(ctx));

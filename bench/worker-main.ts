@@ -11,7 +11,7 @@ import { DURAFLOW_ENTITIES, DuraflowModule } from '@duraflow/nestjs';
 import { readWorkerConfig, runWorkerEntry, serveWorkerApp } from '../test/support/worker-ipc';
 import { installQueryCounter, queryCounts } from './query-counter';
 import { BenchRequest, BenchWorkerConfig } from './protocol';
-import { WORKER_WORKFLOWS } from './workflows';
+import { FLOW_WORKFLOWS, WORKER_WORKFLOWS } from './workflows';
 
 installQueryCounter();
 const logger = new Logger('BenchWorker');
@@ -24,7 +24,10 @@ class BenchWorkerModule {
       imports: [
         ScheduleModule.forRoot(),
         TypeOrmModule.forRoot({ type: 'postgres', url: config.databaseUrl, entities: [...DURAFLOW_ENTITIES] }),
-        DuraflowModule.forRoot({ ...config.duraflow, workflows: WORKER_WORKFLOWS }),
+        DuraflowModule.forRoot({
+          ...config.duraflow,
+          workflows: config.flowWorkflow ? [FLOW_WORKFLOWS[config.flowWorkflow]] : WORKER_WORKFLOWS,
+        }),
       ],
     };
   }

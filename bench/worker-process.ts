@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { WorkerStats } from '@duraflow/nestjs';
 import { WorkerExit, WorkerProcess } from '../test/support/worker-process';
-import { BenchDuraflowOptions, BenchRequest } from './protocol';
+import { BenchDuraflowOptions, BenchRequest, BenchWorkerConfig, FlowBenchWorkflow } from './protocol';
 
 const ENTRY = path.join(__dirname, 'worker-main.ts');
 
@@ -10,10 +10,17 @@ const ENTRY = path.join(__dirname, 'worker-main.ts');
  * workflows, forked and driven over IPC as the chaos tests' workers are (test/support/worker-process.ts).
  */
 export class BenchWorkerProcess extends WorkerProcess<BenchRequest> {
-  static start(options: { databaseUrl: string; label: string; duraflow: BenchDuraflowOptions; exposeGc?: boolean }): BenchWorkerProcess {
+  static start(options: {
+    databaseUrl: string;
+    label: string;
+    duraflow: BenchDuraflowOptions;
+    exposeGc?: boolean;
+    flowWorkflow?: FlowBenchWorkflow;
+  }): BenchWorkerProcess {
+    const config: BenchWorkerConfig = { databaseUrl: options.databaseUrl, duraflow: options.duraflow, flowWorkflow: options.flowWorkflow };
     return new BenchWorkerProcess({
       entry: ENTRY,
-      config: { databaseUrl: options.databaseUrl, duraflow: options.duraflow },
+      config,
       label: options.label,
       execArgv: options.exposeGc ? ['--expose-gc'] : [],
       readyTimeoutMs: 60_000,

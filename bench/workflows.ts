@@ -28,6 +28,23 @@ export const recoverWorkflow = workflow(RECOVER_WORKFLOW, async (ctx) => {
   await ctx.step.run('hold', ({ signal }) => (ctx.attempt === 1 ? hangUntilAborted(signal) : undefined));
 });
 
+/** `concurrency: 10`: the flow-control drain with a workflow limit (0 steps). */
+export const CAPPED_WORKFLOW = 'bench-capped';
+/** `concurrency: 100`: a workflow limit above what one worker holds, completions in flight included (it never binds: the check's own cost). */
+export const CAPPED_100_WORKFLOW = 'bench-capped-100';
+/** `concurrencyKey: input.key`, `keyConcurrency: 1`: the flow-control drain over many keys (0 steps). */
+export const KEYED_WORKFLOW = 'bench-keyed';
+
+/** The flow-control bench workflows, by name: registered by a worker process started with `flowWorkflow`. */
+export const FLOW_WORKFLOWS: Record<string, FunctionalWorkflowDefinition> = {
+  [CAPPED_WORKFLOW]: workflow<NoopInput, void>(CAPPED_WORKFLOW, runNoopSteps, { concurrency: 10 }),
+  [CAPPED_100_WORKFLOW]: workflow<NoopInput, void>(CAPPED_100_WORKFLOW, runNoopSteps, { concurrency: 100 }),
+  [KEYED_WORKFLOW]: workflow<NoopInput & { key: string }, void>(KEYED_WORKFLOW, runNoopSteps, {
+    concurrencyKey: (input) => input.key,
+    keyConcurrency: 1,
+  }),
+};
+
 /** The workflows of a bench worker process. */
 export const WORKER_WORKFLOWS: FunctionalWorkflowDefinition[] = [noopWorkflow, recoverWorkflow];
 

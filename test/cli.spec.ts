@@ -17,6 +17,7 @@ const MIGRATIONS = [
   'EngineColumns1700000000001',
   'SagaColumns1700000000002',
   'TraceContext1700000000300',
+  'FlowControl1700000000400',
   'SafeDeploys1700000000500',
   'Schedules1700000000700',
 ];

@@ -22,11 +22,21 @@ const MIGRATIONS = [
   'EngineColumns1700000000001',
   'SagaColumns1700000000002',
   'TraceContext1700000000300',
+  'FlowControl1700000000400',
   'SafeDeploys1700000000500',
   'Schedules1700000000700',
 ];
 /** The seed's tables, TypeORM's migrations table, and the tables later migrations add (never a seed table changed). */
-const TABLES = ['agent_tasks', 'dead_letter_queue', 'duraflow_schedule_ticks', 'duraflow_schedules', 'migrations', 'step_runs'];
+const TABLES = [
+  'agent_tasks',
+  'dead_letter_queue',
+  'duraflow_schedule_ticks',
+  'duraflow_schedules',
+  'flow_limits',
+  'flow_starts',
+  'migrations',
+  'step_runs',
+];
 /** npx and tsx start slowly when other suites load the machine. */
 const CHILD_PROCESS_TIMEOUT_MS = 120_000;
 
@@ -81,13 +91,14 @@ const DEAD_LETTER_QUEUE_SEED_COLUMNS: ColumnRow[] = [
   ['created_at', 'timestamp with time zone', null, 'YES', 'now()'],
 ];
 
-// The engine's own columns (migrations EngineColumns, SagaColumns and TraceContext): nullable, no default, after the seed's.
+// The engine's own columns (migrations EngineColumns, SagaColumns, TraceContext, FlowControl and SafeDeploys): nullable, no default, after the seed's.
 const ENGINE_EXTRA_COLUMNS: Record<string, ColumnRow[]> = {
   agent_tasks: [
     ['idempotency_key', 'character varying', 255, 'YES', null],
     ['claim_token', 'uuid', null, 'YES', null],
     ['rollback_reason', 'character varying', 20, 'YES', null],
     ['trace_context', 'jsonb', null, 'YES', null],
+    ['concurrency_key', 'character varying', 255, 'YES', null],
     // SafeDeploys: the version a task started on, and the determinism guard's hold.
     ['workflow_version', 'integer', null, 'YES', null],
     ['held_at', 'timestamp with time zone', null, 'YES', null],
@@ -186,7 +197,7 @@ describe('schema (seed 000 "Database Schema")', () => {
   const bed = useTestBed();
 
   describe('tables', () => {
-    it('has the three seed tables, TypeORM migrations table and the schedules tables, and no other table', async () => {
+    it('has the three seed tables, TypeORM migrations table and the engine’s own tables (schedules, flow control), and no other table', async () => {
       expect(await publicTables(bed.db.client)).toEqual(TABLES);
     });
 
@@ -356,6 +367,8 @@ describe('schema (seed 000 "Database Schema")', () => {
       const engineIndexes = [
         'idx_agent_tasks_claim',
         'idx_agent_tasks_created',
+        'idx_agent_tasks_flow_pending',
+        'idx_agent_tasks_flow_running',
         'idx_agent_tasks_idempotency',
         'idx_agent_tasks_status_created',
         'idx_dlq_step_id',

@@ -6,6 +6,7 @@ import { drainRowId } from '../rows';
 import { countDelta } from '../query-counter';
 import { eventually } from '../../test/support/waiting';
 import { busyPercent, cpuMs, machineCpu, processCpuMs, progress } from '../stats';
+import { FlowBenchWorkflow } from '../protocol';
 import { BenchWorkerProcess } from '../worker-process';
 import { NOOP_WORKFLOW } from '../workflows';
 
@@ -43,12 +44,19 @@ async function backendCpu(ctx: BenchContext): Promise<Map<number, number> | unde
 }
 
 /** Boots `count` worker processes with production intervals and their worker stopped. */
-export async function bootWorkers(ctx: BenchContext, count: number, concurrency: number, exposeGc = false): Promise<BenchWorkerProcess[]> {
+export async function bootWorkers(
+  ctx: BenchContext,
+  count: number,
+  concurrency: number,
+  exposeGc = false,
+  flowWorkflow?: FlowBenchWorkflow,
+): Promise<BenchWorkerProcess[]> {
   const workers = Array.from({ length: count }, (_, index) =>
     BenchWorkerProcess.start({
       databaseUrl: ctx.db.url,
       label: `w${index + 1}`,
       exposeGc,
+      flowWorkflow,
       // Defaults everywhere (heartbeat 5 s, poll 500 ms, reaper every 10 s / stale after 30 s,
       // leader through a PostgreSQL advisory lock, pool of 10) but the concurrency; the worker
       // starts only when the tasks are in.

@@ -21,6 +21,8 @@ import { DeadLetterStore } from './persistence/dead-letter.store';
 import { DuraflowDatabase } from './persistence/duraflow-database';
 import { StepStore } from './persistence/step.store';
 import { TaskStore } from './persistence/task.store';
+import { FlowLimitsStore } from './persistence/flow-limits.store';
+import { TaskClaimer } from './background/task-claimer';
 import { ReaperService } from './services/reaper.service';
 import { SagaService } from './services/saga.service';
 import { WorkerService } from './services/worker.service';
@@ -55,6 +57,8 @@ import { ScheduleTicker } from './schedules/schedule-ticker';
     ScheduleTicker,
     DuraflowDatabase,
     TaskStore,
+    FlowLimitsStore,
+    TaskClaimer,
     StepStore,
     DeadLetterStore,
     TaskNotifications,

@@ -59,3 +59,5 @@ export {
   MAX_CATCH_UP,
   SCHEDULE_NAME_PATTERN,
 } from './schedules/schedule-options';
+export { FlowControlOptions, RateLimitOptions, FlowLimitKind, FlowLimitStats } from './interfaces/flow-control';
+export { MAX_CONCURRENCY_KEY_LENGTH } from './validation/flow-limits';

@@ -3,6 +3,7 @@ import { WorkflowRegistry } from '../discovery/workflow.registry';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { RunOutcome, TaskExecutor } from '../execution/task-executor';
+import { FlowLimitStats } from '../interfaces/flow-control';
 import { WorkerState, WorkerStats } from '../interfaces/worker-stats';
 import { TaskLease } from '../lease/task-lease';
 import { TaskLeases } from '../lease/task-leases';
@@ -14,6 +15,7 @@ import { describeError } from '../util/describe-error';
 import { BackpressureMonitor } from './backpressure-monitor';
 import { LeaseHeartbeat } from './lease-heartbeat';
 import { SlotPool, TakenTask } from './slot-pool';
+import { TaskClaimer } from './task-claimer';
 
 type OutcomeCounter = 'completed' | 'failed' | 'rolledBack' | 'partialRollback' | 'cancelled' | 'stopped' | 'unrecorded' | 'held';
 
@@ -71,6 +73,7 @@ export class WorkerLoop {
     private readonly notifications: TaskNotifications,
     private readonly heartbeat: LeaseHeartbeat,
     private readonly observer: RunObserver,
+    private readonly claimer: TaskClaimer,
   ) {
     const { concurrency, prefetch } = options.worker;
     this.pool = new SlotPool({ concurrency, prefetch });
@@ -79,6 +82,7 @@ export class WorkerLoop {
     this.pool.onEnded((lease, outcome) => {
       this.counters[OUTCOME_COUNTER[outcome]]++;
       this.heartbeat.release(lease);
+      this.claimer.mayHaveRoom();
       this.requestClaim();
     });
   }
@@ -88,14 +92,22 @@ export class WorkerLoop {
     if (this.state === 'stopping') await this.stopping;
     this.state = 'running';
     const names = new Set(this.registry.names());
+    await this.claimer.prepare();
     this.unsubscribe = [
       this.notifications.onSubmitted((workflowName) => {
-        if (names.has(workflowName) && !this.backpressure.lagging) this.requestClaim();
+        if (!names.has(workflowName)) return;
+        this.claimer.mayHaveRoom();
+        if (!this.backpressure.lagging) this.requestClaim();
       }),
       this.notifications.onFinished((taskId) => {
         const lease = this.pool.lease(taskId);
         // A run that writes its own final status hears its own NOTIFY: that is no cancel.
         if (lease && !lease.writingOutcome) lease.stop('cancelled');
+        // A task ended somewhere: the limit that held a task back here may have a free slot now.
+        else if (!lease && this.claimer.heldBack) {
+          this.claimer.mayHaveRoom();
+          if (!this.backpressure.lagging) this.requestClaim();
+        }
       }),
     ];
     await this.notifications.ensureListening();
@@ -136,7 +148,13 @@ export class WorkerLoop {
         pollIntervalMs: this.backpressure.pollIntervalMs,
       },
       workflows: this.registry.names(),
+      limits: this.claimer.limitStats(),
     };
+  }
+
+  /** What waits on the flow limits of this process's workflows, read now. */
+  readLimits(): Promise<FlowLimitStats[]> {
+    return this.claimer.readLimitStats();
   }
 
   /** Checked on every poll and every lag window, so a long poll interval does not hold them longer. */
@@ -158,6 +176,7 @@ export class WorkerLoop {
   private schedulePoll(): void {
     this.pollTimer = setTimeout(() => {
       this.handBackLongWaiting();
+      this.claimer.mayHaveRoom();
       this.requestClaim();
       if (this.state === 'running') this.schedulePoll();
     }, this.backpressure.pollIntervalMs);
@@ -230,7 +249,7 @@ export class WorkerLoop {
       let claimed: ClaimedTask[];
       const claimStarted = performance.now();
       try {
-        claimed = await this.tasks.claimTasks(this.options.workerId, this.registry.claimable(), free);
+        claimed = await this.claimer.claim(this.options.workerId, free);
         this.observer.metrics.claimed((performance.now() - claimStarted) / 1000, claimed.map(claimWait));
       } catch (error) {
         this.observer.metrics.claimFailed();

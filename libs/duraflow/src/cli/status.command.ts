@@ -1,6 +1,9 @@
 import { TaskStatus } from '../interfaces/task-status';
 import { REAPER_LEADER_KEY } from '../duraflow.constants';
 import { DeployStatus, readDeployStatus } from '../persistence/sql/read-deploy-status';
+import { FlowLimitStats } from '../interfaces/flow-control';
+import type { SqlExecutor } from '../persistence/duraflow-database';
+import { readFlowLimits } from '../persistence/sql/read-flow-limits';
 import { QueueStatus, readQueueStatus } from '../persistence/sql/read-queue-status';
 import { readScheduleStatus, ScheduleStatus } from '../schedules/read-schedule-status';
 import { SchemaMissingError } from './cli.errors';
@@ -19,6 +22,8 @@ export interface StatusReport extends QueueStatus, DeployStatus {
   database: string;
   /** Every schedule a node has ticked (README "Schedules"). */
   schedules: ScheduleStatus[];
+  /** What waits on which flow limit (the limits as the workers registered them); empty when no workflow has one. */
+  limits: FlowLimitStats[];
   leader:
     | { via: 'redis'; key: string; workerId: string | null; expiresInMs: number | null }
     | { via: 'postgres'; key: string; session: QueueStatus['postgresLeader'] };
@@ -31,8 +36,9 @@ export async function statusCommand(options: StatusCommandOptions, print: (line:
   let queue: QueueStatus;
   let deploy: DeployStatus;
   let schedules: ScheduleStatus[];
-  const executor = {
-    query: async (text: string, values?: unknown[]) => {
+  let limits: FlowLimitStats[];
+  const executor: SqlExecutor = {
+    query: async (text, values) => {
       const result = await client.query(text, values);
       return { rows: result.rows, rowCount: result.rowCount ?? 0 };
     },
@@ -41,6 +47,7 @@ export async function statusCommand(options: StatusCommandOptions, print: (line:
     queue = await readQueueStatus(executor, key);
     deploy = await readDeployStatus(executor);
     schedules = await readScheduleStatus(executor);
+    limits = await readFlowLimits(executor);
   } catch (error) {
     if ((error as { code?: unknown }).code === '42P01') {
       throw new SchemaMissingError(`${describeDatabase(options.url)} has no Duraflow tables: run \`duraflow migrate\` first.`);
@@ -55,6 +62,7 @@ export async function statusCommand(options: StatusCommandOptions, print: (line:
     ...queue,
     ...deploy,
     schedules,
+    limits,
     leader: redisLeader ? { via: 'redis', key, ...redisLeader } : { via: 'postgres', key, session: queue.postgresLeader },
   };
   if (options.json) print(JSON.stringify(report, null, 2));
@@ -99,6 +107,7 @@ export function formatStatus(report: StatusReport): string[] {
       ? `Dead letters: ${dead.total} (${dead.byWorkflow.map((entry) => `${entry.workflowName ?? '(task deleted)'}: ${entry.count}`).join(', ')}), oldest ${dead.oldest!.toISOString()}`
       : 'Dead letters: none',
   );
+  lines.push(...formatLimits(report.limits));
   lines.push(formatLeader(report.leader));
   lines.push(...formatSchedules(report.schedules));
   return lines;
@@ -153,6 +162,22 @@ function formatSchedules(schedules: ScheduleStatus[]): string[] {
           .map((cell, column) => cell.padEnd(widths[column]))
           .join('  ')
           .trimEnd(),
+    ),
+  ];
+}
+
+/** Flow limits: one line per limit (per key for the keys at their limit), running against the limit and the runnable pending behind it. */
+function formatLimits(limits: FlowLimitStats[]): string[] {
+  if (!limits.length) return [];
+  const rows = [
+    ['workflow', 'key', 'limit', 'running', 'pending'],
+    ...limits.map((entry) => [entry.workflow, entry.key ?? '', entry.kind, `${entry.running}/${entry.limit}`, String(entry.waiting)]),
+  ];
+  const widths = rows[0].map((_, column) => Math.max(...rows.map((row) => row[column].length)));
+  return [
+    'Flow limits (a rate limit counts the starts in its window):',
+    ...rows.map(
+      (row) => '  ' + row.map((cell, column) => (column < 3 ? cell.padEnd(widths[column]) : cell.padStart(widths[column]))).join('  '),
     ),
   ];
 }

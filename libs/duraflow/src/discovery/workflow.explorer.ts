@@ -15,6 +15,7 @@ import {
 import { FunctionalWorkflowDefinition, WorkflowOptions } from '../interfaces/workflow-definition';
 import { StepOptions, WorkflowContext } from '../interfaces/workflow-context';
 import { UNKNOWN_INPUT_PROPERTIES } from '../validation/dto-input';
+import { resolveFlowLimits } from '../validation/flow-limits';
 import { WorkflowMetadataAccessor } from './workflow-metadata.accessor';
 import { RegisteredCompensation, RegisteredWorkflow, WorkflowRegistry } from './workflow.registry';
 
@@ -60,7 +61,7 @@ export class WorkflowExplorer implements OnModuleInit {
     if (typeof instance?.run !== 'function') {
       throw new InvalidWorkflowDefinitionError(name, `${source} has no run(ctx) method: add one; it is the workflow's entry point.`);
     }
-    const { step, compensation, input, version } = this.resolveWorkflowOptions(name, source, options);
+    const { step, compensation, input, version, flow } = this.resolveWorkflowOptions(name, source, options);
 
     const prototype = Object.getPrototypeOf(instance);
     const steps = new Map<string, string>();
@@ -105,6 +106,7 @@ export class WorkflowExplorer implements OnModuleInit {
       maxRetries: options.maxRetries,
       step,
       compensations,
+      flow,
     };
   }
 
@@ -121,7 +123,7 @@ export class WorkflowExplorer implements OnModuleInit {
     if (typeof definition.run !== 'function') {
       throw new InvalidWorkflowDefinitionError(name, `the second argument of workflow("${name}", fn) must be a function.`);
     }
-    const { step, compensation, input, version } = this.resolveWorkflowOptions(name, source, options);
+    const { step, compensation, input, version, flow } = this.resolveWorkflowOptions(name, source, options);
     const compensations = new Map<string, RegisteredCompensation>();
     for (const [stepKey, fn] of Object.entries(options.compensations ?? {})) {
       this.checkStepKey(name, stepKey, `${source} compensations`);
@@ -139,6 +141,7 @@ export class WorkflowExplorer implements OnModuleInit {
       maxRetries: options.maxRetries,
       step,
       compensations,
+      flow,
     };
   }
 
@@ -166,6 +169,7 @@ export class WorkflowExplorer implements OnModuleInit {
       compensation: this.resolveStepOptionsOf(name, options.compensation, this.options.compensation, `${source} compensation`),
       input: { inputType: options.input as Type<object> | undefined, unknownInputProperties },
       version: { version: options.version ?? 1, declaredVersion: options.version },
+      flow: resolveFlowLimits(name, source, options),
     };
   }
 

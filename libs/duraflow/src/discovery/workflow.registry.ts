@@ -4,6 +4,7 @@ import { DuplicateWorkflowError, UnknownWorkflowError, UnknownWorkflowVersionErr
 import { CompensationFn } from '../interfaces/workflow-definition';
 import { WorkflowContext } from '../interfaces/workflow-context';
 import { UnknownInputProperties } from '../validation/dto-input';
+import { FlowLimits } from '../validation/flow-limits';
 
 export interface RegisteredCompensation {
   /** What `step_runs.compensation_fn` stores; resolves back through `resolveCompensation`. */
@@ -33,6 +34,8 @@ export interface RegisteredWorkflow {
   step: ResolvedStepOptions;
   /** By step key. */
   compensations: Map<string, RegisteredCompensation>;
+  /** Its concurrency and rate limits; null when it has none (claimed by the plain claim). */
+  flow?: FlowLimits | null;
 }
 
 /** The (name, versions) pairs a worker claims: only tasks of a version it registers. */

@@ -15,6 +15,8 @@ import { TaskStatus } from '../interfaces/task-status';
 @Index('idx_agent_tasks_claim', { synchronize: false })
 @Index('idx_agent_tasks_created', { synchronize: false })
 @Index('idx_agent_tasks_status_created', { synchronize: false })
+@Index('idx_agent_tasks_flow_pending', { synchronize: false })
+@Index('idx_agent_tasks_flow_running', { synchronize: false })
 export class AgentTask {
   // How TypeORM reads back `UUID PRIMARY KEY DEFAULT gen_random_uuid()`; a plain default would drift.
   @PrimaryGeneratedColumn('uuid')
@@ -106,6 +108,13 @@ export class AgentTask {
    */
   @Column({ name: 'held_at', type: 'timestamptz', nullable: true })
   heldAt: Date | null;
+
+  /**
+   * Engine column: set at submit for a workflow with flow control (its `concurrencyKey` of the
+   * input, `''` when it has none); null for a workflow without.
+   */
+  @Column({ name: 'concurrency_key', type: 'varchar', length: 255, nullable: true })
+  concurrencyKey: string | null;
 }
 
 export type RollbackReason = 'failed' | 'cancelled';

@@ -8,3 +8,4 @@ export * from './dependency.errors';
 export * from './dashboard.errors';
 export * from './deploy.errors';
 export * from './schedule.errors';
+export * from './flow-control.errors';

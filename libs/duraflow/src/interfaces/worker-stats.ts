@@ -1,3 +1,5 @@
+import { FlowLimitStats } from './flow-control';
+
 export type WorkerState = 'idle' | 'running' | 'stopping' | 'stopped';
 
 export interface WorkerStats {
@@ -26,6 +28,13 @@ export interface WorkerStats {
   listening: boolean;
   backpressure: BackpressureStats;
   workflows: string[];
+  /**
+   * What waits on the flow limits of this process's workflows (empty when none has limits):
+   * per workflow its `concurrency` and `rateLimit`, and the keys at their `keyConcurrency` or
+   * per-key rate limit with tasks waiting. Read from the database at most once a second, in the
+   * background: a call returns the last reading (`worker.readLimits()` reads now).
+   */
+  limits: FlowLimitStats[];
 }
 
 export interface BackpressureStats {

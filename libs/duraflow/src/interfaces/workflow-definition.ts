@@ -1,5 +1,6 @@
 import type { WorkflowScheduleOptions } from '../schedules/schedule-options';
 import type { UnknownInputProperties } from '../validation/dto-input';
+import { FlowControlOptions } from './flow-control';
 import { StepOptions, WorkflowContext } from './workflow-context';
 
 /** A compensation: receives the saved output of the step it undoes. */
@@ -17,7 +18,7 @@ export interface CompensationContext {
   readonly attempt: number;
 }
 
-export interface WorkflowOptions {
+export interface WorkflowOptions extends FlowControlOptions {
   /**
    * class-validator DTO the input must satisfy at submit (needs the class-validator and
    * class-transformer packages). The input is stored as validated: see `unknownInputProperties`.

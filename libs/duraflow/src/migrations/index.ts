@@ -2,6 +2,7 @@ import { SeedSchema1700000000000 } from './1700000000000-SeedSchema';
 import { EngineColumns1700000000001 } from './1700000000001-EngineColumns';
 import { SagaColumns1700000000002 } from './1700000000002-SagaColumns';
 import { TraceContext1700000000300 } from './1700000000300-TraceContext';
+import { FlowControl1700000000400 } from './1700000000400-FlowControl';
 import { SafeDeploys1700000000500 } from './1700000000500-SafeDeploys';
 import { Schedules1700000000700 } from './1700000000700-Schedules';
 
@@ -11,6 +12,7 @@ export const DURAFLOW_MIGRATIONS = [
   EngineColumns1700000000001,
   SagaColumns1700000000002,
   TraceContext1700000000300,
+  FlowControl1700000000400,
   SafeDeploys1700000000500,
   Schedules1700000000700,
 ];

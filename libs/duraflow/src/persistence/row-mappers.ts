@@ -10,7 +10,7 @@ function qualified(columns: string, alias: string): string {
 /** The columns a task is read with (never the fencing token). */
 export const TASK_COLUMNS = `id, workflow_name, status, input, output, error, priority, scheduled_at, started_at,
   completed_at, heartbeat_at, worker_id, retry_count, max_retries, created_at, updated_at, deleted_at, idempotency_key, rollback_reason,
-  workflow_version, held_at`;
+  workflow_version, held_at, concurrency_key`;
 
 /** TASK_COLUMNS for statements that join agent_tasks as `t`: `t.id, t.workflow_name, ...`. */
 export const TASK_COLUMNS_OF_T = qualified(TASK_COLUMNS, 't');
@@ -46,6 +46,7 @@ export function toAgentTask(row: Record<string, any>): AgentTask {
   task.rollbackReason = row.rollback_reason ?? null;
   task.workflowVersion = row.workflow_version ?? null;
   task.heldAt = row.held_at ?? null;
+  task.concurrencyKey = row.concurrency_key ?? null;
   return task;
 }
 

@@ -25,6 +25,8 @@ export interface NewTask {
   traceContextJson?: string | null;
   /** The workflow's declared version; null for a workflow that declares none (version 1). */
   workflowVersion: number | null;
+  /** Flow control's key (validation/flow-limits.ts `concurrencyKeyOf`): null for a workflow without limits. */
+  concurrencyKey?: string | null;
 }
 
 /** A task this worker claimed, with the fencing token every later write must carry. */
@@ -79,7 +81,7 @@ const OWNED = ownedBy('$1', '$2');
  * a server crash only puts the task back to pending, and no write of the run can outlive it
  * (each checkpoint's synchronous commit flushes the WAL up to itself, the claim included).
  */
-const CLAIM_SETTINGS = `SELECT ${[
+export const CLAIM_SETTINGS = `SELECT ${[
   'enable_sort',
   'enable_incremental_sort',
   'enable_bitmapscan',
@@ -120,12 +122,13 @@ export class TaskStore {
       task.idempotencyKey,
       task.traceContextJson ?? null,
       task.workflowVersion,
+      task.concurrencyKey ?? null,
     ];
     for (let attempt = 0; attempt < 3; attempt++) {
       const inserted = await executor.query(
         `WITH inserted AS (
-           INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, idempotency_key, trace_context, workflow_version)
-           VALUES ($1, $2::jsonb, $3, $4, $5, $6, $7::jsonb, $8)
+           INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, idempotency_key, trace_context, workflow_version, concurrency_key)
+           VALUES ($1, $2::jsonb, $3, $4, $5, $6, $7::jsonb, $8, $9)
            ON CONFLICT (workflow_name, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
            RETURNING ${TASK_COLUMNS}
          )
@@ -163,12 +166,14 @@ export class TaskStore {
       maxRetries: number;
       traceContextJson?: string | null;
       workflowVersion: number | null;
+      /** One per input (flow control's key), or none for a workflow without limits. */
+      concurrencyKeys?: Array<string | null>;
     },
   ): Promise<AgentTask[]> {
     const { rows } = await executor.query(
       `WITH inserted AS (
-         INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, trace_context, workflow_version)
-         SELECT $1, input, $3, $4, $5, $6::jsonb, $7 FROM unnest($2::jsonb[]) WITH ORDINALITY AS i(input, n) ORDER BY n
+         INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, trace_context, workflow_version, concurrency_key)
+         SELECT $1, input, $3, $4, $5, $6::jsonb, $7, ($8::varchar[])[n] FROM unnest($2::jsonb[]) WITH ORDINALITY AS i(input, n) ORDER BY n
          RETURNING ${TASK_COLUMNS}
        ), notified AS (
          SELECT pg_notify('${TASK_SUBMITTED_CHANNEL}', $1) WHERE $4::timestamptz IS NULL OR $4::timestamptz <= now()
@@ -182,6 +187,7 @@ export class TaskStore {
         batch.maxRetries,
         batch.traceContextJson ?? null,
         batch.workflowVersion,
+        batch.concurrencyKeys ?? [],
       ],
       'duraflow_insert_tasks',
     );

@@ -25,6 +25,7 @@ import {
   WorkflowScheduleOptions,
 } from './schedule-options';
 import { RegisteredSchedule, ScheduleRegistry } from './schedule.registry';
+import { concurrencyKeyOf } from '../validation/flow-limits';
 
 interface FoundSchedule {
   definition: ScheduleDefinition;
@@ -129,8 +130,10 @@ export class ScheduleExplorer implements OnModuleInit {
     }
     const workflow = this.findWorkflow(name, definition.workflow);
     let inputJson: string;
+    let concurrencyKey: string | null;
     try {
       inputJson = await checkSubmitInput(workflow, definition.input, this.options);
+      concurrencyKey = concurrencyKeyOf(workflow.flow, inputJson);
     } catch (error) {
       if (error instanceof DuraflowError) throw new InvalidScheduleInputError(name, workflow.name, error);
       throw error;
@@ -144,6 +147,7 @@ export class ScheduleExplorer implements OnModuleInit {
       inputJson,
       maxRetries: workflow.maxRetries ?? this.options.maxRetries,
       workflowVersion: workflow.declaredVersion ?? null,
+      concurrencyKey,
       source,
     };
   }

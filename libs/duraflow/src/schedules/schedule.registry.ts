@@ -15,6 +15,8 @@ export interface RegisteredSchedule {
   maxRetries: number;
   /** The version the tasks start on: the newest this process registers (null when it declares none). */
   workflowVersion: number | null;
+  /** Flow control's key of the input (null for a workflow without limits). */
+  concurrencyKey: string | null;
   /** Where it was defined, for messages: `@Workflow("report")`, `forRoot({ schedules })[0]`. */
   source: string;
 }

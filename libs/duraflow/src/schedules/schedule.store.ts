@@ -92,6 +92,7 @@ export class ScheduleStore {
         scheduledAt: null,
         maxRetries: schedule.maxRetries,
         workflowVersion: schedule.workflowVersion,
+        concurrencyKey: schedule.concurrencyKey,
         idempotencyKey: scheduleTaskIdempotencyKey(schedule.name, tickAt),
       });
       // The pruning subquery walks the primary key backwards, SCHEDULE_TICKS_KEPT entries at most.

@@ -3,6 +3,7 @@ import { WorkerLoop } from '../background/worker-loop';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { isReplayBoot } from '../replay/replay-boot';
+import { FlowLimitStats } from '../interfaces/flow-control';
 import { WorkerStats } from '../interfaces/worker-stats';
 import { ScheduleTicker } from '../schedules/schedule-ticker';
 
@@ -51,5 +52,10 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
 
   stats(): WorkerStats {
     return this.loop.stats();
+  }
+
+  /** What waits on the flow limits of this process's workflows, read from the database now (`stats().limits` holds the last reading). */
+  readLimits(): Promise<FlowLimitStats[]> {
+    return this.loop.readLimits();
   }
 }

@@ -40,6 +40,7 @@ import {
   createdRange,
 } from '../validation/call-options';
 import { checkVersionOption } from '../validation/version-option';
+import { concurrencyKeyOf } from '../validation/flow-limits';
 
 export interface SubmitOptions {
   /** Higher runs first. Default 0. */
@@ -147,6 +148,7 @@ export class WorkflowService {
     const workflow = this.registry.get(name, checkVersionOption(options?.version));
     const opts = checkSubmitOptions(options ?? {});
     const inputJson = await checkSubmitInput(workflow, input, this.options);
+    const concurrencyKey = concurrencyKeyOf(workflow.flow, inputJson);
 
     const { task, created, sameInput } = await this.tasks.insertTask(this.db.forManager(manager ?? options?.manager), {
       workflowName: name,
@@ -157,6 +159,7 @@ export class WorkflowService {
       idempotencyKey: opts.idempotencyKey,
       traceContextJson: this.observer.captureTraceContext(), // the run continues the caller's trace
       workflowVersion: workflow.declaredVersion ?? null,
+      concurrencyKey,
     });
     if (!sameInput) throw new IdempotencyKeyConflictError(name, opts.idempotencyKey!, task.id);
     return { task, created };
@@ -178,6 +181,7 @@ export class WorkflowService {
     const opts = checkSubmitManyOptions(inputs, options ?? {});
     const inputsJson: string[] = [];
     for (const [index, input] of inputs.entries()) inputsJson.push(await checkSubmitInput(workflow, input, this.options, index));
+    const concurrencyKeys = workflow.flow ? inputsJson.map((json) => concurrencyKeyOf(workflow.flow, json)) : undefined;
     if (!inputsJson.length) return [];
     return this.tasks.insertTasks(this.db.forManager(options?.manager), {
       workflowName: name,
@@ -187,6 +191,7 @@ export class WorkflowService {
       maxRetries: opts.maxRetries ?? workflow.maxRetries ?? this.options.maxRetries,
       traceContextJson: this.observer.captureTraceContext(),
       workflowVersion: workflow.declaredVersion ?? null,
+      concurrencyKeys,
     });
   }
 

@@ -1,0 +1,69 @@
+import { Injectable } from '@nestjs/common';
+import { FlowLimitStats } from '../interfaces/flow-control';
+import { FlowLimits } from '../validation/flow-limits';
+import { DuraflowDatabase } from './duraflow-database';
+import { toAgentTask } from './row-mappers';
+import { claimLimitedTasksSql } from './sql/claim-limited-tasks';
+import { readFlowLimits } from './sql/read-flow-limits';
+import { ClaimedTask, CLAIM_SETTINGS } from './task.store';
+
+/**
+ * Flow control's statements: the limited claim (sql/claim-limited-tasks.ts), the limits the
+ * workers register (flow_limits), and what waits on them (sql/read-flow-limits.ts).
+ */
+@Injectable()
+export class FlowLimitsStore {
+  constructor(private readonly db: DuraflowDatabase) {}
+
+  /** Claims up to `limit` tasks of a limited workflow, within its limits (see the statement's header). */
+  async claimLimitedTasks(workerId: string, flow: FlowLimits, versions: number[], limit: number): Promise<ClaimedTask[]> {
+    const { rows } = await this.db.query(claimLimitedTasksSql(CLAIM_SETTINGS, workerId, flow, versions, limit));
+    return rows
+      .map((row) => ({
+        task: toAgentTask(row),
+        claimToken: row.claim_token as string,
+        fresh: row.fresh as boolean,
+        traceContext: row.trace_context as Record<string, string> | null,
+      }))
+      .sort((a, b) => b.task.priority - a.task.priority || a.task.createdAt.getTime() - b.task.createdAt.getTime());
+  }
+
+  /**
+   * Writes the limits this process declares (what `duraflow status` reports against; the claim
+   * itself uses the process's own), and gives the workflow's pending tasks submitted without a
+   * key (before it had limits, or by a node that did not declare them) the key `''`, so the
+   * limited claim sees them.
+   */
+  async registerLimits(flows: FlowLimits[]): Promise<void> {
+    for (const flow of flows) {
+      await this.db.query(
+        `INSERT INTO flow_limits AS f (workflow_name, concurrency, keyed, key_concurrency, rate_limit, rate_period_ms, rate_per_key)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (workflow_name) DO UPDATE SET
+           concurrency = EXCLUDED.concurrency, keyed = EXCLUDED.keyed, key_concurrency = EXCLUDED.key_concurrency,
+           rate_limit = EXCLUDED.rate_limit, rate_period_ms = EXCLUDED.rate_period_ms,
+           rate_per_key = EXCLUDED.rate_per_key, updated_at = now()`,
+        [
+          flow.workflowName,
+          flow.concurrency,
+          flow.concurrencyKey !== null,
+          flow.keyConcurrency,
+          flow.rateLimit?.limit ?? null,
+          flow.rateLimit?.periodMs ?? null,
+          flow.rateLimit?.perKey ?? false,
+        ],
+      );
+      await this.db.query(
+        `UPDATE agent_tasks SET concurrency_key = ''
+         WHERE workflow_name = $1 AND status = 'pending'
+           AND (concurrency_key IS NULL OR (NOT $2 AND concurrency_key <> ''))`,
+        [flow.workflowName, flow.concurrencyKey !== null],
+      );
+    }
+  }
+
+  /** What waits on which limit, for these workflows (every registered one when omitted). */
+  readLimits(workflowNames?: string[]): Promise<FlowLimitStats[]> {
+    return readFlowLimits(this.db, workflowNames);
+  }
+}

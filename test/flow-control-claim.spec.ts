@@ -1,0 +1,132 @@
+import { claimLimitedTasksSql } from '../libs/duraflow/src/persistence/sql/claim-limited-tasks';
+import { CLAIM_SETTINGS } from '../libs/duraflow/src/persistence/task.store';
+import { FlowLimits } from '../libs/duraflow/src/validation/flow-limits';
+import { useTestBed } from './support/test-bed';
+
+/*
+ * The limited claim's plan: whatever the statistics say and however deep the backlog, it reads
+ * the flow-control indexes (the next key, a key's running count and first tasks) and locks rows
+ * by index: no Sort, no sequential or bitmap scan, so its cost follows the batch, not the backlog.
+ * And it takes what the limits and the round-robin over keys say, in the claim order per key.
+ */
+
+const BACKLOG = 50_000;
+const CAPPED: FlowLimits = { workflowName: 'capped', concurrency: 7, concurrencyKey: null, keyConcurrency: null, rateLimit: null };
+const KEYED: FlowLimits = {
+  workflowName: 'keyed',
+  concurrency: null,
+  concurrencyKey: (input) => String(input),
+  keyConcurrency: 2,
+  rateLimit: { limit: 1_000, periodMs: 60_000, perKey: true },
+};
+
+interface PlanNode {
+  'Node Type': string;
+  'Index Name'?: string;
+  'Index Cond'?: string;
+  Plans?: PlanNode[];
+}
+
+/** The indexes the limited claim is written for; any other may serve only a count of running tasks (a few rows). */
+const FLOW_INDEXES = [
+  'idx_agent_tasks_flow_pending',
+  'idx_agent_tasks_flow_running',
+  'agent_tasks_pkey',
+  'flow_limits_pkey',
+  'idx_flow_starts_window',
+];
+
+function nodes(node: PlanNode): PlanNode[] {
+  return [node, ...(node.Plans ?? []).flatMap(nodes)];
+}
+
+describe('The limited claim', () => {
+  const bed = useTestBed();
+
+  beforeAll(async () => {
+    await bed.db.client.query('ALTER TABLE agent_tasks SET (autovacuum_enabled = false)');
+    // An unlimited workflow's backlog first in the claim order, then the limited ones: 'keyed'
+    // over 1,000 keys (key k0 holds the oldest tasks), 'capped' with the key ''.
+    await bed.db.client.query(
+      `INSERT INTO agent_tasks (workflow_name, input, concurrency_key, priority, created_at)
+       SELECT CASE WHEN g <= $1 / 5 THEN 'plain' WHEN g % 2 = 0 THEN 'keyed' ELSE 'capped' END, '{}',
+              CASE WHEN g <= $1 / 5 THEN NULL WHEN g % 2 = 0 THEN 'k' || (g / 2 % 1000) ELSE '' END,
+              g % 3, now() - interval '1 hour' + g * interval '1 microsecond'
+       FROM generate_series(1, $1::int) AS g`,
+      [BACKLOG],
+    );
+  });
+
+  /** The plan of the claim statement (after its settings and lock), rolled back. */
+  async function planOf(flow: FlowLimits, limit: number): Promise<PlanNode[]> {
+    const [settings, lock, claim] = claimLimitedTasksSql(CLAIM_SETTINGS, 'plan-test', flow, [1], limit).split(/;\n/);
+    await bed.db.client.query('BEGIN');
+    try {
+      await bed.db.client.query(settings);
+      await bed.db.client.query(lock);
+      const { rows } = await bed.db.client.query(`EXPLAIN (FORMAT JSON) ${claim}`);
+      return nodes(rows[0]['QUERY PLAN'][0].Plan);
+    } finally {
+      await bed.db.client.query('ROLLBACK');
+    }
+  }
+
+  function expectIndexWalks(plan: PlanNode[]): void {
+    expect(plan.filter((node) => /Sort|Seq Scan|Bitmap/.test(node['Node Type'])).map((node) => node['Node Type'])).toEqual([]);
+    const scans = plan.filter((node) => node['Index Name']);
+    expect(scans.some((node) => node['Index Name'] === 'idx_agent_tasks_flow_pending')).toBe(true);
+    // With statistics that see no running task, the planner may count running tasks through the
+    // status index: a few rows (what the workers run), never the pending backlog.
+    for (const node of scans.filter((scan) => !FLOW_INDEXES.includes(scan['Index Name']!))) {
+      expect([node['Index Name'], node['Index Cond']]).toEqual([node['Index Name'], expect.stringContaining(`'running'`)]);
+    }
+  }
+
+  it.each([
+    ['never analyzed', false],
+    ['analyzed', true],
+  ])('walks the flow-control indexes, never a sort or a scan of the backlog (statistics %s)', async (_, analyze) => {
+    if (analyze) await bed.db.client.query('ANALYZE agent_tasks');
+    for (const flow of [CAPPED, KEYED]) for (const limit of [1, 10, 100]) expectIndexWalks(await planOf(flow, limit));
+  });
+
+  it('takes at most the workflow limit, in the claim order, and leaves every other task pending', async () => {
+    await bed.db.client.query('BEGIN');
+    try {
+      const results = (await bed.db.client.query(claimLimitedTasksSql(CLAIM_SETTINGS, 'w', CAPPED, [1], 10))) as unknown as Array<{
+        rows: Array<{ id: string }>;
+      }>;
+      const claimed = results[results.length - 1].rows.map((row) => row.id).sort();
+      const { rows: first } = await bed.db.client.query<{ id: string }>(
+        `SELECT id FROM agent_tasks WHERE workflow_name = 'capped' ORDER BY priority DESC, created_at, id LIMIT 7`,
+      );
+      expect(claimed).toEqual(first.map((row) => row.id).sort());
+      const { rows: running } = await bed.db.client.query(`SELECT count(*)::int AS n FROM agent_tasks WHERE status = 'running'`);
+      expect(running).toEqual([{ n: 7 }]);
+    } finally {
+      await bed.db.client.query('ROLLBACK');
+    }
+  });
+
+  it('serves keys in round-robin from where the last claim stopped, at most keyConcurrency each', async () => {
+    const claim = async (limit: number) => {
+      const results = (await bed.db.client.query(claimLimitedTasksSql(CLAIM_SETTINGS, 'w', KEYED, [1], limit))) as unknown as Array<{
+        rows: Array<{ concurrency_key: string }>;
+      }>;
+      return results[results.length - 1].rows.map((row) => row.concurrency_key);
+    };
+    await bed.db.client.query('BEGIN');
+    try {
+      // Keys in key order from the start: k0, k1, k10, k100, k101 ... two tasks each.
+      const first = await claim(6);
+      expect(first.sort()).toEqual(['k0', 'k0', 'k1', 'k1', 'k10', 'k10']);
+      // The next claim starts after k10, not at k0 again (and k0, k1, k10 are at their limit anyway).
+      const second = await claim(4);
+      expect(second.sort()).toEqual(['k100', 'k100', 'k101', 'k101']);
+      const { rows } = await bed.db.client.query(`SELECT key_cursor FROM flow_limits WHERE workflow_name = 'keyed'`);
+      expect(rows).toEqual([{ key_cursor: 'k101' }]);
+    } finally {
+      await bed.db.client.query('ROLLBACK');
+    }
+  });
+});
