@@ -17,7 +17,7 @@ import { useTestBed } from './support/test-bed';
 
 const execFileAsync = promisify(execFile);
 const REPO_ROOT = join(__dirname, '..');
-const MIGRATIONS = ['SeedSchema1700000000000', 'EngineColumns1700000000001', 'SagaColumns1700000000002'];
+const MIGRATIONS = ['SeedSchema1700000000000', 'EngineColumns1700000000001', 'SagaColumns1700000000002', 'DurablePrimitives1700000000200'];
 /** npx and tsx start slowly when other suites load the machine. */
 const CHILD_PROCESS_TIMEOUT_MS = 120_000;
 
@@ -72,14 +72,20 @@ const DEAD_LETTER_QUEUE_SEED_COLUMNS: ColumnRow[] = [
   ['created_at', 'timestamp with time zone', null, 'YES', 'now()'],
 ];
 
-// The engine's own columns (migrations EngineColumns and SagaColumns): nullable, no default, after the seed's.
+// The engine's own columns (migrations EngineColumns, SagaColumns and DurablePrimitives): nullable, no default, after the seed's.
 const ENGINE_EXTRA_COLUMNS: Record<string, ColumnRow[]> = {
   agent_tasks: [
     ['idempotency_key', 'character varying', 255, 'YES', null],
     ['claim_token', 'uuid', null, 'YES', null],
     ['rollback_reason', 'character varying', 20, 'YES', null],
+    ['parent_task_id', 'uuid', null, 'YES', null],
+    ['parent_step_key', 'character varying', 255, 'YES', null],
   ],
-  step_runs: [['completion_seq', 'integer', null, 'YES', null]],
+  step_runs: [
+    ['completion_seq', 'integer', null, 'YES', null],
+    ['kind', 'character varying', 20, 'YES', null],
+    ['wake_at', 'timestamp with time zone', null, 'YES', null],
+  ],
   dead_letter_queue: [],
 };
 
@@ -173,8 +179,8 @@ describe('schema (seed 000 "Database Schema")', () => {
   const bed = useTestBed();
 
   describe('tables', () => {
-    it('has the three seed tables and TypeORM migrations table, and no other table', async () => {
-      expect(await publicTables(bed.db.client)).toEqual(['agent_tasks', 'dead_letter_queue', 'migrations', 'step_runs']);
+    it('has the three seed tables, TypeORM migrations table and the signals table, and no other table', async () => {
+      expect(await publicTables(bed.db.client)).toEqual(['agent_tasks', 'dead_letter_queue', 'migrations', 'step_runs', 'task_signals']);
     });
 
     it.each([
@@ -318,6 +324,7 @@ describe('schema (seed 000 "Database Schema")', () => {
         'idx_agent_tasks_claim',
         'idx_agent_tasks_created',
         'idx_agent_tasks_idempotency',
+        'idx_agent_tasks_parent',
         'idx_agent_tasks_status_created',
         'idx_dlq_step_id',
       ];
@@ -504,7 +511,7 @@ describe('schema (seed 000 "Database Schema")', () => {
 
         const first = await runFromRepoRoot('npx', ['tsx', 'src/db/migrate.ts'], fresh.url);
         expect(first.stdout).toContain(`Applied: ${MIGRATIONS.join(', ')}`);
-        expect(await publicTables(fresh.client)).toEqual(['agent_tasks', 'dead_letter_queue', 'migrations', 'step_runs']);
+        expect(await publicTables(fresh.client)).toEqual(['agent_tasks', 'dead_letter_queue', 'migrations', 'step_runs', 'task_signals']);
         expect(await columnsOf(fresh.client, 'step_runs')).toEqual([...STEP_RUNS_SEED_COLUMNS, ...ENGINE_EXTRA_COLUMNS.step_runs]);
 
         const second = await runFromRepoRoot('npx', ['tsx', 'src/db/migrate.ts'], fresh.url);
@@ -520,7 +527,7 @@ describe('schema (seed 000 "Database Schema")', () => {
         const fresh = await scratchDatabase();
         const { stdout } = await runFromRepoRoot('npm', ['run', 'migration:run'], fresh.url);
         expect(stdout).toContain(`Applied: ${MIGRATIONS.join(', ')}`);
-        expect(await publicTables(fresh.client)).toEqual(['agent_tasks', 'dead_letter_queue', 'migrations', 'step_runs']);
+        expect(await publicTables(fresh.client)).toEqual(['agent_tasks', 'dead_letter_queue', 'migrations', 'step_runs', 'task_signals']);
         expect(await columnsOf(fresh.client, 'agent_tasks')).toEqual([...AGENT_TASKS_SEED_COLUMNS, ...ENGINE_EXTRA_COLUMNS.agent_tasks]);
       },
       CHILD_PROCESS_TIMEOUT_MS,

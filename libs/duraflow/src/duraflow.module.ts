@@ -10,7 +10,10 @@ import { CheckpointBatcher } from './execution/checkpoint-batcher';
 import { CompletionBatcher } from './execution/completion-batcher';
 import { LeaseHeartbeat } from './background/lease-heartbeat';
 import { ReaperLoop } from './background/reaper-loop';
+import { WakeUpTimer } from './background/wake-up-timer';
 import { WorkerLoop } from './background/worker-loop';
+import { DurablePrimitives } from './execution/durable-primitives';
+import { WaitStore } from './persistence/wait.store';
 import { TaskLeases } from './lease/task-leases';
 import { ShutdownHooksCheck } from './lifecycle/shutdown-hooks.check';
 import { SagaExecutor } from './execution/saga-executor';
@@ -45,6 +48,9 @@ import { WorkflowService } from './services/workflow.service';
     TaskStore,
     StepStore,
     DeadLetterStore,
+    WaitStore,
+    WakeUpTimer,
+    DurablePrimitives,
     TaskNotifications,
     TaskLeases,
     LeaseHeartbeat,

@@ -12,8 +12,9 @@ import { describeError } from '../util/describe-error';
 import { BackpressureMonitor } from './backpressure-monitor';
 import { LeaseHeartbeat } from './lease-heartbeat';
 import { SlotPool, TakenTask } from './slot-pool';
+import { WakeUpTimer } from './wake-up-timer';
 
-type OutcomeCounter = 'completed' | 'failed' | 'rolledBack' | 'partialRollback' | 'cancelled' | 'stopped' | 'unrecorded';
+type OutcomeCounter = 'completed' | 'failed' | 'rolledBack' | 'partialRollback' | 'cancelled' | 'stopped' | 'unrecorded' | 'suspended';
 
 const OUTCOME_COUNTER: Record<RunOutcome, OutcomeCounter> = {
   completed: 'completed',
@@ -23,6 +24,7 @@ const OUTCOME_COUNTER: Record<RunOutcome, OutcomeCounter> = {
   cancelled: 'cancelled',
   stopped: 'stopped',
   unrecorded: 'unrecorded',
+  suspended: 'suspended',
 };
 
 /**
@@ -46,6 +48,7 @@ export class WorkerLoop {
     cancelled: 0,
     stopped: 0,
     unrecorded: 0,
+    suspended: 0,
   };
   private readonly pool: SlotPool;
   private readonly backpressure: BackpressureMonitor;
@@ -65,6 +68,7 @@ export class WorkerLoop {
     private readonly leases: TaskLeases,
     private readonly notifications: TaskNotifications,
     private readonly heartbeat: LeaseHeartbeat,
+    private readonly wakeUps: WakeUpTimer,
   ) {
     const { concurrency, prefetch } = options.worker;
     this.pool = new SlotPool({ concurrency, prefetch });
@@ -91,6 +95,8 @@ export class WorkerLoop {
         // A run that writes its own final status hears its own NOTIFY: that is no cancel.
         if (lease && !lease.writingOutcome) lease.stop('cancelled');
       }),
+      // A task this process suspended until a time (a sleep, a signal's timeout) is due: claim it now.
+      this.wakeUps.onWake(() => this.requestClaim()),
     ];
     await this.notifications.ensureListening();
     this.backpressure.start(() => this.handBackLongWaiting());

@@ -6,3 +6,4 @@ export * from './step.errors';
 export * from './saga.errors';
 export * from './dependency.errors';
 export * from './dashboard.errors';
+export * from './primitive.errors';

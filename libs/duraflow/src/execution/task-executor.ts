@@ -13,12 +13,22 @@ import { describeError } from '../util/describe-error';
 import { outputToJson } from '../util/json';
 import { CheckpointBatcher } from './checkpoint-batcher';
 import { CompletionBatcher } from './completion-batcher';
+import { DurablePrimitives } from './durable-primitives';
 import { runScopeStorage } from './run-scope';
 import { SagaExecutor } from './saga-executor';
 import { MemoizedStepRunner } from './step-runner';
 
 /** How one execution of a claimed task ended, as far as this worker knows. */
-export type RunOutcome = 'completed' | 'failed' | 'rolled_back' | 'partial_rollback' | 'cancelled' | 'stopped' | 'unrecorded';
+export type RunOutcome =
+  | 'completed'
+  | 'failed'
+  | 'rolled_back'
+  | 'partial_rollback'
+  | 'cancelled'
+  | 'stopped'
+  | 'unrecorded'
+  /** The run reached a wait (sleep, signal, child) that is not over: the task is `pending` again until it is. */
+  | 'suspended';
 
 /** The slot a run holds in its worker while its code runs. */
 export interface RunSlot {
@@ -46,6 +56,7 @@ export class TaskExecutor {
     private readonly saga: SagaExecutor,
     private readonly completions: CompletionBatcher,
     private readonly checkpoints: CheckpointBatcher,
+    private readonly primitives: DurablePrimitives,
   ) {}
 
   async execute({ task, fresh }: ClaimedTask, lease: TaskLease, slot: RunSlot): Promise<RunOutcome> {
@@ -54,6 +65,7 @@ export class TaskExecutor {
     const memos = fresh ? new Map<string, StepMemo>() : await lease.retry(() => this.steps.loadStepMemos(task.id));
     const outputLimits = { maxBytes: this.options.maxOutputBytes, maxDepth: this.options.maxJsonDepth };
     const runner = new MemoizedStepRunner({ workflow, lease, memos, checkpoints: this.checkpoints, outputLimits });
+    const waits = this.primitives.forRun(task, lease, runner);
     const ctx: WorkflowContext = {
       runId: task.id,
       workflowName: task.workflowName,
@@ -61,6 +73,11 @@ export class TaskExecutor {
       step: { run: (key, fn, options) => runner.run(key, fn, options) },
       attempt: (task.retryCount ?? 0) + 1,
       signal: lease.signal,
+      sleep: (key, ms) => waits.sleep(key, ms),
+      sleepUntil: (key, date) => waits.sleepUntil(key, date),
+      waitForSignal: (name, options) => waits.waitForSignal(name, options),
+      startChild: (key, name, input, options) => waits.startChild(key, name, input, options),
+      runChild: (key, name, input, options) => waits.runChild(key, name, input, options),
     };
 
     let output: unknown;
@@ -68,11 +85,14 @@ export class TaskExecutor {
       output = await runScopeStorage.run(runner.scope, () => workflow.run(ctx));
     } catch (error) {
       runner.close();
+      if (waits.suspendedUntil) return 'suspended';
       if (lease.stoppedBecause) return 'stopped';
       if (runner.persistenceFailure) return 'unrecorded';
       return this.fail(task, lease, slot, runner, this.taskError(error, runner));
     }
     runner.close();
+    // The workflow caught the suspension and returned: the task waits all the same.
+    if (waits.suspendedUntil) return 'suspended';
 
     let outputJson: string | undefined;
     try {

@@ -20,6 +20,8 @@ export interface WorkerStats {
   stopped: number;
   /** Runs whose outcome could not be written (the database was unreachable). */
   unrecorded: number;
+  /** Runs that reached a wait (sleep, signal, child) and gave their slot back until it is over. */
+  suspended: number;
   /** The LISTEN connection is up (otherwise only polling wakes the worker). */
   listening: boolean;
   backpressure: BackpressureStats;

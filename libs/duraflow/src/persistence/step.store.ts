@@ -18,6 +18,14 @@ export interface StepMemo {
   completionSeq: number | null;
   /** Completed, with a compensation that has not run yet: a rollback would undo it. */
   compensable: boolean;
+  /** A durable primitive's row (`sleep`, `signal`, `child`); null for an ordinary step. */
+  kind?: string | null;
+  /** A sleep's end or a signal wait's deadline. */
+  wakeAt?: Date | null;
+  /** What the row records of the wait (a signal's name, a child's id). */
+  input?: unknown;
+  /** A wait that ended in error (a signal's timeout, a child that failed). */
+  error?: Record<string, unknown> | null;
 }
 
 /** A step's completion, as its run writes it (fenced on the run's claim). */
@@ -84,7 +92,8 @@ export class StepStore {
   async loadStepMemos(taskId: string): Promise<Map<string, StepMemo>> {
     const { rows } = await this.db.query(
       `SELECT step_key, status, output, output IS NULL AS output_undefined, attempt, completion_seq,
-              (status = 'completed' AND compensation_fn IS NOT NULL AND compensated_at IS NULL) AS compensable
+              (status = 'completed' AND compensation_fn IS NOT NULL AND compensated_at IS NULL) AS compensable,
+              kind, wake_at, CASE WHEN kind IS NOT NULL THEN input END AS input, CASE WHEN kind IS NOT NULL THEN error END AS error
        FROM step_runs WHERE task_id = $1`,
       [taskId],
       'duraflow_load_steps',
@@ -100,6 +109,10 @@ export class StepStore {
           attempt: row.attempt ?? 0,
           completionSeq: row.completion_seq,
           compensable: row.compensable,
+          kind: row.kind,
+          wakeAt: row.wake_at,
+          input: row.input,
+          error: row.error,
         },
       ]),
     );
