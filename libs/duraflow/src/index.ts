@@ -7,6 +7,7 @@ export {
   MAX_IDEMPOTENCY_KEY_LENGTH,
   MAX_JSON_DEPTH,
   MAX_LIST_LIMIT,
+  SIGNAL_NAME_PATTERN,
   UUID_PATTERN,
   WORKFLOW_NAME_PATTERN,
 } from './duraflow.constants';
@@ -23,6 +24,7 @@ export {
   TaskPage,
   WaitForOptions,
   CancelOptions,
+  SignalReceipt,
 } from './services/workflow.service';
 export { WorkerService, WorkerStats, WorkerState } from './services/worker.service';
 export { ReaperService, ReapResult, REAPER_INTERVAL_NAME } from './services/reaper.service';
@@ -40,3 +42,4 @@ export { DURAFLOW_MIGRATIONS } from './migrations';
 export { runDuraflowMigrations } from './migrations/run-migrations';
 export * from './interfaces/task-summaries';
 export * from './dashboard';
+export { TaskSignal } from './persistence/wait.store';

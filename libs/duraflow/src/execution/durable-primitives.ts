@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import { WakeUpTimer } from '../background/wake-up-timer';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
-import { RESOLVED_DURAFLOW_OPTIONS, WORKFLOW_NAME_PATTERN } from '../duraflow.constants';
+import { RESOLVED_DURAFLOW_OPTIONS, SIGNAL_NAME_PATTERN, WORKFLOW_NAME_PATTERN } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { AgentTask } from '../entities/agent-task.entity';
 import {
@@ -21,9 +21,6 @@ import { WaitStore } from '../persistence/wait.store';
 import { describeError } from '../util/describe-error';
 import { checkSubmitInput, checkSubmitOptions } from '../validation/call-options';
 import { MemoizedStepRunner } from './step-runner';
-
-/** Signal names: what a URL path segment, a gRPC field and a step key all hold without quoting. */
-export const SIGNAL_NAME_PATTERN = /^[A-Za-z0-9_.:-]{1,200}$/;
 
 /**
  * Thrown through the workflow's code once its run suspended (the task is `pending` again,
