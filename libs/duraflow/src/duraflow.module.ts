@@ -12,6 +12,7 @@ import { LeaseHeartbeat } from './background/lease-heartbeat';
 import { ReaperLoop } from './background/reaper-loop';
 import { WakeUpTimer } from './background/wake-up-timer';
 import { WorkerLoop } from './background/worker-loop';
+import { ChildRollback } from './execution/child-rollback';
 import { DurablePrimitives } from './execution/durable-primitives';
 import { WaitStore } from './persistence/wait.store';
 import { TaskLeases } from './lease/task-leases';
@@ -51,6 +52,7 @@ import { WorkflowService } from './services/workflow.service';
     WaitStore,
     WakeUpTimer,
     DurablePrimitives,
+    ChildRollback,
     TaskNotifications,
     TaskLeases,
     LeaseHeartbeat,

@@ -44,11 +44,14 @@ export class DurablePrimitives1700000000200 implements MigrationInterface {
 
     // A child that reaches a terminal status wakes a parent waiting for it, in the statement
     // that ends the child, whichever path ends it (completion, failure, rollback, cancel,
-    // reaper): the parent's wait can never miss it. The parent's suspension locks the parent
-    // row and then reads the child, so one of the two always sees the other.
+    // reaper): the parent's wait can never miss it. Both sides lock the parent row before they
+    // read the other's state (each later statement of plpgsql, like each statement of the
+    // parent's suspension, reads a new snapshot): a parent suspending while its child ends
+    // either sees the child ended, or is suspended before the child's wake-up reads it.
     await queryRunner.query(`
       CREATE FUNCTION duraflow_wake_parent() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN
+        PERFORM 1 FROM agent_tasks WHERE id = NEW.parent_task_id FOR NO KEY UPDATE;
         UPDATE agent_tasks p SET scheduled_at = now(), updated_at = now()
         WHERE p.id = NEW.parent_task_id AND p.status = 'pending'
           AND EXISTS (SELECT 1 FROM step_runs s

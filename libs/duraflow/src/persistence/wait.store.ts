@@ -77,8 +77,12 @@ export class WaitStore {
     }));
   }
 
-  async findTask(id: string): Promise<AgentTask | null> {
-    const { rows } = await this.db.query(`SELECT ${TASK_COLUMNS} FROM agent_tasks WHERE id = $1`, [id]);
+  /** The child that the step `stepKey` of task `parentTaskId` started, if it started one. */
+  async findChild(parentTaskId: string, stepKey: string): Promise<AgentTask | null> {
+    const { rows } = await this.db.query(`SELECT ${TASK_COLUMNS} FROM agent_tasks WHERE parent_task_id = $1 AND parent_step_key = $2`, [
+      parentTaskId,
+      stepKey,
+    ]);
     return rows.length ? toAgentTask(rows[0]) : null;
   }
 

@@ -10,6 +10,9 @@ import { leftToUndo } from '../rollback-rules';
  * ends it `cancelled`); one with nothing to undo is cancelled at once. A worker running one
  * is fenced out and told through NOTIFY. Returns the ids it cancelled or handed over.
  *
+ * The rows are locked deepest first: a child that ends locks its parent (the wake-up trigger of
+ * migration 1700000000200), so locking children before parents never waits in a cycle with it.
+ *
  * Run after the parent's own cancel committed, never in its transaction: a child that ends
  * meanwhile then finds its parent finished and leaves it alone, so no two statements wait for
  * each other's rows.
@@ -17,14 +20,14 @@ import { leftToUndo } from '../rollback-rules';
 export async function cancelDescendants(executor: SqlExecutor, rootIds: string[], options: { includeRoots: boolean; compensate: boolean }) {
   const { rows } = await executor.query<{ id: string }>(
     `WITH RECURSIVE tree AS (
-       SELECT id FROM agent_tasks WHERE ($2 AND id = ANY($1::uuid[])) OR parent_task_id = ANY($1::uuid[])
+       SELECT id, 1 AS depth FROM agent_tasks WHERE ($2 AND id = ANY($1::uuid[])) OR parent_task_id = ANY($1::uuid[])
        UNION
-       SELECT t.id FROM agent_tasks t JOIN tree ON t.parent_task_id = tree.id
+       SELECT t.id, tree.depth + 1 FROM agent_tasks t JOIN tree ON t.parent_task_id = tree.id
      ), targets AS (
        SELECT t.id, EXISTS (SELECT 1 FROM step_runs s WHERE s.task_id = t.id AND ${leftToUndo('s')}) AS undo
-       FROM agent_tasks t
-       WHERE t.id IN (SELECT id FROM tree) AND t.status IN ('pending', 'running')
-       ORDER BY t.id
+       FROM agent_tasks t JOIN (SELECT id, max(depth) AS depth FROM tree GROUP BY id) d ON d.id = t.id
+       WHERE t.status IN ('pending', 'running')
+       ORDER BY d.depth DESC, t.id
        FOR NO KEY UPDATE OF t
      ), handed AS (
        UPDATE agent_tasks t
