@@ -13,6 +13,7 @@ import { HealthController } from './health/health.controller';
 import { RedisHealthIndicator } from './health/redis.health';
 import { DeadLettersController } from './http/dead-letters.controller';
 import { TasksController } from './http/tasks.controller';
+import { approvalWorkflow } from './workflows/approval.workflow';
 import { bookingWorkflow } from './workflows/booking.workflow';
 import { OrderGateway, OrderProcessingWorkflow } from './workflows/order-processing.workflow';
 
@@ -46,7 +47,7 @@ export class AppModule {
           maxInputBytes: config.maxInputBytes,
           heartbeatIntervalMs: config.heartbeatIntervalMs,
           reaper: { intervalMs: config.reaperIntervalMs, staleAfterMs: config.staleAfterMs },
-          workflows: [bookingWorkflow],
+          workflows: [bookingWorkflow, approvalWorkflow],
         }),
         ...api.imports,
       ],

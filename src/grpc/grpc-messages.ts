@@ -61,6 +61,8 @@ export function toProtoTask(task: AgentTask) {
     updated_at: time(task.updatedAt),
     idempotency_key: task.idempotencyKey ?? '',
     rollback_reason: task.rollbackReason ?? '',
+    parent_task_id: task.parentTaskId ?? '',
+    parent_step_key: task.parentStepKey ?? '',
   };
 }
 
