@@ -110,5 +110,23 @@ export const ROWS: RowDefinition[] = [
   { id: 'rss.first.half', figure: 'Worker RSS, peak over the first half of the drain', unit: 'MB', ratio: 'none' },
   { id: 'rss.second.half', figure: 'Worker RSS, peak over the second half of the drain', unit: 'MB', ratio: 'none' },
   { id: 'rss.after.gc', figure: 'Worker RSS after the drain and a full GC', unit: 'MB', ratio: 'none' },
+  { id: 'prims.sleep.p50', figure: 'Sleep wake-up lateness (resumed − wake-up time), p50', unit: 'ms', ratio: 'none' },
+  { id: 'prims.sleep.p95', figure: 'Sleep wake-up lateness, p95', unit: 'ms', ratio: 'none' },
+  { id: 'prims.signal.p50', figure: 'Signal sent → run resumed, p50', unit: 'ms', ratio: 'time1' },
+  { id: 'prims.submit.p50', figure: 'Submit → run started, p50 (same minutes as the signal row)', unit: 'ms', ratio: 'time1' },
+  {
+    id: 'prims.child.overhead',
+    figure: 'runChild overhead per child (parent of 10 runChild − 10-step workflow) / 10',
+    unit: 'ms',
+    ratio: 'time1',
+  },
+  { id: 'prims.claim.awake', figure: 'Claim statement (batch of 10), 1k runnable, none sleeping, p50', unit: 'ms', ratio: 'time1' },
+  {
+    id: 'prims.claim.sleeping',
+    figure: 'Claim statement (batch of 10), 1k runnable behind 100k sleeping, p50',
+    unit: 'ms',
+    ratio: 'time1',
+  },
+  { id: 'prims.idle.qps', figure: 'Idle worker, 10k sleeping tasks: statements per second', unit: 'stmt/s', ratio: 'none' },
   { id: 'ref.insert.c1.end', figure: 'pgbench one-row INSERT, 1 client, again at the end', unit: 'tx/s', ratio: 'tps1' },
 ];

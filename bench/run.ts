@@ -20,6 +20,7 @@ import { claimScenario } from './scenarios/claim';
 import { drainScenario } from './scenarios/drain';
 import { idleWorkerScenario } from './scenarios/idle-worker';
 import { memoryScenario } from './scenarios/memory';
+import { primitivesScenario } from './scenarios/primitives';
 import { recoveryScenario } from './scenarios/recovery';
 import { referenceAgainScenario, referenceScenario } from './scenarios/reference';
 import { submittedDrainScenario } from './scenarios/submitted-drain';
@@ -31,6 +32,8 @@ import { RunProbe } from './workflows';
 interface Args {
   quick: boolean;
   out: string;
+  /** Only the reference and this scenario (`--only primitives`): a figure of one area without the whole run. */
+  only?: 'primitives';
 }
 
 function parseArgs(argv: string[]): Args {
@@ -38,7 +41,8 @@ function parseArgs(argv: string[]): Args {
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--quick') args.quick = true;
     else if (argv[i] === '--out' && argv[i + 1]) args.out = path.resolve(argv[++i]);
-    else throw new Error(`Unknown argument "${argv[i]}" (use --quick, --out <file.json>)`);
+    else if (argv[i] === '--only' && argv[i + 1] === 'primitives') args.only = argv[++i] as 'primitives';
+    else throw new Error(`Unknown argument "${argv[i]}" (use --quick, --out <file.json>, --only primitives)`);
   }
   return args;
 }
@@ -122,13 +126,25 @@ async function main(): Promise<number> {
     const app = await startBenchApp(db.url, probe);
     try {
       const workflows = app.get(WorkflowService);
-      await scenario(ctx, 'submit', () => submitScenario(ctx, workflows));
-      await db.truncate();
-      await scenario(ctx, 'idle-worker', async () => {
+      if (!args.only) {
+        await scenario(ctx, 'submit', () => submitScenario(ctx, workflows));
+        await db.truncate();
+        await scenario(ctx, 'idle-worker', async () => {
+          const worker = app.get(WorkerService);
+          await worker.start();
+          try {
+            await idleWorkerScenario(ctx, workflows, probe);
+          } finally {
+            await worker.stop();
+          }
+        });
+        await db.truncate();
+      }
+      await scenario(ctx, 'primitives', async () => {
         const worker = app.get(WorkerService);
         await worker.start();
         try {
-          await idleWorkerScenario(ctx, workflows, probe);
+          await primitivesScenario(ctx, workflows);
         } finally {
           await worker.stop();
         }
@@ -138,11 +154,13 @@ async function main(): Promise<number> {
     }
     await db.truncate();
 
-    await scenario(ctx, 'claim', () => claimScenario(ctx));
-    await scenario(ctx, 'drain', () => drainScenario(ctx));
-    await scenario(ctx, 'submitted-drain', () => submittedDrainScenario(ctx));
-    await scenario(ctx, 'recovery', () => recoveryScenario(ctx));
-    await scenario(ctx, 'memory', () => memoryScenario(ctx));
+    if (!args.only) {
+      await scenario(ctx, 'claim', () => claimScenario(ctx));
+      await scenario(ctx, 'drain', () => drainScenario(ctx));
+      await scenario(ctx, 'submitted-drain', () => submittedDrainScenario(ctx));
+      await scenario(ctx, 'recovery', () => recoveryScenario(ctx));
+      await scenario(ctx, 'memory', () => memoryScenario(ctx));
+    }
     await scenario(ctx, 'reference-again', () => referenceAgainScenario(ctx));
   } finally {
     await stopAllWorkerProcesses();

@@ -136,7 +136,13 @@ export class RunPrimitives {
     const memo = this.runner.reserveKey(key);
     if (memo?.status === 'completed') return memoOutput(memo) as TOutput;
     if (memo?.status === 'failed') throw childFailure(memo.error ?? {}, childIdOf(memo), workflowName);
-    const childTaskId = memo ? childIdOf(memo) : await this.start(key, workflowName, input, options, true);
+    if (!memo) {
+      // Just started: the child cannot have ended, so the parent was suspended in the same transaction.
+      await this.start(key, workflowName, input, options, true);
+      this.suspendedUntil = NO_WAKE_UP;
+      throw new RunSuspended(this.task.id, NO_WAKE_UP);
+    }
+    const childTaskId = childIdOf(memo);
     const settled = await this.settle({
       stepKey: key,
       kind: 'child',
@@ -153,7 +159,14 @@ export class RunPrimitives {
     const memo = this.runner.reserveKey(key);
     if (memo?.status === 'completed') return;
     // The first run that reached the sleep fixed its end: a replay never pushes it later.
-    await this.settle({ stepKey: key, kind: 'sleep', wakeAt: memo?.wakeAt ?? until, inputJson: JSON.stringify(recorded) });
+    const wakeAt = memo?.wakeAt ?? until;
+    // The common wake-up: the sleep is over, one fenced statement records it (the general
+    // settle below is a transaction of several).
+    if (memo && wakeAt.getTime() <= Date.now()) {
+      const { taskId, claimToken } = this.lease;
+      if (await this.persist(() => this.store.completeDueSleep(taskId, claimToken, key, this.runner.takeCompletionSeq()))) return;
+    }
+    await this.settle({ stepKey: key, kind: 'sleep', wakeAt, inputJson: JSON.stringify(recorded) });
   }
 
   private async start(key: string, workflowName: string, input: unknown, options: ChildWorkflowOptions | undefined, wait: boolean) {

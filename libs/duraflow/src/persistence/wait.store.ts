@@ -36,6 +36,22 @@ export class WaitStore {
     return this.db.transaction((tx) => settleWait(tx, wait));
   }
 
+  /**
+   * A sleep whose end has passed, reached again by the run it suspended: its `waiting` row is
+   * completed in one statement, fenced on the claim (no signal or child to look at, so nothing
+   * to lock first). False when the claim no longer owns the task or the row is not waiting.
+   */
+  async completeDueSleep(taskId: string, claimToken: string, stepKey: string, completionSeq: number): Promise<boolean> {
+    const { rowCount } = await this.db.query(
+      `UPDATE step_runs SET status = 'completed', completed_at = clock_timestamp(), completion_seq = $4
+       WHERE task_id = $1 AND step_key = $3 AND kind = 'sleep' AND status = 'waiting' AND wake_at <= clock_timestamp()
+         AND EXISTS (${ownedTaskRow('$1', '$2')})`,
+      [taskId, claimToken, stepKey, completionSeq],
+      'duraflow_complete_sleep',
+    );
+    return rowCount > 0;
+  }
+
   /** sql/start-child.ts, in a transaction of its own. Null when the claim no longer owns the parent. */
   startChild(child: ChildToStart): Promise<{ childTaskId: string } | null> {
     return this.db.transaction((tx) => startChild(tx, child));

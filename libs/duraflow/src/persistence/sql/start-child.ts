@@ -1,6 +1,7 @@
 import { TASK_SUBMITTED_CHANNEL } from '../../duraflow.constants';
 import { SqlExecutor } from '../duraflow-database';
 import { ownedBy } from '../fencing';
+import { NO_WAKE_UP } from './settle-wait';
 
 /** The compensation name a child's step row carries: rolling the parent back rolls the child back (saga-executor.ts). */
 export const CHILD_COMPENSATION = 'duraflow:child';
@@ -23,7 +24,7 @@ export interface ChildToStart {
 
 /**
  * Starts a child task and records it as the parent's step in one transaction under the
- * parent's claim: a crash between the two writes leaves neither, and the child's idempotency
+ * parent's claim (for runChild, the parent is suspended in it too): a crash between the two writes leaves neither, and the child's idempotency
  * key (the parent's id and the step key) makes a retry of a commit whose reply was lost find
  * the child it made. Null when the claim no longer owns the parent.
  */
@@ -77,5 +78,15 @@ export async function startChild(tx: SqlExecutor, child: ChildToStart): Promise<
       child.wait ? null : child.completionSeq,
     ],
   );
+  if (child.wait) {
+    // runChild: the child is not visible before this commits, so it cannot have ended: the
+    // parent waits from here (its wake-up is the trigger that the child's end fires).
+    await tx.query(
+      `UPDATE agent_tasks
+       SET status = 'pending', scheduled_at = $3, worker_id = NULL, claim_token = NULL, heartbeat_at = NULL, updated_at = now()
+       WHERE ${ownedBy('$1', '$2')}`,
+      [child.parentTaskId, child.claimToken, NO_WAKE_UP],
+    );
+  }
   return { childTaskId };
 }
