@@ -102,7 +102,7 @@ describe('The claim', () => {
       `SELECT id FROM agent_tasks
        WHERE status = 'pending' AND deleted_at IS NULL AND (scheduled_at IS NULL OR scheduled_at <= now())
          AND workflow_name = ANY($1::varchar[])
-       ORDER BY priority DESC, created_at, id LIMIT $2`,
+       ORDER BY priority DESC, COALESCE(scheduled_at, created_at), id LIMIT $2`,
       [names, limit],
     );
     return rows.map((row) => row.id).sort();

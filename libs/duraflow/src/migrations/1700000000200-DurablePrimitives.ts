@@ -42,6 +42,18 @@ export class DurablePrimitives1700000000200 implements MigrationInterface {
       WHERE consumed_at IS NULL`);
     await queryRunner.query(`CREATE INDEX idx_task_signals_task ON task_signals(task_id, id)`);
 
+    // The claim walks its index in claim order and stops after its limit; tasks that wait
+    // (pending, scheduled_at later) sat in that order by created_at, ahead of the runnable ones
+    // created after them, and every claim visited each of them on the heap: 100k sleeping tasks
+    // made a claim of 10 cost ~22 ms instead of ~0.05 ms. Ordered by when a task became (or
+    // becomes) runnable, COALESCE(scheduled_at, created_at), the waiting ones sort after every
+    // runnable one of their priority, and `<= now()` is checked on the index entry.
+    await queryRunner.query(`DROP INDEX idx_agent_tasks_claim`);
+    await queryRunner.query(`
+      CREATE INDEX idx_agent_tasks_claim
+      ON agent_tasks(priority DESC, (COALESCE(scheduled_at, created_at, '-infinity'::timestamptz)), id)
+      WHERE status = 'pending'`);
+
     // A child that reaches a terminal status wakes a parent waiting for it, in the statement
     // that ends the child, whichever path ends it (completion, failure, rollback, cancel,
     // reaper): the parent's wait can never miss it. Both sides lock the parent row before they
@@ -75,6 +87,8 @@ export class DurablePrimitives1700000000200 implements MigrationInterface {
     await queryRunner.query(`DROP TRIGGER duraflow_wake_parent ON agent_tasks`);
     await queryRunner.query(`DROP FUNCTION duraflow_wake_parent()`);
     await queryRunner.query(`DROP TABLE task_signals`);
+    await queryRunner.query(`DROP INDEX idx_agent_tasks_claim`);
+    await queryRunner.query(`CREATE INDEX idx_agent_tasks_claim ON agent_tasks(priority DESC, created_at, id) WHERE status = 'pending'`);
     await queryRunner.query(`DROP INDEX idx_agent_tasks_parent`);
     await queryRunner.query(`ALTER TABLE agent_tasks DROP COLUMN parent_step_key`);
     await queryRunner.query(`ALTER TABLE agent_tasks DROP COLUMN parent_task_id`);

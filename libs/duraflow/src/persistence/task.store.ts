@@ -52,6 +52,14 @@ export interface TaskListRow {
   createdAtMicros: string;
 }
 
+/**
+ * When a pending task became (or becomes) runnable: its `scheduled_at` (a delayed submit, a
+ * sleep's end, a wake-up) or else its creation. The claim serves runnable tasks in this order
+ * within a priority, and idx_agent_tasks_claim holds it as its second key (migration
+ * 1700000000200), so tasks waiting for a later time sort after every runnable one.
+ */
+const RUNNABLE_SINCE = `COALESCE(scheduled_at, created_at, '-infinity'::timestamptz)`;
+
 /** A write guarded by the claim: lands only while this claim still owns a running task. */
 const OWNED = ownedBy('$1', '$2');
 /**
@@ -189,7 +197,8 @@ export class TaskStore {
   }
 
   /**
-   * Claims up to `limit` runnable tasks in priority order. SKIP LOCKED lets concurrent
+   * Claims up to `limit` runnable tasks in priority order, then in the order they became
+   * runnable (RUNNABLE_SINCE). SKIP LOCKED lets concurrent
    * claimers pass each other's rows. Each claim gets a new fencing token.
    *
    * The plan is an ordered walk of idx_agent_tasks_claim whatever the statistics say
@@ -205,18 +214,19 @@ export class TaskStore {
        FROM (
          SELECT id, started_at IS NULL AS fresh FROM agent_tasks
          WHERE status = 'pending' AND deleted_at IS NULL
-           AND (scheduled_at IS NULL OR scheduled_at <= now())
+           AND ${RUNNABLE_SINCE} <= now()
            AND workflow_name = ANY(${varcharArrayLiteral(workflowNames)})
-         ORDER BY priority DESC, created_at, id
+         ORDER BY priority DESC, ${RUNNABLE_SINCE}, id
          LIMIT ${countLiteral(limit)}
          FOR UPDATE SKIP LOCKED
        ) claimable
        WHERE t.id = claimable.id
        RETURNING ${TASK_COLUMNS_OF_T}, t.claim_token, claimable.fresh`,
     );
+    const runnableSince = (task: AgentTask) => (task.scheduledAt ?? task.createdAt)?.getTime() ?? -Infinity;
     return rows
       .map((row) => ({ task: toAgentTask(row), claimToken: row.claim_token as string, fresh: row.fresh as boolean }))
-      .sort((a, b) => b.task.priority - a.task.priority || a.task.createdAt.getTime() - b.task.createdAt.getTime());
+      .sort((a, b) => b.task.priority - a.task.priority || runnableSince(a.task) - runnableSince(b.task));
   }
 
   /**
