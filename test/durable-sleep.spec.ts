@@ -2,6 +2,7 @@ import { TestingModule } from '@nestjs/testing';
 import {
   DuraflowModuleOptions,
   FunctionalWorkflowDefinition,
+  TaskAlreadyFinishedError,
   TaskStatus,
   WorkerService,
   WorkflowContext,
@@ -135,6 +136,36 @@ describe('durable sleep', () => {
     const done = await app.get(WorkflowService).waitFor(task.id, { timeoutMs: 10_000 });
     expect(done.error).toMatchObject({ code: 'INVALID_PRIMITIVE_CALL' });
     expect(await bed.rows.steps(task.id)).toEqual([]);
+  });
+
+  it('settles a cancel racing the wake-up exactly one way: cancelled (the run records nothing after), or completed first', async () => {
+    const app = await startApp();
+    const workflows = app.get(WorkflowService);
+    const outcomes: string[] = [];
+    for (let round = 0; round < 10; round++) {
+      const task = await workflows.submit('napper', { ms: 100 });
+      await eventually('the task suspended', async () => (await napState(task.id)) === 'waiting');
+      await new Promise((resolve) => setTimeout(resolve, 80 + round * 5));
+      const cancel = await workflows.cancel(task.id).then(
+        (cancelled) => cancelled.status,
+        (error: unknown) => {
+          if (error instanceof TaskAlreadyFinishedError) return 'already finished';
+          throw error;
+        },
+      );
+      const done = await workflows.waitFor(task.id, { timeoutMs: 10_000 });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const row = await bed.rows.task(task.id);
+      if (cancel === TaskStatus.CANCELLED) {
+        expect(row.status).toBe('cancelled');
+        expect(row.output).toBeNull();
+      } else {
+        expect(cancel).toBe('already finished');
+        expect(done.status).toBe(TaskStatus.COMPLETED);
+      }
+      outcomes.push(`${cancel}${cancel === TaskStatus.CANCELLED && runs(task.id, 'after') ? ' (woke first)' : ''}`);
+    }
+    console.log(`cancel vs wake-up, 10 rounds: ${outcomes.join(', ')}`);
   });
 
   it('cancels a sleeping task at once; it never wakes', async () => {
