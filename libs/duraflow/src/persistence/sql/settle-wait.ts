@@ -38,7 +38,14 @@ const TERMINAL = `('completed', 'failed', 'cancelled', 'rolled_back', 'partial_r
  * child's end lock the same row before they wake a waiting task, a wake-up is never missed.
  */
 export async function settleWait(tx: SqlExecutor, wait: WaitToSettle): Promise<WaitSettlement> {
-  const owned = await tx.query(`SELECT 1 FROM agent_tasks WHERE ${ownedBy('$1', '$2')} FOR NO KEY UPDATE`, [wait.taskId, wait.claimToken]);
+  // The transaction commits without waiting for its WAL flush, as the claim does: a settle lost
+  // in a server crash leaves the task running under its claim (the reaper recovers it) and the
+  // wait unsettled, and the replay settles it the same way (the same oldest signal is still
+  // undelivered); each later checkpoint of the run flushes the WAL up to itself, this included.
+  const owned = await tx.query(
+    `SELECT set_config('synchronous_commit', 'off', true) FROM agent_tasks WHERE ${ownedBy('$1', '$2')} FOR NO KEY UPDATE`,
+    [wait.taskId, wait.claimToken],
+  );
   if (!owned.rowCount) return { outcome: 'lost' };
 
   let settled: Exclude<WaitSettlement, { outcome: 'waiting' | 'lost' }> | undefined;
