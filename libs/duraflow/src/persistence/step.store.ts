@@ -264,7 +264,7 @@ export class StepStore {
   async listStepSummaries(taskId: string, previewChars: number): Promise<StepSummary[]> {
     const { rows } = await this.db.query(
       `SELECT id, task_id, step_key, status, error, compensation_fn, compensated_at, started_at, completed_at,
-              created_at, attempt, completion_seq,
+              created_at, attempt, completion_seq, kind, wake_at,
               left(i.pretty, $2) AS input_text, char_length(i.pretty) > $2 AS input_truncated, octet_length(input::text) AS input_bytes,
               left(o.pretty, $2) AS output_text, char_length(o.pretty) > $2 AS output_truncated, octet_length(output::text) AS output_bytes
        FROM step_runs
@@ -287,6 +287,8 @@ export class StepStore {
       completedAt: row.completed_at,
       createdAt: row.created_at,
       completionSeq: row.completion_seq,
+      kind: row.kind ?? null,
+      wakeAt: row.wake_at ?? null,
       input: jsonPreview(row.input_text, row.input_truncated, row.input_bytes),
       output: jsonPreview(row.output_text, row.output_truncated, row.output_bytes),
     }));
