@@ -31,9 +31,9 @@ export interface TaskSignal {
 export class WaitStore {
   constructor(private readonly db: DuraflowDatabase) {}
 
-  /** sql/settle-wait.ts, in a transaction of its own. */
+  /** sql/settle-wait.ts: one round trip, its own implicit transaction. */
   settleWait(wait: WaitToSettle): Promise<WaitSettlement> {
-    return this.db.transaction((tx) => settleWait(tx, wait));
+    return settleWait(this.db, wait);
   }
 
   /**
