@@ -57,9 +57,9 @@ export class WaitStore {
     return this.db.transaction((tx) => startChild(tx, child));
   }
 
-  /** sql/send-signal.ts, in a transaction of its own. */
+  /** sql/send-signal.ts: one round trip, its own implicit transaction. */
   sendSignal(taskId: string, name: string, payloadJson: string | null): Promise<SentSignal> {
-    return this.db.transaction((tx) => sendSignal(tx, taskId, name, payloadJson));
+    return sendSignal(this.db, taskId, name, payloadJson);
   }
 
   /** sql/cancel-descendants.ts. */
