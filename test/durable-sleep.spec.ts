@@ -9,6 +9,7 @@ import {
   WorkflowService,
   workflow,
 } from '@duraflow/nestjs';
+import { Gate } from './fixtures/steps/gate';
 import { useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
 
@@ -53,7 +54,19 @@ const badSleep = workflow('bad-sleep', async (ctx: WorkflowContext) => {
   await ctx.sleep('nan', Number.NaN);
 });
 
-const WORKFLOWS = [napper, quick, untilPast, twice, badSleep];
+let beforeSleepGate = new Gate();
+/** Stops between its step and its sleep (outside any step) until the test opens the gate. */
+const gatedNapper = workflow('gated-napper', async (ctx: WorkflowContext) => {
+  await ctx.step.run('before', () => {
+    count(ctx.runId, 'before');
+    return 1;
+  });
+  if (ctx.attempt === 1) await beforeSleepGate.wait();
+  await ctx.sleep('nap', 50);
+  return 'done';
+});
+
+const WORKFLOWS = [napper, quick, untilPast, twice, badSleep, gatedNapper];
 
 function startApp(duraflow: DuraflowModuleOptions = {}, workflows: FunctionalWorkflowDefinition[] = WORKFLOWS): Promise<TestingModule> {
   return bed.start({ duraflow: { ...duraflow, workflows, worker: { shutdownTimeoutMs: 100, ...duraflow.worker } } });
@@ -166,6 +179,30 @@ describe('durable sleep', () => {
       outcomes.push(`${cancel}${cancel === TaskStatus.CANCELLED && runs(task.id, 'after') ? ' (woke first)' : ''}`);
     }
     console.log(`cancel vs wake-up, 10 rounds: ${outcomes.join(', ')}`);
+  });
+
+  it('records nothing for a sleep reached by a run whose task was reaped meanwhile; the next run sleeps and completes', async () => {
+    beforeSleepGate = new Gate();
+    const app = await startApp();
+    const workflows = app.get(WorkflowService);
+    const task = await workflows.submit('gated-napper');
+    await beforeSleepGate.reached.promise;
+    // What the reaper does to a task whose heartbeat went stale: back to pending, a retry counted, the claim gone.
+    await bed.db.client.query(
+      `UPDATE agent_tasks SET status = 'pending', worker_id = NULL, claim_token = NULL, retry_count = retry_count + 1 WHERE id = $1`,
+      [task.id],
+    );
+
+    beforeSleepGate.open();
+    const done = await workflows.waitFor(task.id, { timeoutMs: 10_000 });
+
+    expect(done).toMatchObject({ status: 'completed', output: 'done', retryCount: 1 });
+    expect(runs(task.id, 'before')).toBe(1);
+    expect((await bed.rows.steps(task.id)).map((step) => [step.step_key, step.status])).toEqual([
+      ['before', 'completed'],
+      ['nap', 'completed'],
+    ]);
+    expect(app.get(WorkerService).stats()).toMatchObject({ stopped: 1 });
   });
 
   it('cancels a sleeping task at once; it never wakes', async () => {
