@@ -1,7 +1,7 @@
 import { Injectable, OnApplicationShutdown } from '@nestjs/common';
 
-/** Past a wake-up time, by this much: the claim compares `scheduled_at` with the database's clock, a millisecond behind at most. */
-const LATE_BY_MS = 2;
+/** Past a wake-up time, by this much: the claim compares `scheduled_at` with the start of its transaction, on the same clock, which is then later still. */
+const LATE_BY_MS = 1;
 /** Wake-ups remembered at once; later ones are left to the poll. */
 const MAX_WAKE_UPS = 10_000;
 /** setTimeout's longest delay; a wake-up further off is re-armed on the way. */

@@ -208,7 +208,8 @@ export class RunPrimitives {
     if (settled.outcome === 'lost') throw this.lost();
     if (settled.outcome === 'waiting') {
       this.suspendedUntil = settled.wakeAt;
-      if (settled.wakeAt.getTime() < NO_WAKE_UP.getTime()) this.wakeUps.wakeAt(settled.wakeAt);
+      // Armed by the database's clock (the claim's), whatever this host's clock says.
+      if (settled.wakeAt.getTime() < NO_WAKE_UP.getTime()) this.wakeUps.wakeAt(new Date(Date.now() + settled.wakeInMs));
       throw new RunSuspended(this.task.id, settled.wakeAt);
     }
     return settled;

@@ -24,7 +24,8 @@ export interface WaitToSettle {
 export type WaitSettlement =
   | { outcome: 'completed'; output: unknown; outputUndefined: boolean }
   | { outcome: 'failed'; error: Record<string, unknown> }
-  | { outcome: 'waiting'; wakeAt: Date }
+  /** `wakeInMs`: how long until the wake-up by the database's clock (the one the claim compares with). */
+  | { outcome: 'waiting'; wakeAt: Date; wakeInMs: number }
   | { outcome: 'lost' };
 
 const TERMINAL = `('completed', 'failed', 'cancelled', 'rolled_back', 'partial_rollback')`;
@@ -119,12 +120,16 @@ export async function settleWait(executor: SqlExecutor, wait: WaitToSettle): Pro
        RETURNING scheduled_at
      )
      SELECT d.status, d.output, d.output IS NULL AS output_undefined, d.error,
-            (SELECT scheduled_at FROM suspended) AS wake_at, (SELECT count(*) FROM step) AS written
+            (SELECT scheduled_at FROM suspended) AS wake_at,
+            (SELECT EXTRACT(EPOCH FROM scheduled_at - clock_timestamp()) * 1000 FROM suspended) AS wake_in_ms,
+            (SELECT count(*) FROM step) AS written
      FROM decided d`,
   );
   if (!rows.length) return { outcome: 'lost' };
   const row = rows[0];
   if (row.status === 'completed') return { outcome: 'completed', output: row.output, outputUndefined: row.output_undefined };
   if (row.status === 'failed') return { outcome: 'failed', error: row.error };
-  return { outcome: 'waiting', wakeAt: row.wake_at ?? wait.wakeAt ?? NO_WAKE_UP };
+  const until: Date = row.wake_at ?? wait.wakeAt ?? NO_WAKE_UP;
+  const wakeInMs = row.wake_in_ms === null ? until.getTime() - Date.now() : Number(row.wake_in_ms);
+  return { outcome: 'waiting', wakeAt: until, wakeInMs };
 }
