@@ -1,6 +1,7 @@
 import { TestingModule } from '@nestjs/testing';
 import {
   ChildWorkflowFailedError,
+  SagaService,
   DuraflowModuleOptions,
   TaskStatus,
   WorkerService,
@@ -108,7 +109,31 @@ const cancellableParent = workflow(
   { compensations: undo('p1') },
 );
 
+// A child whose compensation fails until the test lets it succeed: the parent ends partial_rollback.
+let childUndoFails = true;
+const fragileChild = workflow('fragile-child', async (ctx: WorkflowContext) => ctx.step.run('x', () => 'x'), {
+  compensations: {
+    x: async (_output: unknown, c: { runId: string }) => {
+      if (childUndoFails) throw new Error('the vendor is down');
+      await logUndo(c.runId, 'x');
+    },
+  },
+});
+const fragileParent = workflow(
+  'fragile-parent',
+  async (ctx: WorkflowContext) => {
+    await ctx.step.run('a', () => 'a');
+    await ctx.runChild('c', 'fragile-child', {});
+    await ctx.step.run('boom', () => {
+      throw new Error('boom');
+    });
+  },
+  { compensations: undo('a') },
+);
+
 const WORKFLOWS = [
+  fragileChild,
+  fragileParent,
   doubler,
   failingChild,
   gatedChild,
@@ -207,6 +232,36 @@ describe('child workflows', () => {
     expect(child.status).toBe(TaskStatus.COMPLETED);
     expect(await bed.rows.compensatedStepKeys(child.id)).toEqual(['y', 'g', 'x']);
     expect(await bed.rows.compensatedStepKeys(parent.id)).toEqual(['b', 'c', 'a']);
+  });
+
+  it('sends a failed child compensation to the dead-letter queue; the parent’s entry resolves once the child’s is retried', async () => {
+    childUndoFails = true;
+    const app = await startApp();
+    const workflows = app.get(WorkflowService);
+    const saga = app.get(SagaService);
+    const parent = await workflows.submit('fragile-parent');
+
+    const done = await workflows.waitFor(parent.id, { timeoutMs: 15_000 });
+
+    expect(done.status).toBe(TaskStatus.PARTIAL_ROLLBACK);
+    expect(await undoLog()).toEqual(['a']);
+    const [child] = await workflows.getChildren(parent.id);
+    const [childEntry] = (await saga.listDeadLetters({ taskId: child.id })).items;
+    const [parentEntry] = (await saga.listDeadLetters({ taskId: parent.id })).items;
+    expect(childEntry).toBeDefined();
+    expect(parentEntry).toBeDefined();
+
+    const early = await saga.retryDeadLetter(parentEntry.id);
+    expect(early).toMatchObject({ outcome: 'failed', deadLetter: { retryCount: 1 } });
+    expect(JSON.stringify(early.deadLetter?.error)).toContain(child.id);
+
+    childUndoFails = false;
+    expect(await saga.retryDeadLetter(childEntry.id)).toMatchObject({ outcome: 'compensated' });
+    const resolved = await saga.retryDeadLetter(parentEntry.id);
+
+    expect(resolved).toMatchObject({ outcome: 'compensated', task: { status: 'rolled_back' } });
+    expect(await undoLog()).toEqual(['a', 'x']);
+    expect(await bed.rows.compensatedStepKeys(parent.id)).toEqual(['a', 'c']);
   });
 
   it('cancels the unfinished children with their parent', async () => {

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { AgentTask } from '../entities/agent-task.entity';
-import { DuraflowDatabase } from './duraflow-database';
+import { DuraflowDatabase, SqlExecutor } from './duraflow-database';
 import { ownedTaskRow } from './fencing';
 import { TASK_COLUMNS, toAgentTask } from './row-mappers';
 import { markCompensatedSql } from './step.store';
@@ -100,6 +100,24 @@ export class WaitStore {
       stepKey,
     ]);
     return rows.length ? toAgentTask(rows[0]) : null;
+  }
+
+  /**
+   * The dead letters still open on the child that the step `stepKey` of `parentTaskId` started
+   * (its own steps', which hold its children's in turn): a parent's dead letter for that step
+   * resolves once there are none. Null when the step started no child.
+   */
+  async openDeadLettersOfChild(
+    executor: SqlExecutor,
+    parentTaskId: string,
+    stepKey: string,
+  ): Promise<{ childTaskId: string; open: number } | null> {
+    const { rows } = await executor.query(
+      `SELECT c.id, (SELECT count(*)::int FROM dead_letter_queue d WHERE d.task_id = c.id) AS open
+       FROM agent_tasks c WHERE c.parent_task_id = $1 AND c.parent_step_key = $2`,
+      [parentTaskId, stepKey],
+    );
+    return rows.length ? { childTaskId: rows[0].id, open: rows[0].open } : null;
   }
 
   /**
