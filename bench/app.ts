@@ -3,7 +3,7 @@ import { NestFactory } from '@nestjs/core';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DURAFLOW_ENTITIES, DuraflowModule } from '@duraflow/nestjs';
-import { noopWorkflow, recoverWorkflow, RunProbe } from './workflows';
+import { noopWorkflow, PRIMITIVE_WORKFLOWS, recoverWorkflow, RunProbe } from './workflows';
 
 @Module({})
 class BenchAppModule {
@@ -19,7 +19,7 @@ class BenchAppModule {
         DuraflowModule.forRoot({
           worker: { enabled: false },
           reaper: { enabled: false },
-          workflows: [noopWorkflow, recoverWorkflow, probe.workflow],
+          workflows: [noopWorkflow, recoverWorkflow, probe.workflow, ...PRIMITIVE_WORKFLOWS],
         }),
       ],
     };

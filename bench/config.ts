@@ -27,6 +27,8 @@ export interface BenchSizes {
   claimBatch: number;
   claimWarmup: number;
   claimSamples: number;
+  /** Durable primitives (issue 15): sleeps timed at once, signal round trips, parent/10-step pairs, sleeping tasks. */
+  primitives: { sleeps: number; signals: number; childRuns: number; sleepingForClaim: number; sleepingIdle: number; idleSeconds: number };
   recoveryRuns: number;
   /** 0-step tasks drained by one worker process between the two RSS readings. */
   rssTasks: number;
@@ -62,6 +64,7 @@ export const FULL_SIZES: BenchSizes = {
   claimBatch: 10,
   claimWarmup: 10,
   claimSamples: 50,
+  primitives: { sleeps: 100, signals: 50, childRuns: 11, sleepingForClaim: 100_000, sleepingIdle: 10_000, idleSeconds: 5 },
   recoveryRuns: 5,
   rssTasks: 100_000,
   submittedDrainTasks: 20_000,
@@ -90,6 +93,7 @@ export const QUICK_SIZES: BenchSizes = {
   claimBatch: 10,
   claimWarmup: 3,
   claimSamples: 10,
+  primitives: { sleeps: 10, signals: 5, childRuns: 2, sleepingForClaim: 10_000, sleepingIdle: 1_000, idleSeconds: 1 },
   recoveryRuns: 1,
   rssTasks: 2_000,
   submittedDrainTasks: 300,

@@ -23,6 +23,7 @@ import { drainScenario } from './scenarios/drain';
 import { flowControlScenario } from './scenarios/flow-control';
 import { idleWorkerScenario } from './scenarios/idle-worker';
 import { memoryScenario } from './scenarios/memory';
+import { primitivesScenario } from './scenarios/primitives';
 import { recoveryScenario } from './scenarios/recovery';
 import { referenceAgainScenario, referenceScenario } from './scenarios/reference';
 import { submittedDrainScenario } from './scenarios/submitted-drain';
@@ -132,13 +133,25 @@ async function main(): Promise<number> {
     const app = await startBenchApp(db.url, probe);
     try {
       const workflows = app.get(WorkflowService);
-      await scenario(ctx, 'submit', () => submitScenario(ctx, workflows));
-      await db.truncate();
-      await scenario(ctx, 'idle-worker', async () => {
+      if (!args.only) {
+        await scenario(ctx, 'submit', () => submitScenario(ctx, workflows));
+        await db.truncate();
+        await scenario(ctx, 'idle-worker', async () => {
+          const worker = app.get(WorkerService);
+          await worker.start();
+          try {
+            await idleWorkerScenario(ctx, workflows, probe);
+          } finally {
+            await worker.stop();
+          }
+        });
+        await db.truncate();
+      }
+      await scenario(ctx, 'primitives', async () => {
         const worker = app.get(WorkerService);
         await worker.start();
         try {
-          await idleWorkerScenario(ctx, workflows, probe);
+          await primitivesScenario(ctx, workflows);
         } finally {
           await worker.stop();
         }

@@ -95,3 +95,30 @@ function hangUntilAborted(signal: AbortSignal): Promise<never> {
     signal.addEventListener('abort', () => reject(signal.reason), { once: true });
   });
 }
+
+/** Durable primitives (issue 15): each returns, or records, the wall time (sub-millisecond) of the moment that is measured. */
+export const SLEEP_WORKFLOW = 'bench-sleep';
+export const SIGNAL_WORKFLOW = 'bench-signal';
+export const PARENT_WORKFLOW = 'bench-parent';
+
+/** Wall time with sub-millisecond resolution, comparable across the workflows of one process. */
+export function wallNow(): number {
+  return performance.timeOrigin + performance.now();
+}
+
+export const sleepWorkflow = workflow(SLEEP_WORKFLOW, async (ctx: WorkflowContext<{ ms: number }>) => {
+  await ctx.sleep('nap', ctx.input.ms);
+  return { resumedAt: wallNow() };
+});
+
+export const signalWorkflow = workflow(SIGNAL_WORKFLOW, async (ctx: WorkflowContext) => {
+  const startedAt = await ctx.step.run('started', () => wallNow());
+  await ctx.waitForSignal('go');
+  return { startedAt, resumedAt: wallNow() };
+});
+
+export const parentWorkflow = workflow(PARENT_WORKFLOW, async (ctx: WorkflowContext<{ children: number }>) => {
+  for (let n = 1; n <= ctx.input.children; n++) await ctx.runChild(`c${n}`, NOOP_WORKFLOW, { steps: 0 });
+});
+
+export const PRIMITIVE_WORKFLOWS: FunctionalWorkflowDefinition[] = [sleepWorkflow, signalWorkflow, parentWorkflow];

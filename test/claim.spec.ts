@@ -114,7 +114,7 @@ describe('The claim', () => {
       `SELECT id FROM agent_tasks
        WHERE status = 'pending' AND deleted_at IS NULL AND (scheduled_at IS NULL OR scheduled_at <= now()) AND held_at IS NULL
          AND (workflow_name, coalesce(workflow_version, 1)) IN (SELECT * FROM unnest($1::varchar[], $2::int[]))
-       ORDER BY priority DESC, created_at, id LIMIT $3`,
+       ORDER BY priority DESC, COALESCE(scheduled_at, created_at), id LIMIT $3`,
       [pairs.map(([name]) => name), pairs.map(([, version]) => version), limit],
     );
     return rows.map((row) => row.id).sort();

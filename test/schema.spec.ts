@@ -21,6 +21,7 @@ const MIGRATIONS = [
   'SeedSchema1700000000000',
   'EngineColumns1700000000001',
   'SagaColumns1700000000002',
+  'DurablePrimitives1700000000200',
   'TraceContext1700000000300',
   'FlowControl1700000000400',
   'SafeDeploys1700000000500',
@@ -36,6 +37,7 @@ const TABLES = [
   'flow_starts',
   'migrations',
   'step_runs',
+  'task_signals',
 ];
 /** npx and tsx start slowly when other suites load the machine. */
 const CHILD_PROCESS_TIMEOUT_MS = 120_000;
@@ -91,19 +93,25 @@ const DEAD_LETTER_QUEUE_SEED_COLUMNS: ColumnRow[] = [
   ['created_at', 'timestamp with time zone', null, 'YES', 'now()'],
 ];
 
-// The engine's own columns (migrations EngineColumns, SagaColumns, TraceContext, FlowControl and SafeDeploys): nullable, no default, after the seed's.
+// The engine's own columns (migrations EngineColumns, SagaColumns, DurablePrimitives, TraceContext, FlowControl and SafeDeploys): nullable, no default, after the seed's.
 const ENGINE_EXTRA_COLUMNS: Record<string, ColumnRow[]> = {
   agent_tasks: [
     ['idempotency_key', 'character varying', 255, 'YES', null],
     ['claim_token', 'uuid', null, 'YES', null],
     ['rollback_reason', 'character varying', 20, 'YES', null],
+    ['parent_task_id', 'uuid', null, 'YES', null],
+    ['parent_step_key', 'character varying', 255, 'YES', null],
     ['trace_context', 'jsonb', null, 'YES', null],
     ['concurrency_key', 'character varying', 255, 'YES', null],
     // SafeDeploys: the version a task started on, and the determinism guard's hold.
     ['workflow_version', 'integer', null, 'YES', null],
     ['held_at', 'timestamp with time zone', null, 'YES', null],
   ],
-  step_runs: [['completion_seq', 'integer', null, 'YES', null]],
+  step_runs: [
+    ['completion_seq', 'integer', null, 'YES', null],
+    ['kind', 'character varying', 20, 'YES', null],
+    ['wake_at', 'timestamp with time zone', null, 'YES', null],
+  ],
   dead_letter_queue: [],
 };
 
@@ -197,7 +205,7 @@ describe('schema (seed 000 "Database Schema")', () => {
   const bed = useTestBed();
 
   describe('tables', () => {
-    it('has the three seed tables, TypeORM migrations table and the engine’s own tables (schedules, flow control), and no other table', async () => {
+    it('has the three seed tables, TypeORM migrations table and the engine’s own tables (signals, schedules, flow control), and no other table', async () => {
       expect(await publicTables(bed.db.client)).toEqual(TABLES);
     });
 
@@ -370,6 +378,7 @@ describe('schema (seed 000 "Database Schema")', () => {
         'idx_agent_tasks_flow_pending',
         'idx_agent_tasks_flow_running',
         'idx_agent_tasks_idempotency',
+        'idx_agent_tasks_parent',
         'idx_agent_tasks_status_created',
         'idx_dlq_step_id',
       ];

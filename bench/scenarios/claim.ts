@@ -17,7 +17,7 @@ function literal(client: Client, value: unknown): string {
 }
 
 /** Runs the claim in a transaction as the library sends it, timing only its statement(s), then rolls it back. */
-async function timedClaim(client: Client, prefix: string, statements: Statement[], expected: number): Promise<number> {
+export async function timedClaim(client: Client, prefix: string, statements: Statement[], expected: number): Promise<number> {
   await client.query('BEGIN');
   try {
     const started = performance.now();

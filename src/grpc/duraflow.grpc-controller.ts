@@ -80,6 +80,22 @@ export class DuraflowGrpcController {
     return toProtoTask(await this.workflows.resume(requireUuid('id', request.id)));
   }
 
+  @GrpcMethod('Duraflow', 'SignalTask')
+  async signalTask(request: { task_id: string; name: string; payload: string }) {
+    const receipt = await this.workflows.signal(
+      requireUuid('task_id', request.task_id),
+      request.name,
+      parseJsonField('payload', request.payload),
+    );
+    return { signal_id: receipt.signalId, woke_task: receipt.wokeTask };
+  }
+
+  @GrpcMethod('Duraflow', 'GetChildren')
+  async getChildren(request: { task_id: string }) {
+    if (!(await this.workflows.get(requireUuid('task_id', request.task_id)))) throw new TaskNotFoundError(request.task_id);
+    return { tasks: (await this.workflows.getChildren(request.task_id)).map(toProtoTask) };
+  }
+
   @GrpcMethod('Duraflow', 'ListDeadLetters')
   async listDeadLetters(request: ListRequest & { task_id: string }) {
     const page = await this.saga.listDeadLetters({

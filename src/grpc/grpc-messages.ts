@@ -63,6 +63,8 @@ export function toProtoTask(task: AgentTask) {
     rollback_reason: task.rollbackReason ?? '',
     workflow_version: task.workflowVersion ?? 0,
     held_at: time(task.heldAt),
+    parent_task_id: task.parentTaskId ?? '',
+    parent_step_key: task.parentStepKey ?? '',
   };
 }
 

@@ -50,3 +50,10 @@ export class CancelTaskDto {
   @IsBoolean()
   compensate?: boolean;
 }
+
+/** Body of `POST /tasks/:id/signals/:name`. */
+export class SignalTaskDto {
+  /** The signal's payload (any JSON; `ctx.waitForSignal` resolves with it); absent means none. */
+  @IsOptional()
+  payload?: unknown;
+}

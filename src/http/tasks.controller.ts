@@ -1,7 +1,7 @@
 import { Body, Controller, Get, HttpCode, HttpStatus, Param, Post, Query, Res } from '@nestjs/common';
-import { AgentTask, StepRun, TaskNotFoundError, TaskPage, WorkflowService } from '@duraflow/nestjs';
+import { AgentTask, SignalReceipt, StepRun, TaskNotFoundError, TaskPage, TaskSignal, WorkflowService } from '@duraflow/nestjs';
 import { SubmitTaskDto } from './submit-task.dto';
-import { CancelTaskDto, ListTasksQuery } from './task-queries.dto';
+import { CancelTaskDto, ListTasksQuery, SignalTaskDto } from './task-queries.dto';
 import { uuidParam } from './uuid-param.pipe';
 
 @Controller('tasks')
@@ -50,6 +50,30 @@ export class TasksController {
   @HttpCode(HttpStatus.OK)
   resume(@Param('id', uuidParam('id')) id: string): Promise<AgentTask> {
     return this.workflows.resume(id);
+  }
+
+  /**
+   * Sends signal `name` (its payload in the body's `payload`): kept until the task's
+   * `ctx.waitForSignal(name)` takes it. 404 for an unknown task, 409 for a finished one, 400 for
+   * a bad name or a payload that is not JSON, 413 for one over the input limit.
+   */
+  @Post(':id/signals/:name')
+  signal(@Param('id', uuidParam('id')) id: string, @Param('name') name: string, @Body() body: SignalTaskDto): Promise<SignalReceipt> {
+    return this.workflows.signal(id, name, body?.payload);
+  }
+
+  /** The signals sent to the task, in the order they were sent, with the wait that took each. */
+  @Get(':id/signals')
+  async signals(@Param('id', uuidParam('id')) id: string): Promise<TaskSignal[]> {
+    await this.findTask(id);
+    return this.workflows.getSignals(id);
+  }
+
+  /** The tasks the task started with ctx.startChild / ctx.runChild (each names its parent in `parentTaskId`). */
+  @Get(':id/children')
+  async children(@Param('id', uuidParam('id')) id: string): Promise<AgentTask[]> {
+    await this.findTask(id);
+    return this.workflows.getChildren(id);
   }
 
   private async findTask(id: string): Promise<AgentTask> {

@@ -25,6 +25,9 @@ export const TASK_FINISHED_CHANNEL = 'duraflow_task_finished';
  */
 export const WORKFLOW_NAME_PATTERN = /^[A-Za-z0-9_-]{1,255}$/;
 
+/** Signal names: what a URL path segment, a gRPC field and a step key all hold without quoting. */
+export const SIGNAL_NAME_PATTERN = /^[A-Za-z0-9_.:-]{1,200}$/;
+
 /** A task or dead-letter id: the UUID PostgreSQL generates (any case). */
 export const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

@@ -10,7 +10,11 @@ import { CheckpointBatcher } from './execution/checkpoint-batcher';
 import { CompletionBatcher } from './execution/completion-batcher';
 import { LeaseHeartbeat } from './background/lease-heartbeat';
 import { ReaperLoop } from './background/reaper-loop';
+import { WakeUpTimer } from './background/wake-up-timer';
 import { WorkerLoop } from './background/worker-loop';
+import { ChildRollback } from './execution/child-rollback';
+import { DurablePrimitives } from './execution/durable-primitives';
+import { WaitStore } from './persistence/wait.store';
 import { TaskLeases } from './lease/task-leases';
 import { ShutdownHooksCheck } from './lifecycle/shutdown-hooks.check';
 import { SagaExecutor } from './execution/saga-executor';
@@ -61,6 +65,10 @@ import { ScheduleTicker } from './schedules/schedule-ticker';
     TaskClaimer,
     StepStore,
     DeadLetterStore,
+    WaitStore,
+    WakeUpTimer,
+    DurablePrimitives,
+    ChildRollback,
     TaskNotifications,
     TaskLeases,
     LeaseHeartbeat,

@@ -7,6 +7,7 @@ export {
   MAX_IDEMPOTENCY_KEY_LENGTH,
   MAX_JSON_DEPTH,
   MAX_LIST_LIMIT,
+  SIGNAL_NAME_PATTERN,
   UUID_PATTERN,
   WORKFLOW_NAME_PATTERN,
 } from './duraflow.constants';
@@ -23,6 +24,7 @@ export {
   TaskPage,
   WaitForOptions,
   CancelOptions,
+  SignalReceipt,
 } from './services/workflow.service';
 export { WorkerService, WorkerStats, WorkerState } from './services/worker.service';
 export { ReaperService, ReapResult, REAPER_INTERVAL_NAME } from './services/reaper.service';
@@ -61,3 +63,4 @@ export {
 } from './schedules/schedule-options';
 export { FlowControlOptions, RateLimitOptions, FlowLimitKind, FlowLimitStats } from './interfaces/flow-control';
 export { MAX_CONCURRENCY_KEY_LENGTH } from './validation/flow-limits';
+export { TaskSignal } from './persistence/wait.store';

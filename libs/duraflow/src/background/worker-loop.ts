@@ -16,8 +16,10 @@ import { BackpressureMonitor } from './backpressure-monitor';
 import { LeaseHeartbeat } from './lease-heartbeat';
 import { SlotPool, TakenTask } from './slot-pool';
 import { TaskClaimer } from './task-claimer';
+import { WakeUpTimer } from './wake-up-timer';
 
-type OutcomeCounter = 'completed' | 'failed' | 'rolledBack' | 'partialRollback' | 'cancelled' | 'stopped' | 'unrecorded' | 'held';
+type OutcomeCounter =
+  'completed' | 'failed' | 'rolledBack' | 'partialRollback' | 'cancelled' | 'stopped' | 'unrecorded' | 'held' | 'suspended';
 
 const OUTCOME_COUNTER: Record<RunOutcome, OutcomeCounter> = {
   completed: 'completed',
@@ -28,6 +30,7 @@ const OUTCOME_COUNTER: Record<RunOutcome, OutcomeCounter> = {
   stopped: 'stopped',
   unrecorded: 'unrecorded',
   held: 'held',
+  suspended: 'suspended',
 };
 
 /**
@@ -53,6 +56,7 @@ export class WorkerLoop {
     stopped: 0,
     unrecorded: 0,
     held: 0,
+    suspended: 0,
   };
   private readonly pool: SlotPool;
   private readonly backpressure: BackpressureMonitor;
@@ -74,6 +78,7 @@ export class WorkerLoop {
     private readonly heartbeat: LeaseHeartbeat,
     private readonly observer: RunObserver,
     private readonly claimer: TaskClaimer,
+    private readonly wakeUps: WakeUpTimer,
   ) {
     const { concurrency, prefetch } = options.worker;
     this.pool = new SlotPool({ concurrency, prefetch });
@@ -109,6 +114,8 @@ export class WorkerLoop {
           if (!this.backpressure.lagging) this.requestClaim();
         }
       }),
+      // A task this process suspended until a time (a sleep, a signal's timeout) is due: claim it now.
+      this.wakeUps.onWake(() => this.requestClaim()),
     ];
     await this.notifications.ensureListening();
     this.backpressure.start(() => this.handBackLongWaiting());

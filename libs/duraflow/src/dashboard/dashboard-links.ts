@@ -44,6 +44,11 @@ export class DashboardLinks {
     return this.to(`tasks/${seg(id)}/cancel`, { compensate: compensate ? 'true' : undefined });
   }
 
+  /** The form that sends a signal to the task (GET), and where it posts (POST). */
+  signal(id: string): string {
+    return this.to(`tasks/${seg(id)}/signal`);
+  }
+
   deadLetter(taskId: string, deadLetterId: string, action: DeadLetterAction): string {
     return this.to(`tasks/${seg(taskId)}/dead-letters/${seg(deadLetterId)}/${action}`);
   }

@@ -53,11 +53,13 @@ export class DashboardReader {
     const progress = await this.workflows.getProgress(taskId);
     const task = progress && (await this.workflows.get(taskId));
     if (!progress || !task) return null;
-    const [steps, deadLetters] = await Promise.all([
+    const [steps, deadLetters, children, signals] = await Promise.all([
       this.workflows.getStepSummaries(taskId, { previewChars: this.options.previewChars }),
       this.deadLettersOf(taskId),
+      this.workflows.getChildren(taskId),
+      this.workflows.getSignals(taskId),
     ]);
-    return { task, steps, deadLetters, version: progressVersion(progress) };
+    return { task, steps, deadLetters, children, signals, version: progressVersion(progress) };
   }
 
   /** Every dead letter of one task (pages followed: a page is cut by size, not only by count). */

@@ -1,4 +1,5 @@
 import {
+  Body,
   Controller,
   Get,
   Inject,
@@ -27,7 +28,7 @@ import { LiveTaskFeed } from './live-task-feed';
 import { RequestLinks } from './request-links';
 import { SameOriginGuard } from './same-origin.guard';
 import { parseTaskFilters } from './task-filters';
-import { confirmCancelPage, confirmDeadLetterPage } from './views/confirm.page';
+import { confirmCancelPage, confirmDeadLetterPage, signalFormPage } from './views/confirm.page';
 import { deadLettersPage } from './views/dead-letters.page';
 import { ViewContext } from './views/layout';
 import { messagePage } from './views/message.page';
@@ -158,6 +159,42 @@ export class DashboardController {
     await this.act(response, links, [['Back to the task', links.task(id)]], async () => {
       await this.workflows.cancel(id, { compensate: withCompensation });
       return redirect(links.task(id, { notice: withCompensation ? 'cancelled-compensated' : 'cancelled' }));
+    });
+  }
+
+  @Get('tasks/:id/signal')
+  async signalForm(@Param('id') id: string, @RequestLinks() links: DashboardLinks, @Res() response: unknown): Promise<void> {
+    const context = this.context(links);
+    const task = await this.workflows.get(id);
+    if (!task) return this.send(response, this.taskMissing(context, id));
+    this.send(response, page(signalFormPage(context, task)));
+  }
+
+  /** Sends the signal through WorkflowService.signal; a payload that is not JSON is shown back on the form. */
+  @Post('tasks/:id/signal')
+  @UseGuards(SameOriginGuard)
+  async signal(
+    @Param('id') id: string,
+    @Body() body: { name?: unknown; payload?: unknown } | undefined,
+    @RequestLinks() links: DashboardLinks,
+    @Res() response: unknown,
+  ): Promise<void> {
+    const name = typeof body?.name === 'string' ? body.name : '';
+    const text = typeof body?.payload === 'string' ? body.payload : '';
+    let payload: unknown;
+    if (text.trim()) {
+      try {
+        payload = JSON.parse(text);
+      } catch (error) {
+        const task = await this.workflows.get(id);
+        if (!task) return this.send(response, this.taskMissing(this.context(links), id));
+        const problem = `The payload is not JSON: ${(error as Error).message}`;
+        return this.send(response, page(signalFormPage(this.context(links), task, problem, { name, payload: text }), 400));
+      }
+    }
+    await this.act(response, links, [['Back to the task', links.task(id)]], async () => {
+      await this.workflows.signal(id, name, payload);
+      return redirect(links.task(id, { notice: 'signalled' }));
     });
   }
 

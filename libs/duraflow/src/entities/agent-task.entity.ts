@@ -17,6 +17,7 @@ import { TaskStatus } from '../interfaces/task-status';
 @Index('idx_agent_tasks_status_created', { synchronize: false })
 @Index('idx_agent_tasks_flow_pending', { synchronize: false })
 @Index('idx_agent_tasks_flow_running', { synchronize: false })
+@Index('idx_agent_tasks_parent', { synchronize: false })
 export class AgentTask {
   // How TypeORM reads back `UUID PRIMARY KEY DEFAULT gen_random_uuid()`; a plain default would drift.
   @PrimaryGeneratedColumn('uuid')
@@ -115,6 +116,13 @@ export class AgentTask {
    */
   @Column({ name: 'concurrency_key', type: 'varchar', length: 255, nullable: true })
   concurrencyKey: string | null;
+  /** Engine column: the task whose `ctx.startChild` / `ctx.runChild` started this one (null for a task submitted directly). */
+  @Column({ name: 'parent_task_id', type: 'uuid', nullable: true })
+  parentTaskId: string | null;
+
+  /** Engine column: the key of the parent's step that started this task. */
+  @Column({ name: 'parent_step_key', type: 'varchar', length: 255, nullable: true })
+  parentStepKey: string | null;
 }
 
 export type RollbackReason = 'failed' | 'cancelled';

@@ -3,7 +3,7 @@ import { DeadLetter } from './dead-letter.entity';
 import { StepRun } from './step-run.entity';
 
 export { AgentTask, TaskError, RollbackReason } from './agent-task.entity';
-export { StepRun, StepRunStatus } from './step-run.entity';
+export { StepRun, StepRunStatus, StepKind } from './step-run.entity';
 export { DeadLetter } from './dead-letter.entity';
 
 /** The three tables, for the host's `TypeOrmModule.forRoot({ entities: [...DURAFLOW_ENTITIES] })`. */

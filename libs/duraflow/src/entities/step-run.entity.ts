@@ -1,7 +1,8 @@
 import { Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryGeneratedColumn, Unique } from 'typeorm';
 import { AgentTask } from './agent-task.entity';
 
-export type StepRunStatus = 'pending' | 'running' | 'completed' | 'failed';
+/** `waiting`: a sleep, signal wait or child wait that is not over yet. */
+export type StepRunStatus = 'pending' | 'running' | 'completed' | 'failed' | 'waiting';
 
 /** One step's checkpoint: a row of `step_runs` (base schema). A `completed` row is the memo. */
 @Entity({ name: 'step_runs' })
@@ -58,4 +59,15 @@ export class StepRun {
   /** Engine column: position in the order the run's steps completed (LIFO rollback). */
   @Column({ name: 'completion_seq', type: 'integer', nullable: true })
   completionSeq: number | null;
+
+  /** Engine column: `sleep`, `signal` or `child` for a durable primitive; null for an ordinary step. */
+  @Column({ type: 'varchar', length: 20, nullable: true })
+  kind: StepKind | null;
+
+  /** Engine column: when a sleep ends, or a signal wait times out. */
+  @Column({ name: 'wake_at', type: 'timestamptz', nullable: true })
+  wakeAt: Date | null;
 }
+
+/** What a `step_runs` row records besides an ordinary step. */
+export type StepKind = 'sleep' | 'signal' | 'child';

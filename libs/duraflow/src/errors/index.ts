@@ -9,3 +9,4 @@ export * from './dashboard.errors';
 export * from './deploy.errors';
 export * from './schedule.errors';
 export * from './flow-control.errors';
+export * from './primitive.errors';

@@ -14,8 +14,9 @@ export class TaskAlreadyFinishedError extends DuraflowError {
   constructor(
     readonly taskId: string,
     readonly status: string,
+    action = 'cancelled',
   ) {
-    super(`Task "${taskId}" already finished with status "${status}" and cannot be cancelled.`);
+    super(`Task "${taskId}" already finished with status "${status}" and cannot be ${action}.`);
   }
 }
 

@@ -12,6 +12,7 @@ import { isTransientDatabaseError } from '../persistence/transient-error';
 import { describeError } from '../util/describe-error';
 import { DuraflowLogger } from '../observability/duraflow-logger';
 import { observeCompensation } from '../observability/run-observer';
+import { ChildRollback } from './child-rollback';
 import { runCompensation } from './compensation';
 
 /** How a rollback ended, as far as this process knows. */
@@ -37,6 +38,7 @@ export class SagaExecutor {
     private readonly tasks: TaskStore,
     private readonly steps: StepStore,
     private readonly deadLetters: DeadLetterStore,
+    private readonly children: ChildRollback,
   ) {}
 
   /**
@@ -95,7 +97,13 @@ export class SagaExecutor {
   private async undo(task: AgentTask, lease: TaskLease, step: CompensableStep): Promise<boolean> {
     const compensation = this.registry.resolveCompensation(task.workflowName, step.stepKey, step.compensationFn);
     let failure: { error: unknown; attempts: number } | undefined;
-    if (!compensation) {
+    if (ChildRollback.isChildStep(step.compensationFn)) {
+      // A child's place in the LIFO order: the child is rolled back here (child-rollback.ts).
+      const result = await recorded(this.children.rollBack(task, step.stepKey, lease));
+      if (result === 'stopped') return false;
+      if (result === 'dead-lettered')
+        failure = { error: new Error(`the rollback of child step "${step.stepKey}" was partial`), attempts: 1 };
+    } else if (!compensation) {
       failure = { error: new CompensationNotRegisteredError(step.compensationFn, step.stepKey, task.workflowName), attempts: 0 };
     } else {
       const result = await observeCompensation(

@@ -58,6 +58,8 @@ export class MemoizedStepRunner implements StepRunner {
   /** Set when a checkpoint could not be written (database unreachable): the run must not decide anything. */
   persistenceFailure: unknown;
   lastFailure: StepFailure | undefined;
+  /** Set by the run's durable primitives: once the run suspended, no step may start. */
+  throwIfSuspended?: () => void;
   /** Some completed step of this task has a compensation that has not run: a failure rolls back. */
   hasCompensableSteps: boolean;
   readonly scope: RunScope = { runStep: (key, fn, options) => this.runStep(key, fn, options) };
@@ -82,6 +84,21 @@ export class MemoizedStepRunner implements StepRunner {
     return this.runStep(key, fn, options);
   }
 
+  /**
+   * A durable primitive (sleep, signal wait, child) takes `key` in the run's one key namespace,
+   * with the checks a step's key gets. Returns what an earlier run recorded under it.
+   */
+  reserveKey(key: string): StepMemo | undefined {
+    this.enterStep(key, () => undefined);
+    this.throwIfStopped();
+    return this.memos.get(key);
+  }
+
+  /** The completion_seq for a durable primitive that completes now. */
+  takeCompletionSeq(): number {
+    return this.nextCompletionSeq++;
+  }
+
   /** After the run function returned, no step may start. */
   close(): void {
     this.closed = true;
@@ -89,6 +106,7 @@ export class MemoizedStepRunner implements StepRunner {
 
   async runStep<T>(key: string, fn: (step: StepContext) => T | Promise<T>, options?: StepOptions): Promise<T> {
     this.enterStep(key, fn);
+    this.throwIfSuspended?.();
     const memo = this.memos.get(key);
     if (memo?.status === 'completed') {
       this.guard.recorded(key);

@@ -16,12 +16,24 @@ import { outputToJson } from '../util/json';
 import { CheckpointBatcher } from './checkpoint-batcher';
 import { CompletionBatcher } from './completion-batcher';
 import { RunHold } from './run-hold';
+import { DurablePrimitives } from './durable-primitives';
 import { runScopeStorage } from './run-scope';
 import { SagaExecutor } from './saga-executor';
 import { MemoizedStepRunner } from './step-runner';
 
 /** How one execution of a claimed task ended, as far as this worker knows. */
-export type RunOutcome = 'completed' | 'failed' | 'rolled_back' | 'partial_rollback' | 'cancelled' | 'stopped' | 'unrecorded' | 'held';
+export type RunOutcome =
+  | 'completed'
+  | 'failed'
+  | 'rolled_back'
+  | 'partial_rollback'
+  | 'cancelled'
+  | 'stopped'
+  | 'unrecorded'
+  /** The determinism guard held the run: its code took another path than the one it recorded. */
+  | 'held'
+  /** The run reached a wait (sleep, signal, child) that is not over: the task is `pending` again until it is. */
+  | 'suspended';
 
 /** The slot a run holds in its worker while its code runs. */
 export interface RunSlot {
@@ -50,6 +62,7 @@ export class TaskExecutor {
     private readonly completions: CompletionBatcher,
     private readonly checkpoints: CheckpointBatcher,
     private readonly hold: RunHold,
+    private readonly primitives: DurablePrimitives,
   ) {}
 
   async execute({ task, fresh }: ClaimedTask, lease: TaskLease, slot: RunSlot): Promise<RunOutcome> {
@@ -58,6 +71,7 @@ export class TaskExecutor {
     const memos = fresh ? new Map<string, StepMemo>() : await lease.retry(() => this.steps.loadStepMemos(task.id));
     const outputLimits = { maxBytes: this.options.maxOutputBytes, maxDepth: this.options.maxJsonDepth };
     const runner = new MemoizedStepRunner({ workflow, lease, memos, checkpoints: this.checkpoints, outputLimits });
+    const waits = this.primitives.forRun(task, lease, runner);
     const ctx: WorkflowContext = {
       runId: task.id,
       workflowName: task.workflowName,
@@ -67,6 +81,11 @@ export class TaskExecutor {
       signal: lease.signal,
       patched: (patchId) => runner.patches.patched(patchId),
       deprecatePatch: (patchId) => runner.patches.deprecatePatch(patchId),
+      sleep: (key, ms) => waits.sleep(key, ms),
+      sleepUntil: (key, date) => waits.sleepUntil(key, date),
+      waitForSignal: (name, options) => waits.waitForSignal(name, options),
+      startChild: (key, name, input, options) => waits.startChild(key, name, input, options),
+      runChild: (key, name, input, options) => waits.runChild(key, name, input, options),
     };
 
     let output: unknown;
@@ -74,12 +93,15 @@ export class TaskExecutor {
       output = await runScopeStorage.run(runner.scope, () => workflow.run(ctx));
     } catch (error) {
       runner.close();
+      if (waits.suspendedUntil) return 'suspended';
       if (lease.stoppedBecause) return 'stopped';
       if (runner.persistenceFailure) return 'unrecorded';
       if (runner.guard.diverged) return this.hold.hold(task, lease, slot, runner.guard.diverged);
       return this.fail(task, lease, slot, runner, this.taskError(error, runner));
     }
     runner.close();
+    // The workflow caught the suspension and returned: the task waits all the same.
+    if (waits.suspendedUntil) return 'suspended';
     const diverged = runner.guard.finish();
     if (diverged) return this.hold.hold(task, lease, slot, diverged);
 

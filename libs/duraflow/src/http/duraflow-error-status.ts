@@ -71,6 +71,12 @@ const STATUS_BY_CODE: Readonly<Record<string, DuraflowErrorStatus>> = {
   RUN_ABORTED: SERVER_FAULT,
   INVALID_STEP_KEY: SERVER_FAULT,
   COMPENSATION_TIMEOUT: SERVER_FAULT,
+  INVALID_SIGNAL_NAME: BAD_INPUT,
+  SIGNAL_PAYLOAD_TOO_LARGE: status(HttpStatus.PAYLOAD_TOO_LARGE, GrpcStatusCode.INVALID_ARGUMENT),
+  // Raised inside a workflow run, never by an API call: the workflow's own outcome.
+  SIGNAL_TIMEOUT: SERVER_FAULT,
+  CHILD_WORKFLOW_FAILED: SERVER_FAULT,
+  INVALID_PRIMITIVE_CALL: SERVER_FAULT,
 };
 
 /**

@@ -25,6 +25,10 @@ export interface StepSummary {
   completedAt: Date | null;
   createdAt: Date;
   completionSeq: number | null;
+  /** `sleep`, `signal` or `child` for a durable primitive's row; null for a step. */
+  kind: string | null;
+  /** A sleep's end or a signal wait's deadline. */
+  wakeAt: Date | null;
   /** Null when nothing is stored (a step that returned `undefined`, or not completed). */
   input: JsonPreview | null;
   output: JsonPreview | null;

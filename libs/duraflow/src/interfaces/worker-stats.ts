@@ -24,6 +24,8 @@ export interface WorkerStats {
   unrecorded: number;
   /** Runs the determinism guard held: their code took another path than the one they recorded. */
   held: number;
+  /** Runs that reached a wait (sleep, signal, child) and gave their slot back until it is over. */
+  suspended: number;
   /** The LISTEN connection is up (otherwise only polling wakes the worker). */
   listening: boolean;
   backpressure: BackpressureStats;

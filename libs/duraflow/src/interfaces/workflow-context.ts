@@ -52,4 +52,48 @@ export interface WorkflowContext<TInput = any> {
    * needed that branch, so the determinism guard holds it (NonDeterminismError); others go on.
    */
   deprecatePatch(patchId: string): void;
+
+  /**
+   * Sleeps `ms` milliseconds, durably: the task goes back to `pending` until then, holding no
+   * slot, worker or heartbeat, and resumes on any worker without re-running completed steps.
+   * Memoized under `key` (one namespace with step keys): a run that passed it never sleeps again.
+   */
+  sleep(key: string, ms: number): Promise<void>;
+  /** `sleep` until `date` (a Date or an ISO-8601 string); a date in the past returns at once. */
+  sleepUntil(key: string, date: Date | string): Promise<void>;
+  /**
+   * Resolves with the payload of the oldest signal `name` sent to this task and not yet taken
+   * by another wait (`workflows.signal(taskId, name, payload)`); a signal sent before the wait is
+   * kept for it. Meanwhile the task is `pending` and holds no slot. Past `timeoutMs` it throws
+   * SignalTimeoutError (catch it to go on without the signal). Each wait of one name takes the
+   * next signal of that name, in the order they were sent.
+   */
+  waitForSignal<T = unknown>(name: string, options?: SignalWaitOptions): Promise<T>;
+  /**
+   * Starts workflow `workflowName` as a child of this task, exactly once per `key` (a crash
+   * between starting it and recording it never makes two), and returns its id.
+   */
+  startChild<TInput = unknown>(key: string, workflowName: string, input?: TInput, options?: ChildWorkflowOptions): Promise<{ id: string }>;
+  /**
+   * `startChild`, then waits (holding no slot) until the child ends: resolves with its output,
+   * or throws ChildWorkflowFailedError carrying its error when it ends otherwise.
+   */
+  runChild<TOutput = unknown, TInput = unknown>(
+    key: string,
+    workflowName: string,
+    input?: TInput,
+    options?: ChildWorkflowOptions,
+  ): Promise<TOutput>;
+}
+
+export interface SignalWaitOptions {
+  /** Give up after this many milliseconds (SignalTimeoutError). Default: wait for ever. */
+  timeoutMs?: number;
+}
+
+/** How a child task is submitted (as `submit`'s options; its idempotency key is derived from the parent and the key). */
+export interface ChildWorkflowOptions {
+  priority?: number;
+  scheduledAt?: Date | string;
+  maxRetries?: number;
 }

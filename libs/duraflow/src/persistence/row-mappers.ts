@@ -10,13 +10,13 @@ function qualified(columns: string, alias: string): string {
 /** The columns a task is read with (never the fencing token). */
 export const TASK_COLUMNS = `id, workflow_name, status, input, output, error, priority, scheduled_at, started_at,
   completed_at, heartbeat_at, worker_id, retry_count, max_retries, created_at, updated_at, deleted_at, idempotency_key, rollback_reason,
-  workflow_version, held_at, concurrency_key`;
+  workflow_version, held_at, concurrency_key, parent_task_id, parent_step_key`;
 
 /** TASK_COLUMNS for statements that join agent_tasks as `t`: `t.id, t.workflow_name, ...`. */
 export const TASK_COLUMNS_OF_T = qualified(TASK_COLUMNS, 't');
 
 export const STEP_COLUMNS = `id, task_id, step_key, status, input, output, error, compensation_fn, compensated_at,
-  started_at, completed_at, created_at, attempt, completion_seq`;
+  started_at, completed_at, created_at, attempt, completion_seq, kind, wake_at`;
 
 export const DEAD_LETTER_COLUMNS = `id, task_id, step_id, error, retry_count, created_at`;
 
@@ -47,6 +47,8 @@ export function toAgentTask(row: Record<string, any>): AgentTask {
   task.workflowVersion = row.workflow_version ?? null;
   task.heldAt = row.held_at ?? null;
   task.concurrencyKey = row.concurrency_key ?? null;
+  task.parentTaskId = row.parent_task_id ?? null;
+  task.parentStepKey = row.parent_step_key ?? null;
   return task;
 }
 
@@ -66,6 +68,8 @@ export function toStepRun(row: Record<string, any>): StepRun {
   step.createdAt = row.created_at;
   step.attempt = row.attempt;
   step.completionSeq = row.completion_seq;
+  step.kind = row.kind ?? null;
+  step.wakeAt = row.wake_at ?? null;
   return step;
 }
 

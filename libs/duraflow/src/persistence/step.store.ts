@@ -18,6 +18,14 @@ export interface StepMemo {
   completionSeq: number | null;
   /** Completed, with a compensation that has not run yet: a rollback would undo it. */
   compensable: boolean;
+  /** A durable primitive's row (`sleep`, `signal`, `child`); null for an ordinary step. */
+  kind?: string | null;
+  /** A sleep's end or a signal wait's deadline. */
+  wakeAt?: Date | null;
+  /** What the row records of the wait (a signal's name, a child's id). */
+  input?: unknown;
+  /** A wait that ended in error (a signal's timeout, a child that failed). */
+  error?: Record<string, unknown> | null;
 }
 
 /** A step's completion, as its run writes it (fenced on the run's claim). */
@@ -84,7 +92,8 @@ export class StepStore {
   async loadStepMemos(taskId: string): Promise<Map<string, StepMemo>> {
     const { rows } = await this.db.query(
       `SELECT step_key, status, output, output IS NULL AS output_undefined, attempt, completion_seq,
-              (status = 'completed' AND compensation_fn IS NOT NULL AND compensated_at IS NULL) AS compensable
+              (status = 'completed' AND compensation_fn IS NOT NULL AND compensated_at IS NULL) AS compensable,
+              kind, wake_at, CASE WHEN kind IS NOT NULL THEN input END AS input, CASE WHEN kind IS NOT NULL THEN error END AS error
        FROM step_runs WHERE task_id = $1`,
       [taskId],
       'duraflow_load_steps',
@@ -100,6 +109,10 @@ export class StepStore {
           attempt: row.attempt ?? 0,
           completionSeq: row.completion_seq,
           compensable: row.compensable,
+          kind: row.kind,
+          wakeAt: row.wake_at,
+          input: row.input,
+          error: row.error,
         },
       ]),
     );
@@ -251,7 +264,7 @@ export class StepStore {
   async listStepSummaries(taskId: string, previewChars: number): Promise<StepSummary[]> {
     const { rows } = await this.db.query(
       `SELECT id, task_id, step_key, status, error, compensation_fn, compensated_at, started_at, completed_at,
-              created_at, attempt, completion_seq,
+              created_at, attempt, completion_seq, kind, wake_at,
               left(i.pretty, $2) AS input_text, char_length(i.pretty) > $2 AS input_truncated, octet_length(input::text) AS input_bytes,
               left(o.pretty, $2) AS output_text, char_length(o.pretty) > $2 AS output_truncated, octet_length(output::text) AS output_bytes
        FROM step_runs
@@ -274,6 +287,8 @@ export class StepStore {
       completedAt: row.completed_at,
       createdAt: row.created_at,
       completionSeq: row.completion_seq,
+      kind: row.kind ?? null,
+      wakeAt: row.wake_at ?? null,
       input: jsonPreview(row.input_text, row.input_truncated, row.input_bytes),
       output: jsonPreview(row.output_text, row.output_truncated, row.output_bytes),
     }));

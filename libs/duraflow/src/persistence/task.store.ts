@@ -61,6 +61,14 @@ export interface TaskListRow {
   createdAtMicros: string;
 }
 
+/**
+ * When a pending task became (or becomes) runnable: its `scheduled_at` (a delayed submit, a
+ * sleep's end, a wake-up) or else its creation. The claim serves runnable tasks in this order
+ * within a priority, and idx_agent_tasks_claim holds it as its second key (migration
+ * 1700000000200), so tasks waiting for a later time sort after every runnable one.
+ */
+const RUNNABLE_SINCE = `COALESCE(scheduled_at, created_at, '-infinity'::timestamptz)`;
+
 /** A write guarded by the claim: lands only while this claim still owns a running task. */
 const OWNED = ownedBy('$1', '$2');
 /**
@@ -227,8 +235,9 @@ export class TaskStore {
   }
 
   /**
-   * Claims up to `limit` runnable tasks in priority order, of the (workflow, version) pairs given
-   * and not held (claimable-workflows.ts). SKIP LOCKED lets concurrent claimers pass each other's
+   * Claims up to `limit` runnable tasks in priority order, then in the order they became
+   * runnable (RUNNABLE_SINCE), of the (workflow, version) pairs given and not held
+   * (claimable-workflows.ts). SKIP LOCKED lets concurrent claimers pass each other's
    * rows. Each claim gets a new fencing token.
    *
    * The plan is an ordered walk of idx_agent_tasks_claim whatever the statistics say
@@ -244,15 +253,16 @@ export class TaskStore {
        FROM (
          SELECT id, started_at IS NULL AS fresh FROM agent_tasks
          WHERE status = 'pending' AND deleted_at IS NULL
-           AND (scheduled_at IS NULL OR scheduled_at <= now())
+           AND ${RUNNABLE_SINCE} <= now()
            AND ${claimableCondition(workflows)}
-         ORDER BY priority DESC, created_at, id
+         ORDER BY priority DESC, ${RUNNABLE_SINCE}, id
          LIMIT ${countLiteral(limit)}
          FOR UPDATE SKIP LOCKED
        ) claimable
        WHERE t.id = claimable.id
        RETURNING ${TASK_COLUMNS_OF_T}, t.claim_token, claimable.fresh, t.trace_context`,
     );
+    const runnableSince = (task: AgentTask) => (task.scheduledAt ?? task.createdAt)?.getTime() ?? -Infinity;
     return rows
       .map((row) => ({
         task: toAgentTask(row),
@@ -260,7 +270,7 @@ export class TaskStore {
         fresh: row.fresh as boolean,
         traceContext: row.trace_context as Record<string, string> | null,
       }))
-      .sort((a, b) => b.task.priority - a.task.priority || a.task.createdAt.getTime() - b.task.createdAt.getTime());
+      .sort((a, b) => b.task.priority - a.task.priority || runnableSince(a.task) - runnableSince(b.task));
   }
 
   /**

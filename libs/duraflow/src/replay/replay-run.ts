@@ -1,4 +1,12 @@
-import { DuplicateStepKeyError, InvalidStepKeyError, NestedStepError, NonDeterminismError } from '../errors';
+import {
+  ChildWorkflowFailedError,
+  DuplicateStepKeyError,
+  InvalidStepKeyError,
+  NestedStepError,
+  NonDeterminismError,
+  SignalTimeoutError,
+} from '../errors';
+import { signalWaitKey } from '../execution/durable-primitives';
 import { DeterminismGuard } from '../execution/determinism-guard';
 import { RunPatches } from '../execution/run-patches';
 import { RunScope, runScopeStorage } from '../execution/run-scope';
@@ -49,7 +57,13 @@ export async function replayRun(
   let reachedNewStep: (key: string) => void = () => undefined;
   const newStep = new Promise<string>((resolve) => (reachedNewStep = resolve));
 
-  const runStep = async <T>(key: string): Promise<T> => {
+  /**
+   * A step or a durable primitive (sleep, signal wait, child: rows in the same key namespace):
+   * a recorded completed row gives `onRecorded(memo)`, a recorded failed one `onFailed(memo)`
+   * when the primitive recorded its failure (a signal's timeout, a child's failure); anything else
+   * is where the recorded run stopped, and ends the replay once the guard admits it.
+   */
+  const replayKey = async <T>(key: string, onRecorded: (memo: StepMemo) => T, onFailed?: (memo: StepMemo) => never): Promise<T> => {
     if (typeof key !== 'string' || key.length === 0 || key.length > 255) throw new InvalidStepKeyError(key);
     const parent = runScopeStorage.getStore()?.step;
     if (parent) throw new NestedStepError(key, parent.key);
@@ -58,13 +72,20 @@ export async function replayRun(
     const memo = memos.get(key);
     if (memo?.status === 'completed') {
       guard.recorded(key);
-      return (memo.outputUndefined ? undefined : memo.output) as T;
+      return onRecorded(memo);
+    }
+    if (memo?.status === 'failed' && onFailed) {
+      guard.recorded(key);
+      onFailed(memo);
     }
     const admitted = guard.admit(key);
     if (admitted) await admitted;
     reachedNewStep(key);
     return NEVER;
   };
+  const savedOutput = (memo: StepMemo): any => (memo.outputUndefined ? undefined : memo.output);
+  const runStep = <T>(key: string): Promise<T> => replayKey(key, (memo) => savedOutput(memo) as T);
+  const signalWaits = new Map<string, number>();
   const scope: RunScope = { runStep: (key) => runStep(key) };
   const ctx: WorkflowContext = {
     runId: recorded.taskId,
@@ -75,6 +96,20 @@ export async function replayRun(
     signal: new AbortController().signal,
     patched: (patchId) => patches.patched(patchId),
     deprecatePatch: (patchId) => patches.deprecatePatch(patchId),
+    sleep: (key) => replayKey(key, () => undefined),
+    sleepUntil: (key) => replayKey(key, () => undefined),
+    waitForSignal: (name, options) => {
+      const n = (signalWaits.get(name) ?? 0) + 1;
+      signalWaits.set(name, n);
+      return replayKey(signalWaitKey(name, n), savedOutput, () => {
+        throw new SignalTimeoutError(recorded.taskId, name, options?.timeoutMs ?? null);
+      });
+    },
+    startChild: (key) => replayKey(key, (memo) => ({ id: String((savedOutput(memo) as { id?: unknown } | undefined)?.id ?? '') })),
+    runChild: (key, workflowName) =>
+      replayKey(key, savedOutput, () => {
+        throw new ChildWorkflowFailedError('', workflowName, 'failed', null);
+      }),
   };
 
   let timer: NodeJS.Timeout | undefined;

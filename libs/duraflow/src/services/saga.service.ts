@@ -12,6 +12,7 @@ import {
   DeadLetterTaskActiveError,
   InvalidListOptionsError,
 } from '../errors';
+import { ChildRollback } from '../execution/child-rollback';
 import { runCompensation } from '../execution/compensation';
 import { deadLetterError } from '../persistence/dead-letter-error';
 import { decodeCursor, keysetPage, listLimit } from '../persistence/cursor';
@@ -21,6 +22,7 @@ import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { DeadLetterForRetry } from '../persistence/sql/read-dead-letter-for-retry';
 import { TaskStore } from '../persistence/task.store';
 import { RunObserver } from '../observability/run-observer';
+import { WaitStore } from '../persistence/wait.store';
 
 export interface ListDeadLettersOptions {
   /** Only this task's dead letters. */
@@ -60,6 +62,7 @@ export class SagaService {
     private readonly deadLetters: DeadLetterStore,
     private readonly tasks: TaskStore,
     private readonly observer: RunObserver,
+    private readonly waits: WaitStore,
   ) {}
 
   /**
@@ -129,10 +132,41 @@ export class SagaService {
     return this.tasks.findTask(taskId);
   }
 
+  /**
+   * A parent's dead letter for a child's step (the child's rollback was partial): nothing runs
+   * here; it resolves once the child has no dead letter left (retry or discard those first).
+   */
+  private async retryChildStep(
+    claim: DeadLetterClaim,
+    entry: DeadLetterForRetry,
+    stepKey: string,
+  ): Promise<Omit<DeadLetterRetryResult, 'task'>> {
+    const { deadLetter } = entry;
+    const child = await this.waits.openDeadLettersOfChild(claim.session, deadLetter.taskId, stepKey);
+    if (!child || child.open === 0) {
+      await claim.transaction((tx) => this.deadLetters.resolve(tx, deadLetter, true));
+      return { outcome: 'compensated', deadLetter: null };
+    }
+    const reason = new Error(
+      `the child task ${child.childTaskId} still has ${child.open} dead letter(s): retry or discard them first, then retry this one`,
+    );
+    const error = deadLetterError(reason, {
+      stepKey,
+      compensationFn: entry.compensationFn,
+      attempt: 1,
+      retry: (deadLetter.retryCount ?? 0) + 1,
+    });
+    return {
+      outcome: 'failed',
+      deadLetter: await this.deadLetters.recordRetryFailure(claim.session, deadLetter.id, JSON.stringify(error)),
+    };
+  }
+
   /** The compensation of a claimed entry, run outside any transaction, and its outcome written on the claim's session. */
   private async retryClaimed(claim: DeadLetterClaim, entry: DeadLetterForRetry): Promise<Omit<DeadLetterRetryResult, 'task'>> {
     const { deadLetter, stepKey, compensationFn, workflowName } = entry;
     if (stepKey === null) throw new DeadLetterOrphanedError(deadLetter.id);
+    if (compensationFn && ChildRollback.isChildStep(compensationFn)) return this.retryChildStep(claim, entry, stepKey);
     const compensation =
       compensationFn && workflowName ? this.registry.resolveCompensation(workflowName, stepKey, compensationFn) : undefined;
     if (!compensation) throw new CompensationNotRegisteredError(String(compensationFn), stepKey, workflowName ?? undefined);

@@ -31,6 +31,8 @@ import { ScheduleInfo } from '../schedules/schedule-options';
 import { describeSchedules } from '../schedules/describe-schedules';
 import { ScheduleRegistry } from '../schedules/schedule.registry';
 import { ScheduleStore } from '../schedules/schedule.store';
+import { TaskSignal, WaitStore } from '../persistence/wait.store';
+import { checkSignal } from '../validation/signal';
 import {
   checkPreviewChars,
   checkSubmitInput,
@@ -98,6 +100,15 @@ export interface CancelOptions {
   compensate?: boolean;
 }
 
+/** What `signal` resolves with. */
+export interface SignalReceipt {
+  signalId: string;
+  taskId: string;
+  name: string;
+  /** The task was waiting for a signal of this name and was made runnable at once. */
+  wokeTask: boolean;
+}
+
 export interface WaitForOptions {
   /** 0 to 2,147,483,647 ms (about 24.8 days). Default 30 s. */
   timeoutMs?: number;
@@ -121,6 +132,7 @@ export class WorkflowService {
     private readonly observer: RunObserver,
     private readonly schedules: ScheduleRegistry,
     private readonly scheduleStore: ScheduleStore,
+    private readonly waits: WaitStore,
   ) {}
 
   /**
@@ -284,6 +296,8 @@ export class WorkflowService {
     const { task, previousStatus } = await this.tasks.cancelTask(id);
     if (!previousStatus) throw new TaskNotFoundError(id);
     if (!task) throw new TaskAlreadyFinishedError(id, previousStatus);
+    // Children belong to their parent: the unfinished ones below it are cancelled too.
+    await this.waits.cancelDescendants([id], { includeRoots: false, compensate: false });
     return task;
   }
 
@@ -303,6 +317,35 @@ export class WorkflowService {
     throw new TaskNotHeldError(id, task.status);
   }
 
+  /**
+   * Sends signal `name` to the task: kept until a `ctx.waitForSignal(name)` of the task takes it
+   * (signals of one name are taken in the order they were sent, one per wait); a task waiting
+   * for it is woken at once. Everything is checked before anything is written.
+   *
+   * @throws TaskNotFoundError, TaskAlreadyFinishedError, InvalidSignalNameError,
+   *   NotSerializableError (a payload JSON cannot hold), SignalPayloadTooLargeError
+   */
+  async signal(taskId: string, name: string, payload?: unknown): Promise<SignalReceipt> {
+    const payloadJson = checkSignal(name, payload, this.options);
+    if (typeof taskId !== 'string' || !UUID_PATTERN.test(taskId)) throw new TaskNotFoundError(String(taskId));
+    const sent = await this.waits.sendSignal(taskId, name, payloadJson ?? null);
+    if (!sent.status) throw new TaskNotFoundError(taskId);
+    if (!sent.signalId) throw new TaskAlreadyFinishedError(taskId, sent.status, 'signalled');
+    return { signalId: sent.signalId, taskId, name, wokeTask: sent.woke };
+  }
+
+  /** The signals sent to the task, in the order they were sent, with the wait that took each. */
+  async getSignals(id: string): Promise<TaskSignal[]> {
+    if (typeof id !== 'string' || !UUID_PATTERN.test(id)) return [];
+    return this.waits.listSignals(id);
+  }
+
+  /** The tasks the task started with `ctx.startChild` / `ctx.runChild`, oldest first. */
+  async getChildren(id: string): Promise<AgentTask[]> {
+    if (typeof id !== 'string' || !UUID_PATTERN.test(id)) return [];
+    return this.waits.listChildren(id);
+  }
+
   private async cancelAndCompensate(id: string): Promise<AgentTask> {
     const current = await this.tasks.findTask(id);
     if (!current) throw new TaskNotFoundError(id);
@@ -312,15 +355,18 @@ export class WorkflowService {
     const { task, previousStatus, claimToken } = await this.tasks.takeOverForCancelRollback(id, this.options.workerId);
     if (!previousStatus) throw new TaskNotFoundError(id);
     if (!task) throw new TaskAlreadyFinishedError(id, previousStatus);
-    if (!claimToken) return task;
-    const lease = this.leases.open(id, claimToken);
-    this.heartbeat.hold(lease);
-    try {
-      await this.observer.observe({ task, claimToken }, lease, () => this.saga.rollback(task, lease, 'cancelled'), true);
-    } finally {
-      this.heartbeat.release(lease);
+    if (claimToken) {
+      const lease = this.leases.open(id, claimToken);
+      this.heartbeat.hold(lease);
+      try {
+        await this.observer.observe({ task, claimToken }, lease, () => this.saga.rollback(task, lease, 'cancelled'), true);
+      } finally {
+        this.heartbeat.release(lease);
+      }
     }
-    return (await this.tasks.findTask(id)) ?? task;
+    // The children the rollback did not reach (still running, waited for) are cancelled and undone too.
+    await this.waits.cancelDescendants([id], { includeRoots: false, compensate: true });
+    return claimToken ? ((await this.tasks.findTask(id)) ?? task) : task;
   }
 
   /**

@@ -79,3 +79,31 @@ export function confirmDeadLetterPage(
     backLabel: 'Back to the task',
   });
 }
+
+/** The form that sends a signal: its name and its payload as JSON, posted to the same address. */
+export function signalFormPage(
+  context: ViewContext,
+  task: AgentTask,
+  problem?: string,
+  values: { name?: string; payload?: string } = {},
+): Html {
+  const { links } = context;
+  return layout(context, {
+    title: 'Send a signal',
+    section: 'tasks',
+    body: html`<div class="confirm">
+<h1>Send a signal to task <code>${task.id}</code></h1>
+${problem && html`<p class="notice" role="alert">${problem}</p>`}
+<div class="panel"><p>The signal is kept until the task's <code>ctx.waitForSignal(name)</code> takes it (one per wait, in the order they were sent);
+  a task waiting for that name resumes at once.</p></div>
+<form method="post" action="${links.signal(task.id)}">
+  <p><label>Name <input name="name" required maxlength="200" pattern="[A-Za-z0-9_.:\-]{1,200}" value="${values.name ?? ''}"></label></p>
+  <p><label>Payload (JSON; empty for none)<br><textarea name="payload" rows="6" cols="60">${values.payload ?? ''}</textarea></label></p>
+  <div class="actions">
+    <button type="submit">Send the signal</button>
+    <a class="button secondary" href="${links.task(task.id)}">Back to the task</a>
+  </div>
+</form>
+</div>`,
+  });
+}

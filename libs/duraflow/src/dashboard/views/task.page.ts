@@ -2,6 +2,7 @@ import { AgentTask } from '../../entities/agent-task.entity';
 import { DeadLetter } from '../../entities/dead-letter.entity';
 import { isTerminalStatus } from '../../interfaces/task-status';
 import { StepSummary } from '../../interfaces/task-summaries';
+import { TaskSignal } from '../../persistence/wait.store';
 import { durationBetween, formatDuration, timeElement } from './format';
 import { html, Html, HtmlValue } from './html';
 import { layout, statusBadge, ViewContext } from './layout';
@@ -13,6 +14,10 @@ export interface TaskDetails {
   task: AgentTask;
   steps: StepSummary[];
   deadLetters: DeadLetter[];
+  /** The tasks it started with ctx.startChild / ctx.runChild. */
+  children: AgentTask[];
+  /** The signals sent to it, in the order they were sent. */
+  signals: TaskSignal[];
   /** Fingerprint of the task's progress when it was read: live updates compare against it. */
   version: string;
 }
@@ -24,6 +29,7 @@ export const TASK_NOTICES = {
   retried: 'The compensation ran again and succeeded: the dead letter is resolved.',
   'retry-failed': 'The compensation failed again: the dead letter stays, with the new error and one more retry counted.',
   discarded: 'The dead letter was discarded: its compensation was not run.',
+  signalled: 'The signal was sent: the task takes it at its next wait for that name.',
 } as const;
 
 export type TaskNotice = keyof typeof TASK_NOTICES;
@@ -50,7 +56,7 @@ ${taskLiveContent(context, details)}
 
 /** The part of a task's page that live updates replace (served alone as a fragment). */
 export function taskLiveContent(context: ViewContext, details: TaskDetails): Html {
-  const { task, steps, deadLetters } = details;
+  const { task, steps, deadLetters, children, signals } = details;
   const { links, options } = context;
   const entries = timelineEntries(steps, deadLetters);
   return html`<h1><span>Task <code>${task.id}</code></span> ${statusBadge(task.status)}</h1>
@@ -59,10 +65,11 @@ ${
   html`<div class="actions">
   <a class="button" href="${links.cancel(task.id, false)}">Cancel…</a>
   <a class="button secondary" href="${links.cancel(task.id, true)}">Cancel and compensate…</a>
+  <a class="button secondary" href="${links.signal(task.id)}">Send a signal…</a>
 </div>`
 }
 <section class="panel" aria-label="Task facts">
-  <dl class="facts">${taskFacts(task, steps, deadLetters, context.now).map(([label, value]) => html`<div><dt>${label}</dt><dd>${value}</dd></div>`)}</dl>
+  <dl class="facts">${[...taskFacts(task, steps, deadLetters, context.now), ...waitFacts(context, task, steps)].map(([label, value]) => html`<div><dt>${label}</dt><dd>${value}</dd></div>`)}</dl>
   ${task.error && html`<h2>Error</h2>${errorBlock(task.error as unknown as Record<string, unknown>, 'task-stack', links.taskValue(task.id, 'error'), options.previewChars)}`}
 </section>
 <h2>Input and output</h2>
@@ -72,11 +79,60 @@ ${
 </div>
 <h2>Steps (${steps.length})</h2>
 ${timelineTable(task, entries, context)}
+${childrenSection(context, children)}
+${signalsSection(signals)}
 ${compensationsSection(steps, deadLetters)}
 ${deadLettersSection(context, task, steps, deadLetters)}`;
 }
 
-/** The task's facts, in order. */
+/** Its parent, and what it waits for now (a sleep, a signal, a child), when it does. */
+function waitFacts(context: ViewContext, task: AgentTask, steps: StepSummary[]): Array<[string, HtmlValue]> {
+  const facts: Array<[string, HtmlValue]> = [];
+  if (task.parentTaskId) {
+    facts.push([
+      'Parent',
+      html`<a href="${context.links.task(task.parentTaskId)}"><code>${task.parentTaskId}</code></a> (step <code>${task.parentStepKey}</code>)`,
+    ]);
+  }
+  const waiting = steps.find((step) => step.status === 'waiting');
+  if (waiting && task.status === 'pending') {
+    const until = waiting.wakeAt ? html` until ${timeElement(waiting.wakeAt)}` : '';
+    facts.push(['Waiting', html`${waiting.kind ?? 'wait'} <code>${waiting.stepKey}</code>${until} (holds no worker slot)`]);
+  }
+  return facts;
+}
+
+function childrenSection(context: ViewContext, children: AgentTask[]): Html {
+  if (!children.length) return html``;
+  return html`<h2>Children (${children.length})</h2>
+<table>
+  <thead><tr><th scope="col">Step</th><th scope="col">Task</th><th scope="col">Workflow</th><th scope="col">Status</th><th scope="col">Created</th></tr></thead>
+  <tbody>${children.map(
+    (child) => html`<tr>
+    <td><code>${child.parentStepKey}</code></td>
+    <td><a href="${context.links.task(child.id)}"><code>${child.id}</code></a></td>
+    <td><code>${child.workflowName}</code></td><td>${statusBadge(child.status)}</td><td>${timeElement(child.createdAt)}</td>
+  </tr>`,
+  )}</tbody>
+</table>`;
+}
+
+function signalsSection(signals: TaskSignal[]): Html {
+  if (!signals.length) return html``;
+  return html`<h2>Signals (${signals.length})</h2>
+<table>
+  <thead><tr><th scope="col">Sent</th><th scope="col">Name</th><th scope="col">Payload</th><th scope="col">Taken by</th></tr></thead>
+  <tbody>${signals.map(
+    (signal) => html`<tr>
+    <td>${timeElement(signal.createdAt)}</td><td><code>${signal.name}</code></td>
+    <td><code>${JSON.stringify(signal.payload ?? null).slice(0, 200)}</code></td>
+    <td>${signal.consumedByStep ? html`<code>${signal.consumedByStep}</code> at ${timeElement(signal.consumedAt)}` : html`<span class="muted">kept for a wait</span>`}</td>
+  </tr>`,
+  )}</tbody>
+</table>`;
+}
+
+/** The task's facts, in order; the workflow version joins them when versioned workflows land. */
 function taskFacts(task: AgentTask, steps: StepSummary[], deadLetters: DeadLetter[], now: Date): Array<[string, HtmlValue]> {
   const completed = steps.filter((step) => step.status === 'completed').length;
   const compensated = steps.filter((step) => step.compensatedAt).length;

@@ -1,0 +1,67 @@
+import { DuraflowError } from './duraflow.error';
+
+/** `ctx.waitForSignal` reached its `timeoutMs` before a signal of its name came. Catch it to go on without the signal. */
+export class SignalTimeoutError extends DuraflowError {
+  readonly code = 'SIGNAL_TIMEOUT';
+  constructor(
+    readonly taskId: string,
+    readonly signalName: string,
+    readonly timeoutMs: number | null,
+  ) {
+    super(
+      `Task "${taskId}" waited ${timeoutMs ?? '?'} ms for signal "${signalName}" and none came. ` +
+        `Catch SignalTimeoutError in the workflow to go on without it, or wait longer ({ timeoutMs }).`,
+    );
+  }
+}
+
+/** The child of `ctx.runChild` ended without completing; `childError` is its error, `status` its final status. */
+export class ChildWorkflowFailedError extends DuraflowError {
+  readonly code = 'CHILD_WORKFLOW_FAILED';
+  constructor(
+    readonly childTaskId: string,
+    readonly workflowName: string,
+    readonly status: string,
+    readonly childError: unknown,
+  ) {
+    const reason = (childError as { message?: string } | null)?.message;
+    super(
+      `Child workflow "${workflowName}" (task "${childTaskId}") ended ${status}${reason ? `: ${reason}` : ''}. ` +
+        `Catch ChildWorkflowFailedError in the parent to handle it; its childError holds the child's error.`,
+    );
+  }
+}
+
+/** A signal name outside `[A-Za-z0-9_.:-]{1,200}`. */
+export class InvalidSignalNameError extends DuraflowError {
+  readonly code = 'INVALID_SIGNAL_NAME';
+  constructor(readonly signalName: unknown) {
+    super(`Invalid signal name ${JSON.stringify(signalName) ?? String(signalName)}: use 1 to 200 letters, digits, ".", ":", "-" or "_".`);
+  }
+}
+
+/** A signal's payload is larger than `maxInputBytes` as JSON. */
+export class SignalPayloadTooLargeError extends DuraflowError {
+  readonly code = 'SIGNAL_PAYLOAD_TOO_LARGE';
+  constructor(
+    readonly signalName: string,
+    readonly bytes: number,
+    readonly maxBytes: number,
+  ) {
+    super(
+      `The payload of signal "${signalName}" is ${bytes} bytes as JSON; at most ${maxBytes} are accepted (DuraflowModule's maxInputBytes). ` +
+        `Send a reference (an id, a URL) instead of the data.`,
+    );
+  }
+}
+
+/** A durable primitive was called with a value it cannot use (a sleep of NaN ms, an invalid date, a negative timeout). */
+export class InvalidPrimitiveCallError extends DuraflowError {
+  readonly code = 'INVALID_PRIMITIVE_CALL';
+  constructor(
+    readonly call: string,
+    reason: string,
+  ) {
+    super(`${call}: ${reason}`);
+  }
+}

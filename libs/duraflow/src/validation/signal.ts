@@ -1,0 +1,18 @@
+import { InvalidSignalNameError, SignalPayloadTooLargeError } from '../errors';
+import { SIGNAL_NAME_PATTERN } from '../duraflow.constants';
+import { toJson } from '../util/json';
+
+/**
+ * A signal's name and payload, checked before anything is written: the name against
+ * SIGNAL_NAME_PATTERN, the payload as JSON (as a submit's input is) within `maxInputBytes`.
+ * Returns the payload's JSON (undefined for an undefined payload).
+ *
+ * @throws InvalidSignalNameError, NotSerializableError, SignalPayloadTooLargeError
+ */
+export function checkSignal(name: unknown, payload: unknown, limits: { maxJsonDepth: number; maxInputBytes: number }): string | undefined {
+  if (typeof name !== 'string' || !SIGNAL_NAME_PATTERN.test(name)) throw new InvalidSignalNameError(name);
+  const json = toJson(payload, `The payload of signal "${name}"`, limits.maxJsonDepth);
+  const bytes = json === undefined ? 0 : Buffer.byteLength(json, 'utf8');
+  if (bytes > limits.maxInputBytes) throw new SignalPayloadTooLargeError(name, bytes, limits.maxInputBytes);
+  return json;
+}
