@@ -23,6 +23,14 @@ export interface DuraflowWorkerOptions {
   /** Fallback poll when no NOTIFY arrives (and for `scheduledAt`). Default 500 ms. */
   pollIntervalMs?: number;
   /**
+   * While nothing happens (no task held, none claimed, no NOTIFY heard, LISTEN up) the poll
+   * backs off, doubling from `pollIntervalMs` up to this; any NOTIFY or claimed task resets it.
+   * A submit still starts at once (its NOTIFY wakes the worker); what waits up to this long on an
+   * idle node is a task nobody announced: a `scheduledAt` coming due. At or below
+   * `pollIntervalMs`: no backoff. Default 30 s.
+   */
+  maxIdlePollIntervalMs?: number;
+  /**
    * Tasks claimed ahead of free slots, so a busy worker starts its next task without a round
    * trip (they are heartbeated, handed back on shutdown, and counted by backpressure).
    * A number, or `'auto'` (the default): up to `concurrency` ahead while this process's runs
@@ -159,6 +167,7 @@ export const DURAFLOW_DEFAULTS = Object.freeze({
     enabled: true,
     concurrency: 10,
     pollIntervalMs: 500,
+    maxIdlePollIntervalMs: 30_000,
     prefetch: 'auto' as number | 'auto',
     shutdownTimeoutMs: 10_000,
     backpressure: Object.freeze({ maxQueuedTasks: 1000, maxEventLoopLagMs: 100, lagWindowMs: 1000, slowdownFactor: 4 }),
@@ -183,6 +192,7 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
       enabled: options.worker?.enabled ?? defaults.worker.enabled,
       concurrency: options.worker?.concurrency ?? defaults.worker.concurrency,
       pollIntervalMs: options.worker?.pollIntervalMs ?? defaults.worker.pollIntervalMs,
+      maxIdlePollIntervalMs: options.worker?.maxIdlePollIntervalMs ?? defaults.worker.maxIdlePollIntervalMs,
       prefetch: options.worker?.prefetch ?? defaults.worker.prefetch,
       shutdownTimeoutMs: options.worker?.shutdownTimeoutMs ?? defaults.worker.shutdownTimeoutMs,
       backpressure: {
@@ -228,6 +238,7 @@ function checkResolvedOptions(resolved: ResolvedDuraflowOptions): void {
   }
   checkInteger('worker.concurrency', resolved.worker.concurrency, 1);
   checkInteger('worker.pollIntervalMs', resolved.worker.pollIntervalMs, 1);
+  checkInteger('worker.maxIdlePollIntervalMs', resolved.worker.maxIdlePollIntervalMs, 1);
   if (resolved.worker.prefetch !== 'auto') checkInteger('worker.prefetch', resolved.worker.prefetch, 0, `or 'auto'`);
   checkInteger('worker.shutdownTimeoutMs', resolved.worker.shutdownTimeoutMs, 0);
   checkInteger('worker.backpressure.maxQueuedTasks', resolved.worker.backpressure.maxQueuedTasks, 1);

@@ -5,6 +5,7 @@ import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { ReapResult } from '../interfaces/reap-result';
 import { TaskStatus } from '../interfaces/task-status';
 import { createLeaderElection, LeaderElection, reaperLeaderApplicationName } from '../leader';
+import { TaskNotifications } from '../notifications/task-notifications';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { TaskStore } from '../persistence/task.store';
 import { describeError } from '../util/describe-error';
@@ -14,7 +15,10 @@ import { describeError } from '../util/describe-error';
  * stale). On every tick each node tries to become or stay leader (Redis key with a ttl, or a
  * PostgreSQL advisory lock without Redis), ticking often enough to renew within the ttl; only
  * the leader reaps, every `reaper.intervalMs`. The interval is registered in @nestjs/schedule's
- * SchedulerRegistry when the host imported `ScheduleModule.forRoot()`.
+ * SchedulerRegistry when the host imported `ScheduleModule.forRoot()`. While the database is
+ * quiet (the last pass found nothing, and LISTEN, up all along, heard no task submitted or
+ * finished since) the leader reaps every `staleAfterMs` instead: no task can have gone stale
+ * faster than that, and an idle cluster then costs a pass per `staleAfterMs`, not per interval.
  */
 @Injectable()
 export class ReaperLoop {
@@ -25,6 +29,10 @@ export class ReaperLoop {
   /** Ticks since start; the leader reaps on every `reapEvery`-th one. */
   private ticks = 0;
   private reapEvery = 1;
+  /** Reaping passes skipped in a row while quiet, and how many may be (staleAfterMs / intervalMs - 1). */
+  private quietSkips = 0;
+  private maxQuietSkips = 0;
+  private lastPass: { at: number; found: number } | undefined;
   private reapFailing = false;
   private stopped = false;
 
@@ -32,6 +40,7 @@ export class ReaperLoop {
     @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
     private readonly tasks: TaskStore,
     private readonly db: DuraflowDatabase,
+    private readonly notifications: TaskNotifications,
     @Optional() private readonly scheduler?: SchedulerRegistry,
   ) {}
 
@@ -61,6 +70,9 @@ export class ReaperLoop {
     // The leader renews well before its key expires, however long the reaping interval is.
     const period = Math.max(1, Math.min(intervalMs, Math.floor(leaderTtlMs / 3)));
     this.reapEvery = Math.max(1, Math.round(intervalMs / period));
+    this.maxQuietSkips = Math.max(0, Math.ceil(this.options.reaper.staleAfterMs / intervalMs) - 1);
+    this.quietSkips = 0;
+    this.lastPass = undefined;
     this.ticks = 0;
     this.timer = setInterval(() => this.tick(), period);
     if (this.scheduler) {
@@ -111,6 +123,11 @@ export class ReaperLoop {
     return result;
   }
 
+  /** Nothing happened on the database since a pass that found nothing to reap. */
+  private quiet(): boolean {
+    return this.lastPass !== undefined && this.lastPass.found === 0 && this.notifications.quietSince(this.lastPass.at);
+  }
+
   /** A tick never overlaps the previous one and never throws. */
   private tick(): void {
     if (this.ticking || this.stopped) return;
@@ -126,13 +143,22 @@ export class ReaperLoop {
     if (!leader || this.stopped) return;
     // Counted in ticks, not measured: a tick late by a round trip must not skip a whole interval.
     if ((this.ticks - 1) % this.reapEvery !== 0) return;
+    if (this.quiet() && this.quietSkips < this.maxQuietSkips) {
+      this.quietSkips++;
+      return;
+    }
+    this.quietSkips = 0;
     try {
-      await this.reapOnce();
+      const startedAt = Date.now();
+      const result = await this.reapOnce();
+      const found = result.requeued.length + result.rollingBack.length + result.ended.length;
+      this.lastPass = { at: startedAt, found };
       if (this.reapFailing) this.logger.log('Reaping works again');
       this.reapFailing = false;
     } catch (error) {
       if (!this.reapFailing) this.logger.warn(`Reaping failed (${describeError(error).message}); retrying on the next tick`);
       this.reapFailing = true;
+      this.lastPass = undefined;
     }
   }
 }

@@ -23,6 +23,10 @@ export class TaskNotifications implements OnApplicationShutdown {
   private reconnectTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private failures = 0;
+  /** When LISTEN last came up (undefined while down), and when a notification was last heard. */
+  private listeningSince: number | undefined;
+  private readonly lostListeners = new Set<() => void>();
+  private lastHeardAt = 0;
 
   constructor(private readonly db: DuraflowDatabase) {}
 
@@ -45,6 +49,20 @@ export class TaskNotifications implements OnApplicationShutdown {
     return this.client !== undefined;
   }
 
+  /** Called each time the LISTEN connection is lost: until it is back, only a poll finds new tasks. */
+  onListenLost(listener: () => void): () => void {
+    this.lostListeners.add(listener);
+    return () => this.lostListeners.delete(listener);
+  }
+
+  /**
+   * True when LISTEN has been up since `time` (ms since the epoch) and heard nothing since:
+   * nothing was submitted or finished anywhere on the database. Lets idle loops slow down.
+   */
+  quietSince(time: number): boolean {
+    return this.listeningSince !== undefined && this.listeningSince <= time && this.lastHeardAt < time;
+  }
+
   async onApplicationShutdown(): Promise<void> {
     this.closed = true;
     clearTimeout(this.reconnectTimer);
@@ -65,6 +83,7 @@ export class TaskNotifications implements OnApplicationShutdown {
     client.on('error', (error) => this.onConnectionLost(client, error));
     client.on('end', () => this.onConnectionLost(client, new Error('connection ended')));
     client.on('notification', (message) => {
+      this.lastHeardAt = Date.now();
       // A finished notification may name several tasks (a batch of completions): "id,id,...".
       const payloads = message.channel === TASK_FINISHED_CHANNEL ? (message.payload ?? '').split(',') : [message.payload ?? ''];
       for (const listener of this.listeners.get(message.channel) ?? []) {
@@ -87,11 +106,14 @@ export class TaskNotifications implements OnApplicationShutdown {
     if (this.failures > 0) this.logger.log('LISTEN connection restored');
     this.failures = 0;
     this.client = client;
+    this.listeningSince = Date.now();
   }
 
   private onConnectionLost(client: Client, error: Error): void {
     if (this.client !== client) return;
     this.client = undefined;
+    this.listeningSince = undefined;
+    for (const listener of this.lostListeners) listener();
     client.removeAllListeners('end');
     client.end().catch(() => undefined);
     this.scheduleReconnect(error);
