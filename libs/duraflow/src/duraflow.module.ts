@@ -10,6 +10,7 @@ import { CheckpointBatcher } from './execution/checkpoint-batcher';
 import { CompletionBatcher } from './execution/completion-batcher';
 import { LeaseHeartbeat } from './background/lease-heartbeat';
 import { ReaperLoop } from './background/reaper-loop';
+import { RetentionSweeper } from './background/retention-sweeper';
 import { WorkerLoop } from './background/worker-loop';
 import { TaskLeases } from './lease/task-leases';
 import { ShutdownHooksCheck } from './lifecycle/shutdown-hooks.check';
@@ -54,6 +55,7 @@ import { WorkflowService } from './services/workflow.service';
     TaskExecutor,
     WorkerLoop,
     ReaperLoop,
+    RetentionSweeper,
     WorkflowService,
     WorkerService,
     ReaperService,

@@ -72,6 +72,22 @@ export interface DuraflowReaperOptions {
   leaderKey?: string;
 }
 
+/**
+ * How long finished tasks are kept, in ms after they finished (`completed_at`), per final status;
+ * an absent status is kept forever. The reaper's leader removes the older ones with their step
+ * runs, in batches; a task with a dead letter still open is never removed.
+ */
+export interface DuraflowRetentionOptions {
+  completed?: number;
+  failed?: number;
+  rolledBack?: number;
+  cancelled?: number;
+  /** Tasks removed per statement and status. Default 500. */
+  batchSize?: number;
+  /** How often the leader looks for expired tasks (it goes on at once while a batch comes back full). Default 60 s. */
+  intervalMs?: number;
+}
+
 export interface DuraflowModuleOptions {
   /** Name of the host's TypeORM DataSource (`TypeOrmModule.forRoot({ name })`). Default: the default one. */
   dataSource?: string;
@@ -83,6 +99,8 @@ export interface DuraflowModuleOptions {
   /** Default 5 s. */
   heartbeatIntervalMs?: number;
   reaper?: DuraflowReaperOptions;
+  /** Removal of old finished tasks, on the reaper's leader. Default: every task is kept forever. */
+  retention?: DuraflowRetentionOptions;
   /** Functional workflow definitions (`workflow(name, fn)`). */
   workflows?: FunctionalWorkflowDefinition[];
   /** Default `maxRetries` of a task when neither submit nor the workflow says. Default 3 (the column's default). */
@@ -139,6 +157,7 @@ export interface ResolvedDuraflowOptions {
   worker: Required<Omit<DuraflowWorkerOptions, 'backpressure'>> & { backpressure: Required<DuraflowBackpressureOptions> };
   heartbeatIntervalMs: number;
   reaper: Required<DuraflowReaperOptions>;
+  retention: ResolvedRetention;
   workflows: FunctionalWorkflowDefinition[];
   maxRetries: number;
   step: ResolvedStepOptions;
@@ -149,6 +168,18 @@ export interface ResolvedDuraflowOptions {
   maxListPageBytes: number;
   unknownInputProperties: UnknownInputProperties;
 }
+
+export interface ResolvedRetention {
+  completed: number | undefined;
+  failed: number | undefined;
+  rolledBack: number | undefined;
+  cancelled: number | undefined;
+  batchSize: number;
+  intervalMs: number;
+}
+
+/** The statuses retention applies to, by option name. */
+export const RETENTION_STATUSES = ['completed', 'failed', 'rolledBack', 'cancelled'] as const;
 
 export const DEFAULT_BACKOFF: ResolvedBackoff = { initialDelayMs: 100, factor: 2, maxDelayMs: 30_000 };
 
@@ -174,6 +205,7 @@ export const DURAFLOW_DEFAULTS = Object.freeze({
   }),
   heartbeatIntervalMs: 5_000,
   reaper: Object.freeze({ enabled: true, intervalMs: 10_000, staleAfterMs: 30_000, leaderTtlMs: 30_000, leaderKey: REAPER_LEADER_KEY }),
+  retention: Object.freeze({ batchSize: 500, intervalMs: 60_000 }),
   maxRetries: 3,
   maxInputBytes: MIB,
   maxOutputBytes: MIB,
@@ -184,6 +216,9 @@ export const DURAFLOW_DEFAULTS = Object.freeze({
 
 export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): ResolvedDuraflowOptions {
   const defaults = DURAFLOW_DEFAULTS;
+  if (options.retention !== undefined && (typeof options.retention !== 'object' || options.retention === null)) {
+    throw new InvalidDuraflowOptionsError('retention', 'must be { completed?, failed?, rolledBack?, cancelled? } (durations in ms).');
+  }
   const resolved: ResolvedDuraflowOptions = {
     dataSource: options.dataSource,
     workerId: options.workerId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
@@ -209,6 +244,14 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
       staleAfterMs: options.reaper?.staleAfterMs ?? defaults.reaper.staleAfterMs,
       leaderTtlMs: options.reaper?.leaderTtlMs ?? defaults.reaper.leaderTtlMs,
       leaderKey: options.reaper?.leaderKey ?? defaults.reaper.leaderKey,
+    },
+    retention: {
+      completed: options.retention?.completed,
+      failed: options.retention?.failed,
+      rolledBack: options.retention?.rolledBack,
+      cancelled: options.retention?.cancelled,
+      batchSize: options.retention?.batchSize ?? defaults.retention.batchSize,
+      intervalMs: options.retention?.intervalMs ?? defaults.retention.intervalMs,
     },
     workflows: options.workflows ?? [],
     maxRetries: options.maxRetries ?? defaults.maxRetries,
@@ -250,6 +293,12 @@ function checkResolvedOptions(resolved: ResolvedDuraflowOptions): void {
   checkInteger('reaper.staleAfterMs', resolved.reaper.staleAfterMs, 1);
   checkInteger('reaper.leaderTtlMs', resolved.reaper.leaderTtlMs, 1);
   checkText('reaper.leaderKey', resolved.reaper.leaderKey, 255);
+  for (const status of RETENTION_STATUSES) {
+    const keepMs = resolved.retention[status];
+    if (keepMs !== undefined) checkInteger(`retention.${status}`, keepMs, 0, '(ms after the task finished; omit it to keep forever)');
+  }
+  checkInteger('retention.batchSize', resolved.retention.batchSize, 1);
+  checkInteger('retention.intervalMs', resolved.retention.intervalMs, 1);
   checkInteger('maxRetries', resolved.maxRetries, 0);
   checkInteger('maxInputBytes', resolved.maxInputBytes, 1);
   checkInteger('maxOutputBytes', resolved.maxOutputBytes, 1);

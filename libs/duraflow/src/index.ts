@@ -40,3 +40,4 @@ export { DURAFLOW_MIGRATIONS } from './migrations';
 export { runDuraflowMigrations } from './migrations/run-migrations';
 export * from './interfaces/task-summaries';
 export * from './dashboard';
+export { RetentionCounts, RetentionStats } from './interfaces/retention-stats';

@@ -9,6 +9,7 @@ import { TaskNotifications } from '../notifications/task-notifications';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { TaskStore } from '../persistence/task.store';
 import { describeError } from '../util/describe-error';
+import { RetentionSweeper } from './retention-sweeper';
 
 /**
  * The reaper's loop: recovers the tasks of dead workers (running tasks whose heartbeat went
@@ -34,6 +35,7 @@ export class ReaperLoop {
   private maxQuietSkips = 0;
   private lastPass: { at: number; found: number } | undefined;
   private reapFailing = false;
+  private sweepFailing = false;
   private stopped = false;
 
   constructor(
@@ -41,6 +43,7 @@ export class ReaperLoop {
     private readonly tasks: TaskStore,
     private readonly db: DuraflowDatabase,
     private readonly notifications: TaskNotifications,
+    private readonly retention: RetentionSweeper,
     @Optional() private readonly scheduler?: SchedulerRegistry,
   ) {}
 
@@ -123,6 +126,19 @@ export class ReaperLoop {
     return result;
   }
 
+  /** Retention runs on the leader only, after the election, whether or not this tick reaps. */
+  private async sweepIfDue(): Promise<void> {
+    if (!this.retention.due()) return;
+    try {
+      await this.retention.sweep();
+      if (this.sweepFailing) this.logger.log('Retention works again');
+      this.sweepFailing = false;
+    } catch (error) {
+      if (!this.sweepFailing) this.logger.warn(`Retention failed (${describeError(error).message}); retrying on the next tick`);
+      this.sweepFailing = true;
+    }
+  }
+
   /** Nothing happened on the database since a pass that found nothing to reap. */
   private quiet(): boolean {
     return this.lastPass !== undefined && this.lastPass.found === 0 && this.notifications.quietSince(this.lastPass.at);
@@ -141,6 +157,7 @@ export class ReaperLoop {
     // The election logs each change of leadership.
     const leader = await election.tick();
     if (!leader || this.stopped) return;
+    await this.sweepIfDue();
     // Counted in ticks, not measured: a tick late by a round trip must not skip a whole interval.
     if ((this.ticks - 1) % this.reapEvery !== 0) return;
     if (this.quiet() && this.quietSkips < this.maxQuietSkips) {
