@@ -88,9 +88,26 @@ export interface DuraflowRetentionOptions {
   intervalMs?: number;
 }
 
+/** What sits between the DataSource and PostgreSQL: nothing, or pgbouncer in transaction mode. */
+export type DuraflowPooler = 'none' | 'pgbouncer-transaction';
+
 export interface DuraflowModuleOptions {
   /** Name of the host's TypeORM DataSource (`TypeOrmModule.forRoot({ name })`). Default: the default one. */
   dataSource?: string;
+  /**
+   * `'pgbouncer-transaction'` when the DataSource connects through pgbouncer in transaction mode:
+   * no named prepared statements are sent, and the sessions that hold state (LISTEN, the
+   * PostgreSQL leader election's lock, a dead letter's retry claim) use `listenUrl`; without it
+   * nobody LISTENs (the workers poll every `pollIntervalMs`, said once at boot) and a dead
+   * letter's retry holds its claim in a transaction. Default `'none'`.
+   */
+  pooler?: DuraflowPooler;
+  /**
+   * A direct connection to PostgreSQL (`postgres://user:pass@host:5432/db`, not through the
+   * pooler) for the sessions that hold state: LISTEN, the leader election's lock, a dead
+   * letter's retry claim. Default: the DataSource's own connection settings.
+   */
+  listenUrl?: string;
   /** This process's worker id (written to agent_tasks.worker_id). Default `<hostname>-<pid>-<random>`. */
   workerId?: string;
   /** Redis for reaper leader election; without it a PostgreSQL advisory lock elects the leader. */
@@ -152,6 +169,8 @@ export interface ResolvedStepOptions {
 /** Every option with its default applied: the one place defaults live. */
 export interface ResolvedDuraflowOptions {
   dataSource: string | undefined;
+  pooler: DuraflowPooler;
+  listenUrl: string | undefined;
   workerId: string;
   redis: DuraflowRedisOptions | undefined;
   worker: Required<Omit<DuraflowWorkerOptions, 'backpressure'>> & { backpressure: Required<DuraflowBackpressureOptions> };
@@ -221,6 +240,8 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
   }
   const resolved: ResolvedDuraflowOptions = {
     dataSource: options.dataSource,
+    pooler: options.pooler ?? 'none',
+    listenUrl: options.listenUrl,
     workerId: options.workerId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
     redis: options.redis,
     worker: {
@@ -270,6 +291,15 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
 /** Every resolved option in range, else InvalidDuraflowOptionsError naming the first that is not. */
 function checkResolvedOptions(resolved: ResolvedDuraflowOptions): void {
   checkText('workerId', resolved.workerId, 255);
+  if (resolved.pooler !== 'none' && resolved.pooler !== 'pgbouncer-transaction') {
+    throw new InvalidDuraflowOptionsError('pooler', `must be 'none' or 'pgbouncer-transaction', got ${String(resolved.pooler)}.`);
+  }
+  if (resolved.listenUrl !== undefined && !(typeof resolved.listenUrl === 'string' && /^postgres(ql)?:\/\/./.test(resolved.listenUrl))) {
+    throw new InvalidDuraflowOptionsError(
+      'listenUrl',
+      'must be a postgres:// URL of a direct connection (not through the pooler), or omitted.',
+    );
+  }
   if (
     resolved.redis !== undefined &&
     (typeof resolved.redis !== 'object' || resolved.redis === null || !(resolved.redis.url || resolved.redis.host))

@@ -1,4 +1,4 @@
-import { Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
+import { Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { Client } from 'pg';
 import { TASK_FINISHED_CHANNEL, TASK_SUBMITTED_CHANNEL } from '../duraflow.constants';
 import { describeError } from '../util/describe-error';
@@ -9,10 +9,12 @@ type Listener = (payload: string) => void;
 /**
  * One LISTEN connection per process for both channels, shared by the worker (wake on
  * submit, abort on cancel) and `waitFor`. It reconnects by itself; while it is down,
- * everyone falls back to polling, so a lost notification only costs latency.
+ * everyone falls back to polling, so a lost notification only costs latency. Behind pgbouncer in
+ * transaction mode without `listenUrl` it never LISTENs (a LISTEN through the pooler would hear
+ * nothing, or another client's server connection): polling only, said once at boot.
  */
 @Injectable()
-export class TaskNotifications implements OnApplicationShutdown {
+export class TaskNotifications implements OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger('Duraflow');
   private readonly listeners = new Map<string, Set<Listener>>([
     [TASK_SUBMITTED_CHANNEL, new Set()],
@@ -30,6 +32,15 @@ export class TaskNotifications implements OnApplicationShutdown {
 
   constructor(private readonly db: DuraflowDatabase) {}
 
+  onModuleInit(): void {
+    if (!this.db.sessionsDirect) {
+      this.logger.warn(
+        "pooler 'pgbouncer-transaction' without listenUrl: no LISTEN through the pooler, so workers poll every " +
+          'pollIntervalMs (no idle backoff) and waitFor polls; give listenUrl (a direct connection) to be woken by NOTIFY.',
+      );
+    }
+  }
+
   onSubmitted(listener: Listener): () => void {
     return this.subscribe(TASK_SUBMITTED_CHANNEL, listener);
   }
@@ -40,7 +51,7 @@ export class TaskNotifications implements OnApplicationShutdown {
 
   /** Resolves once LISTEN is in place (or the first attempt failed: callers poll anyway). */
   ensureListening(): Promise<void> {
-    if (this.closed || this.client) return Promise.resolve();
+    if (this.closed || this.client || !this.db.sessionsDirect) return Promise.resolve();
     this.connecting ??= this.connect().finally(() => (this.connecting = undefined));
     return this.connecting;
   }
