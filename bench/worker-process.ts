@@ -10,11 +10,19 @@ const ENTRY = path.join(__dirname, 'worker-main.ts');
  * workflows, forked and driven over IPC as the chaos tests' workers are (test/support/worker-process.ts).
  */
 export class BenchWorkerProcess extends WorkerProcess<BenchRequest> {
-  static start(options: { databaseUrl: string; label: string; duraflow: BenchDuraflowOptions; exposeGc?: boolean }): BenchWorkerProcess {
+  static start(options: {
+    databaseUrl: string;
+    label: string;
+    duraflow: BenchDuraflowOptions;
+    exposeGc?: boolean;
+    /** A command to run node under (e.g. `ip netns exec <ns>`): see WorkerProcessOptions.launcher. */
+    launcher?: string[];
+  }): BenchWorkerProcess {
     return new BenchWorkerProcess({
       entry: ENTRY,
       config: { databaseUrl: options.databaseUrl, duraflow: options.duraflow },
       label: options.label,
+      launcher: options.launcher,
       execArgv: options.exposeGc ? ['--expose-gc'] : [],
       readyTimeoutMs: 60_000,
       // A drain keeps the worker busy: an answer may wait behind it.
