@@ -76,7 +76,9 @@ export class PgBouncer {
     if (this.child.exitCode === null) {
       const exited = new Promise((resolve) => this.child.once('exit', resolve));
       this.child.kill('SIGTERM');
-      await Promise.race([exited, sleep(3_000)]);
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([exited, new Promise((resolve) => (timer = setTimeout(resolve, 3_000)))]);
+      clearTimeout(timer);
       this.child.kill('SIGKILL');
     }
     rmSync(this.dir, { recursive: true, force: true });
