@@ -91,6 +91,20 @@ describe('an idle node', () => {
     expect(done.status).toBe(TaskStatus.COMPLETED);
   });
 
+  it('still recovers the task of a dead worker while the cluster is quiet, within twice staleAfterMs', async () => {
+    const app = await bed.start({ duraflow: TEN_TIMES_FASTER });
+    await app.get(WorkerService).start();
+    // Quiet: the reaper's passes found nothing and no NOTIFY was heard since.
+    await sleep(6_000);
+    const { rows } = await bed.db.client.query<{ id: string }>(
+      `INSERT INTO agent_tasks (workflow_name, status, worker_id, claim_token, started_at, heartbeat_at)
+       VALUES ('idle-noop', 'running', 'a-dead-worker', gen_random_uuid(), now(), now() - interval '60 seconds') RETURNING id`,
+    );
+    const done = await app.get(WorkflowService).waitFor(rows[0].id, { timeoutMs: 20_000 });
+    expect(done.status).toBe(TaskStatus.COMPLETED);
+    expect(done.retryCount).toBe(1);
+  });
+
   it('polls at its interval again, without backing off, when LISTEN is lost', async () => {
     const app = await bed.start({ duraflow: { ...TEN_TIMES_FASTER, worker: { pollIntervalMs: 100, maxIdlePollIntervalMs: 120_000 } } });
     await app.get(WorkerService).start();
