@@ -16,12 +16,15 @@ export class BenchWorkerProcess extends WorkerProcess<BenchRequest> {
     duraflow: BenchDuraflowOptions;
     exposeGc?: boolean;
     flowWorkflow?: FlowBenchWorkflow;
+    /** A command to run node under (e.g. `ip netns exec <ns>`): see WorkerProcessOptions.launcher. */
+    launcher?: string[];
   }): BenchWorkerProcess {
     const config: BenchWorkerConfig = { databaseUrl: options.databaseUrl, duraflow: options.duraflow, flowWorkflow: options.flowWorkflow };
     return new BenchWorkerProcess({
       entry: ENTRY,
       config,
       label: options.label,
+      launcher: options.launcher,
       execArgv: options.exposeGc ? ['--expose-gc'] : [],
       readyTimeoutMs: 60_000,
       // A drain keeps the worker busy: an answer may wait behind it.

@@ -9,7 +9,8 @@ import { TableRows } from './table-rows';
 
 /** Fast intervals for tests; each test may override any of them. */
 export const TEST_DURAFLOW_OPTIONS: DuraflowModuleOptions = {
-  worker: { pollIntervalMs: 50, shutdownTimeoutMs: 2_000 },
+  // The idle backoff stays on, with a ceiling short enough for tests that insert tasks past the library.
+  worker: { pollIntervalMs: 50, maxIdlePollIntervalMs: 1_000, shutdownTimeoutMs: 2_000 },
   heartbeatIntervalMs: 200,
 };
 

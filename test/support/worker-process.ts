@@ -20,6 +20,11 @@ export interface WorkerProcessOptions {
   env?: Record<string, string>;
   /** Node options, e.g. --expose-gc. */
   execArgv?: string[];
+  /**
+   * A command node runs under, keeping the IPC channel: e.g. `['ip', 'netns', 'exec', 'ns1']` runs
+   * the worker in a network namespace (the bench's many-hosts harness). Default: none.
+   */
+  launcher?: string[];
   /** `ready` rejects if the child has not reported ready by then. Default 30 s. */
   readyTimeoutMs?: number;
   /** A request rejects if the child has not answered it by then. Default 10 s. */
@@ -70,8 +75,10 @@ export class WorkerProcess<R extends { type: string } = never> {
     this.workerId = options.config.duraflow.workerId;
     this.requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
     const forkedAt = Date.now();
+    const nodeArgs = ['-r', SWC_REGISTER, ...(options.execArgv ?? [])];
+    const [launcher, ...launcherArgs] = options.launcher ?? [];
     this.child = fork(options.entry, [], {
-      execArgv: ['-r', SWC_REGISTER, ...(options.execArgv ?? [])],
+      ...(launcher ? { execPath: launcher, execArgv: [...launcherArgs, process.execPath, ...nodeArgs] } : { execArgv: nodeArgs }),
       env: { ...process.env, NO_COLOR: '1', [WORKER_CONFIG_ENV]: JSON.stringify(options.config), ...options.env },
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
       serialization: 'advanced',

@@ -11,6 +11,7 @@ import { CompletionBatcher } from './execution/completion-batcher';
 import { LeaseHeartbeat } from './background/lease-heartbeat';
 import { ReaperLoop } from './background/reaper-loop';
 import { WakeUpTimer } from './background/wake-up-timer';
+import { RetentionSweeper } from './background/retention-sweeper';
 import { WorkerLoop } from './background/worker-loop';
 import { ChildRollback } from './execution/child-rollback';
 import { DurablePrimitives } from './execution/durable-primitives';
@@ -79,6 +80,7 @@ import { ScheduleTicker } from './schedules/schedule-ticker';
     RunHold,
     WorkerLoop,
     ReaperLoop,
+    RetentionSweeper,
     WorkflowService,
     WorkerService,
     ReaperService,

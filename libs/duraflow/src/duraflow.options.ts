@@ -25,6 +25,14 @@ export interface DuraflowWorkerOptions {
   /** Fallback poll when no NOTIFY arrives (and for `scheduledAt`). Default 500 ms. */
   pollIntervalMs?: number;
   /**
+   * While nothing happens (no task held, none claimed, no NOTIFY heard, LISTEN up) the poll
+   * backs off, doubling from `pollIntervalMs` up to this; any NOTIFY or claimed task resets it.
+   * A submit still starts at once (its NOTIFY wakes the worker); what waits up to this long on an
+   * idle node is a task nobody announced: a `scheduledAt` coming due. At or below
+   * `pollIntervalMs`: no backoff. Default 30 s.
+   */
+  maxIdlePollIntervalMs?: number;
+  /**
    * Tasks claimed ahead of free slots, so a busy worker starts its next task without a round
    * trip (they are heartbeated, handed back on shutdown, and counted by backpressure).
    * A number, or `'auto'` (the default): up to `concurrency` ahead while this process's runs
@@ -66,9 +74,42 @@ export interface DuraflowReaperOptions {
   leaderKey?: string;
 }
 
+/**
+ * How long finished tasks are kept, in ms after they finished (`completed_at`), per final status;
+ * an absent status is kept forever. The reaper's leader removes the older ones with their step
+ * runs, in batches; a task with a dead letter still open is never removed.
+ */
+export interface DuraflowRetentionOptions {
+  completed?: number;
+  failed?: number;
+  rolledBack?: number;
+  cancelled?: number;
+  /** Tasks removed per statement and status. Default 500. */
+  batchSize?: number;
+  /** How often the leader looks for expired tasks (it goes on at once while a batch comes back full). Default 60 s. */
+  intervalMs?: number;
+}
+
+/** What sits between the DataSource and PostgreSQL: nothing, or pgbouncer in transaction mode. */
+export type DuraflowPooler = 'none' | 'pgbouncer-transaction';
+
 export interface DuraflowModuleOptions {
   /** Name of the host's TypeORM DataSource (`TypeOrmModule.forRoot({ name })`). Default: the default one. */
   dataSource?: string;
+  /**
+   * `'pgbouncer-transaction'` when the DataSource connects through pgbouncer in transaction mode:
+   * no named prepared statements are sent, and the sessions that hold state (LISTEN, the
+   * PostgreSQL leader election's lock, a dead letter's retry claim) use `listenUrl`; without it
+   * nobody LISTENs (the workers poll every `pollIntervalMs`, said once at boot) and a dead
+   * letter's retry holds its claim in a transaction. Default `'none'`.
+   */
+  pooler?: DuraflowPooler;
+  /**
+   * A direct connection to PostgreSQL (`postgres://user:pass@host:5432/db`, not through the
+   * pooler) for the sessions that hold state: LISTEN, the leader election's lock, a dead
+   * letter's retry claim. Default: the DataSource's own connection settings.
+   */
+  listenUrl?: string;
   /** This process's worker id (written to agent_tasks.worker_id). Default `<hostname>-<pid>-<random>`. */
   workerId?: string;
   /** Redis for reaper leader election; without it a PostgreSQL advisory lock elects the leader. */
@@ -77,6 +118,8 @@ export interface DuraflowModuleOptions {
   /** Default 5 s. */
   heartbeatIntervalMs?: number;
   reaper?: DuraflowReaperOptions;
+  /** Removal of old finished tasks, on the reaper's leader. Default: every task is kept forever. */
+  retention?: DuraflowRetentionOptions;
   /** Functional workflow definitions (`workflow(name, fn)`). */
   workflows?: FunctionalWorkflowDefinition[];
   /** Cron schedules that start tasks of registered workflows, one task per tick across all nodes (README "Schedules"). */
@@ -132,11 +175,14 @@ export interface ResolvedStepOptions {
 /** Every option with its default applied: the one place defaults live. */
 export interface ResolvedDuraflowOptions {
   dataSource: string | undefined;
+  pooler: DuraflowPooler;
+  listenUrl: string | undefined;
   workerId: string;
   redis: DuraflowRedisOptions | undefined;
   worker: Required<Omit<DuraflowWorkerOptions, 'backpressure'>> & { backpressure: Required<DuraflowBackpressureOptions> };
   heartbeatIntervalMs: number;
   reaper: Required<DuraflowReaperOptions>;
+  retention: ResolvedRetention;
   workflows: FunctionalWorkflowDefinition[];
   maxRetries: number;
   step: ResolvedStepOptions;
@@ -148,6 +194,18 @@ export interface ResolvedDuraflowOptions {
   unknownInputProperties: UnknownInputProperties;
   metrics: ResolvedMetricsOptions | null;
 }
+
+export interface ResolvedRetention {
+  completed: number | undefined;
+  failed: number | undefined;
+  rolledBack: number | undefined;
+  cancelled: number | undefined;
+  batchSize: number;
+  intervalMs: number;
+}
+
+/** The statuses retention applies to, by option name. */
+export const RETENTION_STATUSES = ['completed', 'failed', 'rolledBack', 'cancelled'] as const;
 
 export const DEFAULT_BACKOFF: ResolvedBackoff = { initialDelayMs: 100, factor: 2, maxDelayMs: 30_000 };
 
@@ -166,12 +224,14 @@ export const DURAFLOW_DEFAULTS = Object.freeze({
     enabled: true,
     concurrency: 10,
     pollIntervalMs: 500,
+    maxIdlePollIntervalMs: 30_000,
     prefetch: 'auto' as number | 'auto',
     shutdownTimeoutMs: 10_000,
     backpressure: Object.freeze({ maxQueuedTasks: 1000, maxEventLoopLagMs: 100, lagWindowMs: 1000, slowdownFactor: 4 }),
   }),
   heartbeatIntervalMs: 5_000,
   reaper: Object.freeze({ enabled: true, intervalMs: 10_000, staleAfterMs: 30_000, leaderTtlMs: 30_000, leaderKey: REAPER_LEADER_KEY }),
+  retention: Object.freeze({ batchSize: 500, intervalMs: 60_000 }),
   maxRetries: 3,
   maxInputBytes: MIB,
   maxOutputBytes: MIB,
@@ -182,14 +242,20 @@ export const DURAFLOW_DEFAULTS = Object.freeze({
 
 export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): ResolvedDuraflowOptions {
   const defaults = DURAFLOW_DEFAULTS;
+  if (options.retention !== undefined && (typeof options.retention !== 'object' || options.retention === null)) {
+    throw new InvalidDuraflowOptionsError('retention', 'must be { completed?, failed?, rolledBack?, cancelled? } (durations in ms).');
+  }
   const resolved: ResolvedDuraflowOptions = {
     dataSource: options.dataSource,
+    pooler: options.pooler ?? 'none',
+    listenUrl: options.listenUrl,
     workerId: options.workerId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
     redis: options.redis,
     worker: {
       enabled: options.worker?.enabled ?? defaults.worker.enabled,
       concurrency: options.worker?.concurrency ?? defaults.worker.concurrency,
       pollIntervalMs: options.worker?.pollIntervalMs ?? defaults.worker.pollIntervalMs,
+      maxIdlePollIntervalMs: options.worker?.maxIdlePollIntervalMs ?? defaults.worker.maxIdlePollIntervalMs,
       prefetch: options.worker?.prefetch ?? defaults.worker.prefetch,
       shutdownTimeoutMs: options.worker?.shutdownTimeoutMs ?? defaults.worker.shutdownTimeoutMs,
       backpressure: {
@@ -206,6 +272,14 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
       staleAfterMs: options.reaper?.staleAfterMs ?? defaults.reaper.staleAfterMs,
       leaderTtlMs: options.reaper?.leaderTtlMs ?? defaults.reaper.leaderTtlMs,
       leaderKey: options.reaper?.leaderKey ?? defaults.reaper.leaderKey,
+    },
+    retention: {
+      completed: options.retention?.completed,
+      failed: options.retention?.failed,
+      rolledBack: options.retention?.rolledBack,
+      cancelled: options.retention?.cancelled,
+      batchSize: options.retention?.batchSize ?? defaults.retention.batchSize,
+      intervalMs: options.retention?.intervalMs ?? defaults.retention.intervalMs,
     },
     workflows: options.workflows ?? [],
     maxRetries: options.maxRetries ?? defaults.maxRetries,
@@ -225,6 +299,15 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
 /** Every resolved option in range, else InvalidDuraflowOptionsError naming the first that is not. */
 function checkResolvedOptions(resolved: ResolvedDuraflowOptions): void {
   checkText('workerId', resolved.workerId, 255);
+  if (resolved.pooler !== 'none' && resolved.pooler !== 'pgbouncer-transaction') {
+    throw new InvalidDuraflowOptionsError('pooler', `must be 'none' or 'pgbouncer-transaction', got ${String(resolved.pooler)}.`);
+  }
+  if (resolved.listenUrl !== undefined && !(typeof resolved.listenUrl === 'string' && /^postgres(ql)?:\/\/./.test(resolved.listenUrl))) {
+    throw new InvalidDuraflowOptionsError(
+      'listenUrl',
+      'must be a postgres:// URL of a direct connection (not through the pooler), or omitted.',
+    );
+  }
   if (
     resolved.redis !== undefined &&
     (typeof resolved.redis !== 'object' || resolved.redis === null || !(resolved.redis.url || resolved.redis.host))
@@ -236,6 +319,7 @@ function checkResolvedOptions(resolved: ResolvedDuraflowOptions): void {
   }
   checkInteger('worker.concurrency', resolved.worker.concurrency, 1);
   checkInteger('worker.pollIntervalMs', resolved.worker.pollIntervalMs, 1);
+  checkInteger('worker.maxIdlePollIntervalMs', resolved.worker.maxIdlePollIntervalMs, 1);
   if (resolved.worker.prefetch !== 'auto') checkInteger('worker.prefetch', resolved.worker.prefetch, 0, `or 'auto'`);
   checkInteger('worker.shutdownTimeoutMs', resolved.worker.shutdownTimeoutMs, 0);
   checkInteger('worker.backpressure.maxQueuedTasks', resolved.worker.backpressure.maxQueuedTasks, 1);
@@ -247,6 +331,12 @@ function checkResolvedOptions(resolved: ResolvedDuraflowOptions): void {
   checkInteger('reaper.staleAfterMs', resolved.reaper.staleAfterMs, 1);
   checkInteger('reaper.leaderTtlMs', resolved.reaper.leaderTtlMs, 1);
   checkText('reaper.leaderKey', resolved.reaper.leaderKey, 255);
+  for (const status of RETENTION_STATUSES) {
+    const keepMs = resolved.retention[status];
+    if (keepMs !== undefined) checkInteger(`retention.${status}`, keepMs, 0, '(ms after the task finished; omit it to keep forever)');
+  }
+  checkInteger('retention.batchSize', resolved.retention.batchSize, 1);
+  checkInteger('retention.intervalMs', resolved.retention.intervalMs, 1);
   checkInteger('maxRetries', resolved.maxRetries, 0);
   checkInteger('maxInputBytes', resolved.maxInputBytes, 1);
   checkInteger('maxOutputBytes', resolved.maxOutputBytes, 1);

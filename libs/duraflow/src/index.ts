@@ -64,3 +64,4 @@ export {
 export { FlowControlOptions, RateLimitOptions, FlowLimitKind, FlowLimitStats } from './interfaces/flow-control';
 export { MAX_CONCURRENCY_KEY_LENGTH } from './validation/flow-limits';
 export { TaskSignal } from './persistence/wait.store';
+export { RetentionCounts, RetentionStats } from './interfaces/retention-stats';

@@ -5,19 +5,24 @@ import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { ReapResult } from '../interfaces/reap-result';
 import { TaskStatus } from '../interfaces/task-status';
 import { createLeaderElection, LeaderElection, reaperLeaderApplicationName } from '../leader';
+import { TaskNotifications } from '../notifications/task-notifications';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { TaskStore } from '../persistence/task.store';
 import { DuraflowMetrics } from '../observability/metrics';
 import { DuraflowLogger } from '../observability/duraflow-logger';
 import type { ReapedTask } from '../persistence/sql/reap-stale-tasks';
 import { describeError } from '../util/describe-error';
+import { RetentionSweeper } from './retention-sweeper';
 
 /**
  * The reaper's loop: recovers the tasks of dead workers (running tasks whose heartbeat went
  * stale). On every tick each node tries to become or stay leader (Redis key with a ttl, or a
  * PostgreSQL advisory lock without Redis), ticking often enough to renew within the ttl; only
  * the leader reaps, every `reaper.intervalMs`. The interval is registered in @nestjs/schedule's
- * SchedulerRegistry when the host imported `ScheduleModule.forRoot()`.
+ * SchedulerRegistry when the host imported `ScheduleModule.forRoot()`. While the database is
+ * quiet (the last pass found nothing, and LISTEN, up all along, heard no task submitted or
+ * finished since) the leader reaps every `staleAfterMs` instead: no task can have gone stale
+ * faster than that, and an idle cluster then costs a pass per `staleAfterMs`, not per interval.
  */
 @Injectable()
 export class ReaperLoop {
@@ -29,7 +34,12 @@ export class ReaperLoop {
   /** Ticks since start; the leader reaps on every `reapEvery`-th one. */
   private ticks = 0;
   private reapEvery = 1;
+  /** Reaping passes skipped in a row while quiet, and how many may be (staleAfterMs / intervalMs - 1). */
+  private quietSkips = 0;
+  private maxQuietSkips = 0;
+  private lastPass: { at: number; found: number } | undefined;
   private reapFailing = false;
+  private sweepFailing = false;
   private stopped = false;
 
   constructor(
@@ -37,6 +47,8 @@ export class ReaperLoop {
     private readonly tasks: TaskStore,
     private readonly db: DuraflowDatabase,
     private readonly metrics: DuraflowMetrics,
+    private readonly notifications: TaskNotifications,
+    private readonly retention: RetentionSweeper,
     @Optional() private readonly scheduler?: SchedulerRegistry,
   ) {}
 
@@ -66,6 +78,9 @@ export class ReaperLoop {
     // The leader renews well before its key expires, however long the reaping interval is.
     const period = Math.max(1, Math.min(intervalMs, Math.floor(leaderTtlMs / 3)));
     this.reapEvery = Math.max(1, Math.round(intervalMs / period));
+    this.maxQuietSkips = Math.max(0, Math.ceil(this.options.reaper.staleAfterMs / intervalMs) - 1);
+    this.quietSkips = 0;
+    this.lastPass = undefined;
     this.ticks = 0;
     this.timer = setInterval(() => this.tick(), period);
     if (this.scheduler) {
@@ -129,6 +144,24 @@ export class ReaperLoop {
       if (task.action === 'end' || task.action === 'abandon') this.metrics.taskFinished(task.workflowName, task.status);
   }
 
+  /** Retention runs on the leader only, after the election, whether or not this tick reaps. */
+  private async sweepIfDue(): Promise<void> {
+    if (!this.retention.due()) return;
+    try {
+      await this.retention.sweep();
+      if (this.sweepFailing) this.logger.log('Retention works again');
+      this.sweepFailing = false;
+    } catch (error) {
+      if (!this.sweepFailing) this.logger.warn(`Retention failed (${describeError(error).message}); retrying on the next tick`);
+      this.sweepFailing = true;
+    }
+  }
+
+  /** Nothing happened on the database since a pass that found nothing to reap. */
+  private quiet(): boolean {
+    return this.lastPass !== undefined && this.lastPass.found === 0 && this.notifications.quietSince(this.lastPass.at);
+  }
+
   /** A tick never overlaps the previous one and never throws. */
   private tick(): void {
     if (this.ticking || this.stopped) return;
@@ -142,15 +175,25 @@ export class ReaperLoop {
     // The election logs each change of leadership.
     const leader = await election.tick();
     if (!leader || this.stopped) return;
+    await this.sweepIfDue();
     // Counted in ticks, not measured: a tick late by a round trip must not skip a whole interval.
     if ((this.ticks - 1) % this.reapEvery !== 0) return;
+    if (this.quiet() && this.quietSkips < this.maxQuietSkips) {
+      this.quietSkips++;
+      return;
+    }
+    this.quietSkips = 0;
     try {
-      await this.reapOnce();
+      const startedAt = Date.now();
+      const result = await this.reapOnce();
+      const found = result.requeued.length + result.rollingBack.length + result.ended.length;
+      this.lastPass = { at: startedAt, found };
       if (this.reapFailing) this.logger.log('Reaping works again');
       this.reapFailing = false;
     } catch (error) {
       if (!this.reapFailing) this.logger.warn(`Reaping failed (${describeError(error).message}); retrying on the next tick`);
       this.reapFailing = true;
+      this.lastPass = undefined;
     }
   }
 }

@@ -38,7 +38,9 @@ const OUTCOME_COUNTER: Record<RunOutcome, OutcomeCounter> = {
  * and runs them. Woken by NOTIFY on submit (unless the event loop lags), by its slot pool
  * when a slot frees, and by a poll as the fallback (and for `scheduledAt`); each wake-up
  * claims for the free slots and the prefetch queue in one statement. Hears cancels through
- * NOTIFY (a run's own final status is not one). On stop it claims no more, hands the tasks
+ * NOTIFY (a run's own final status is not one). Idle (nothing held, nothing claimed, no NOTIFY
+ * heard, LISTEN up), the poll backs off: doubling from `pollIntervalMs` up to
+ * `maxIdlePollIntervalMs`, back to `pollIntervalMs` on any NOTIFY or claimed task. On stop it claims no more, hands the tasks
  * claimed ahead back at once, lets running tasks finish for `shutdownTimeoutMs`, then hands
  * the rest back to `pending`. Every task it holds is heartbeated (LeaseHeartbeat).
  */
@@ -62,6 +64,10 @@ export class WorkerLoop {
   private readonly backpressure: BackpressureMonitor;
   private state: WorkerState = 'idle';
   private pollTimer: NodeJS.Timeout | undefined;
+  /** The delay of the poll now scheduled; above the poll interval while backing off. */
+  private pollDelayMs = 0;
+  /** Something happened since the last poll (a NOTIFY, a claimed task): the next poll does not back off. */
+  private active = true;
   private claimLoop: Promise<void> | undefined;
   private claimRequested = false;
   private claimFailing = false;
@@ -100,11 +106,13 @@ export class WorkerLoop {
     await this.claimer.prepare();
     this.unsubscribe = [
       this.notifications.onSubmitted((workflowName) => {
+        this.noteActivity();
         if (!names.has(workflowName)) return;
         this.claimer.mayHaveRoom();
         if (!this.backpressure.lagging) this.requestClaim();
       }),
       this.notifications.onFinished((taskId) => {
+        this.noteActivity();
         const lease = this.pool.lease(taskId);
         // A run that writes its own final status hears its own NOTIFY: that is no cancel.
         if (lease && !lease.writingOutcome) lease.stop('cancelled');
@@ -116,6 +124,7 @@ export class WorkerLoop {
       }),
       // A task this process suspended until a time (a sleep, a signal's timeout) is due: claim it now.
       this.wakeUps.onWake(() => this.requestClaim()),
+      this.notifications.onListenLost(() => this.noteActivity()),
     ];
     await this.notifications.ensureListening();
     this.backpressure.start(() => this.handBackLongWaiting());
@@ -181,12 +190,33 @@ export class WorkerLoop {
   }
 
   private schedulePoll(): void {
+    this.pollDelayMs = this.nextPollDelay();
     this.pollTimer = setTimeout(() => {
       this.handBackLongWaiting();
       this.claimer.mayHaveRoom();
       this.requestClaim();
       if (this.state === 'running') this.schedulePoll();
-    }, this.backpressure.pollIntervalMs);
+    }, this.pollDelayMs);
+  }
+
+  /**
+   * The poll interval while anything happens; doubled per quiet poll up to the idle ceiling.
+   * Without LISTEN the poll is the only way to hear of a submit, so it never backs off then.
+   */
+  private nextPollDelay(): number {
+    const base = this.backpressure.pollIntervalMs;
+    const quiet = !this.active && this.pool.size === 0 && this.notifications.listening;
+    this.active = false;
+    if (!quiet) return base;
+    return Math.min(Math.max(this.pollDelayMs * 2, base), Math.max(base, this.options.worker.maxIdlePollIntervalMs));
+  }
+
+  /** A NOTIFY, a claim, or LISTEN lost: the poll goes back to its interval at once (not after the backed-off wait). */
+  private noteActivity(): void {
+    this.active = true;
+    if (this.state !== 'running' || this.pollDelayMs <= this.backpressure.pollIntervalMs) return;
+    clearTimeout(this.pollTimer);
+    this.schedulePoll();
   }
 
   private async drainAndStop(): Promise<void> {
@@ -266,6 +296,7 @@ export class WorkerLoop {
       }
       if (this.claimFailing) this.logger.log('Claiming tasks works again');
       this.claimFailing = false;
+      if (claimed.length) this.noteActivity();
       for (const task of claimed) this.admit(task);
       if (claimed.length < free) return;
     }

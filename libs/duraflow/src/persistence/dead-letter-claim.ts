@@ -14,21 +14,32 @@ export function deadLetterLockId(id: string): string {
  * compensation runs. The outcome is written by the same session, so it lands only while the
  * claim holds: a session that died took its lock with it and writes nothing more. A process
  * that dies mid-retry ends its session, and the entry can be retried at once.
+ *
+ * Behind pgbouncer in transaction mode without a direct `listenUrl`, a session lock would stay
+ * on whichever server connection ran it; there the claim is a transaction-level lock instead,
+ * in a transaction held open (pinning one server connection) until `release()` commits it: the
+ * outcome is written in it, under a savepoint, and lands with the commit, only while the claim holds.
  */
 export class DeadLetterClaim {
-  private constructor(private readonly client: Client) {}
+  private constructor(
+    private readonly client: Client,
+    private readonly inTransaction: boolean,
+  ) {}
 
   /** Claims the entry `id` (whether or not it exists); null when another retry or a discard holds it. */
   static async take(db: DuraflowDatabase, id: string): Promise<DeadLetterClaim | null> {
     const client = db.createDedicatedClient('duraflow dead-letter retry');
+    const inTransaction = !db.sessionsDirect;
     // A session lost while the compensation runs fails the next statement; it must not crash the process.
     client.on('error', () => undefined);
     try {
       await client.connect();
-      const { rows } = await client.query<{ claimed: boolean }>('SELECT pg_try_advisory_lock($1::bigint) AS claimed', [
-        deadLetterLockId(id),
-      ]);
-      if (rows[0].claimed) return new DeadLetterClaim(client);
+      if (inTransaction) await client.query('BEGIN');
+      const { rows } = await client.query<{ claimed: boolean }>(
+        `SELECT ${inTransaction ? 'pg_try_advisory_xact_lock' : 'pg_try_advisory_lock'}($1::bigint) AS claimed`,
+        [deadLetterLockId(id)],
+      );
+      if (rows[0].claimed) return new DeadLetterClaim(client, inTransaction);
     } catch (error) {
       await client.end().catch(() => undefined);
       throw error;
@@ -37,18 +48,28 @@ export class DeadLetterClaim {
     return null;
   }
 
-  /** Statements on the claim's session. */
+  /** Statements on the claim's session (inside its transaction, when it is one). */
   get session(): SqlExecutor {
-    return clientExecutor(this.client);
+    return clientExecutor(this.client, !this.inTransaction);
   }
 
-  /** A transaction on the claim's session. */
-  transaction<T>(work: (executor: SqlExecutor) => Promise<T>): Promise<T> {
-    return transactionOn(this.client, work);
+  /** A transaction on the claim's session (a savepoint in the claim's own transaction, when it is one). */
+  async transaction<T>(work: (executor: SqlExecutor) => Promise<T>): Promise<T> {
+    if (!this.inTransaction) return transactionOn(this.client, work);
+    await this.client.query('SAVEPOINT duraflow_dead_letter_retry');
+    try {
+      const result = await work(this.session);
+      await this.client.query('RELEASE SAVEPOINT duraflow_dead_letter_retry');
+      return result;
+    } catch (error) {
+      await this.client.query('ROLLBACK TO SAVEPOINT duraflow_dead_letter_retry').catch(() => undefined);
+      throw error;
+    }
   }
 
-  /** Ends the session, and with it the claim. Never throws. */
+  /** Ends the session, and with it the claim (committing what was written in its transaction). Never throws. */
   async release(): Promise<void> {
+    if (this.inTransaction) await this.client.query('COMMIT').catch(() => undefined);
     await this.client.end().catch(() => undefined);
   }
 }

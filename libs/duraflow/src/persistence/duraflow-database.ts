@@ -24,11 +24,15 @@ function lastResult<R extends QueryResultRow>(result: QueryResult<R> | QueryResu
   return { rows: last.rows, rowCount: last.rowCount ?? 0 };
 }
 
-/** An executor over one connection (what `transaction()` hands its work). */
-export function clientExecutor(client: ClientBase): SqlExecutor {
+/**
+ * An executor over one connection (what `transaction()` hands its work). `prepare: false`
+ * drops statement names: behind a transaction-mode pooler a statement prepared on one server
+ * connection is unknown on the next.
+ */
+export function clientExecutor(client: ClientBase, prepare = true): SqlExecutor {
   return {
     query: async (text: string, values: unknown[] = [], name?: string) =>
-      lastResult(await client.query(name ? { name, text, values } : { text, values })),
+      lastResult(await client.query(name && prepare ? { name, text, values } : { text, values })),
   };
 }
 
@@ -40,10 +44,11 @@ export async function transactionOn<T>(
   client: ClientBase,
   work: (executor: SqlExecutor) => Promise<T>,
   onBroken: (error: Error) => void = () => undefined,
+  prepare = true,
 ): Promise<T> {
   try {
     await client.query('BEGIN');
-    const result = await work(clientExecutor(client));
+    const result = await work(clientExecutor(client, prepare));
     await client.query('COMMIT');
     return result;
   } catch (error) {
@@ -99,8 +104,18 @@ export class DuraflowDatabase implements SqlExecutor, OnModuleInit {
     return pool;
   }
 
+  /** Behind pgbouncer in transaction mode: no named prepared statements, no session state through the pool. */
+  get pooled(): boolean {
+    return this.options.pooler === 'pgbouncer-transaction';
+  }
+
+  /** The sessions that hold state (LISTEN, advisory locks) can have one: a direct connection, or no pooler. */
+  get sessionsDirect(): boolean {
+    return !this.pooled || this.options.listenUrl !== undefined;
+  }
+
   async query<R extends QueryResultRow = any>(text: string, values: unknown[] = [], name?: string) {
-    return lastResult(await this.pool.query<R>(name ? { name, text, values } : { text, values }));
+    return lastResult(await this.pool.query<R>(name && !this.pooled ? { name, text, values } : { text, values }));
   }
 
   /** The executor for a caller's EntityManager (its transaction), or the pool without one. */
@@ -132,7 +147,7 @@ export class DuraflowDatabase implements SqlExecutor, OnModuleInit {
     const onConnectionError = (error: Error) => (broken = error);
     client.on('error', onConnectionError);
     try {
-      return await transactionOn(client, work, (error) => (broken = error));
+      return await transactionOn(client, work, (error) => (broken = error), !this.pooled);
     } finally {
       client.off('error', onConnectionError);
       client.release(broken);
@@ -140,10 +155,13 @@ export class DuraflowDatabase implements SqlExecutor, OnModuleInit {
   }
 
   /**
-   * A connection of its own, outside the pool (LISTEN, the leader's advisory lock): same server
-   * and credentials; `applicationName` names it in pg_stat_activity.
+   * A connection of its own, outside the pool (LISTEN, the leader's advisory lock): to
+   * `listenUrl` when given (past the pooler), else with the pool's server and credentials;
+   * `applicationName` names it in pg_stat_activity.
    */
   createDedicatedClient(applicationName?: string): Client {
-    return new Client({ ...(this.pool.options as PoolConfig), ...(applicationName && { application_name: applicationName }) });
+    const name = applicationName ? { application_name: applicationName } : {};
+    if (this.options.listenUrl) return new Client({ connectionString: this.options.listenUrl, ...name });
+    return new Client({ ...(this.pool.options as PoolConfig), ...name });
   }
 }

@@ -4,9 +4,12 @@ import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { isReplayBoot } from '../replay/replay-boot';
 import { ReapResult } from '../interfaces/reap-result';
+import { RetentionCounts, RetentionStats } from '../interfaces/retention-stats';
+import { RetentionSweeper } from '../background/retention-sweeper';
 
 export { REAPER_INTERVAL_NAME } from '../duraflow.constants';
 export type { ReapResult } from '../interfaces/reap-result';
+export type { RetentionCounts, RetentionStats } from '../interfaces/retention-stats';
 
 /**
  * Recovers the tasks of dead workers: running tasks whose heartbeat went stale
@@ -19,6 +22,7 @@ export class ReaperService implements OnApplicationBootstrap, OnApplicationShutd
   constructor(
     @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
     private readonly loop: ReaperLoop,
+    private readonly retention: RetentionSweeper,
   ) {}
 
   /** True while this node holds the reaper's leadership (judged locally, within the ttl). */
@@ -48,6 +52,19 @@ export class ReaperService implements OnApplicationBootstrap, OnApplicationShutd
   /** Stops ticking and gives leadership up (compare-and-delete in Redis, unlock in PostgreSQL). */
   stop(): Promise<void> {
     return this.loop.stop();
+  }
+
+  /**
+   * One retention sweep now, on any node (leader or not): finished tasks older than their
+   * status's `retention` go, in batches. Nothing when no status has a retention.
+   */
+  removeExpiredTasks(): Promise<RetentionCounts> {
+    return this.retention.sweep();
+  }
+
+  /** What retention removed on this node (its leader runs it), counted per status. */
+  retentionStats(): RetentionStats {
+    return this.retention.stats();
   }
 
   /** One reaping pass over tasks stale for longer than `reaper.staleAfterMs`, on any node (leader or not). */
