@@ -33,6 +33,16 @@ export interface DuraflowWorkerOptions {
   prefetch?: number | 'auto';
   /** On shutdown, how long running tasks may finish before they are handed back. Default 10 s. */
   shutdownTimeoutMs?: number;
+  /**
+   * A run whose lease (its last heartbeat or claim that landed, on a monotonic clock) is older
+   * than this confirms it with one fenced statement before it starts a step, a compensation or
+   * the run function, and stops without calling them when another worker has the task by then
+   * (its process was frozen, or its event loop blocked, past `reaper.staleAfterMs`). Younger
+   * leases cost nothing: heartbeats keep a healthy run's lease younger than
+   * `heartbeatIntervalMs`. 0 to confirm before every step; less than `reaper.staleAfterMs`.
+   * Default `floor(reaper.staleAfterMs / 3)` (10 s with the default 30 s).
+   */
+  leaseConfirmAfterMs?: number;
   /** When to take less work: a process that lags or holds too many tasks claims less, instead of falling further behind. */
   backpressure?: DuraflowBackpressureOptions;
 }
@@ -161,6 +171,8 @@ export const DURAFLOW_DEFAULTS = Object.freeze({
     pollIntervalMs: 500,
     prefetch: 'auto' as number | 'auto',
     shutdownTimeoutMs: 10_000,
+    /** With the default `reaper.staleAfterMs`; in general `defaultLeaseConfirmAfterMs(staleAfterMs)`. */
+    leaseConfirmAfterMs: 10_000,
     backpressure: Object.freeze({ maxQueuedTasks: 1000, maxEventLoopLagMs: 100, lagWindowMs: 1000, slowdownFactor: 4 }),
   }),
   heartbeatIntervalMs: 5_000,
@@ -173,8 +185,14 @@ export const DURAFLOW_DEFAULTS = Object.freeze({
   unknownInputProperties: 'strip' as UnknownInputProperties,
 });
 
+/** The default of `worker.leaseConfirmAfterMs`: a third of `staleAfterMs`, so a lease is confirmed while two thirds of its life are left. */
+export function defaultLeaseConfirmAfterMs(staleAfterMs: number): number {
+  return Math.floor(staleAfterMs / 3);
+}
+
 export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): ResolvedDuraflowOptions {
   const defaults = DURAFLOW_DEFAULTS;
+  const staleAfterMs = options.reaper?.staleAfterMs ?? defaults.reaper.staleAfterMs;
   const resolved: ResolvedDuraflowOptions = {
     dataSource: options.dataSource,
     workerId: options.workerId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
@@ -185,6 +203,8 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
       pollIntervalMs: options.worker?.pollIntervalMs ?? defaults.worker.pollIntervalMs,
       prefetch: options.worker?.prefetch ?? defaults.worker.prefetch,
       shutdownTimeoutMs: options.worker?.shutdownTimeoutMs ?? defaults.worker.shutdownTimeoutMs,
+      leaseConfirmAfterMs:
+        options.worker?.leaseConfirmAfterMs ?? (typeof staleAfterMs === 'number' ? defaultLeaseConfirmAfterMs(staleAfterMs) : staleAfterMs),
       backpressure: {
         maxQueuedTasks: options.worker?.backpressure?.maxQueuedTasks ?? defaults.worker.backpressure.maxQueuedTasks,
         maxEventLoopLagMs: options.worker?.backpressure?.maxEventLoopLagMs ?? defaults.worker.backpressure.maxEventLoopLagMs,
@@ -196,7 +216,7 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
     reaper: {
       enabled: options.reaper?.enabled ?? defaults.reaper.enabled,
       intervalMs: options.reaper?.intervalMs ?? defaults.reaper.intervalMs,
-      staleAfterMs: options.reaper?.staleAfterMs ?? defaults.reaper.staleAfterMs,
+      staleAfterMs,
       leaderTtlMs: options.reaper?.leaderTtlMs ?? defaults.reaper.leaderTtlMs,
       leaderKey: options.reaper?.leaderKey ?? defaults.reaper.leaderKey,
     },
@@ -238,6 +258,14 @@ function checkResolvedOptions(resolved: ResolvedDuraflowOptions): void {
   checkInteger('reaper.intervalMs', resolved.reaper.intervalMs, 1);
   checkInteger('reaper.staleAfterMs', resolved.reaper.staleAfterMs, 1);
   checkInteger('reaper.leaderTtlMs', resolved.reaper.leaderTtlMs, 1);
+  checkInteger('worker.leaseConfirmAfterMs', resolved.worker.leaseConfirmAfterMs, 0);
+  if (resolved.worker.leaseConfirmAfterMs >= resolved.reaper.staleAfterMs) {
+    throw new InvalidDuraflowOptionsError(
+      'worker.leaseConfirmAfterMs',
+      `must be less than reaper.staleAfterMs (${resolved.reaper.staleAfterMs}), got ${resolved.worker.leaseConfirmAfterMs}: ` +
+        'a lease must be confirmed while the reaper still leaves the task to its worker.',
+    );
+  }
   checkText('reaper.leaderKey', resolved.reaper.leaderKey, 255);
   checkInteger('maxRetries', resolved.maxRetries, 0);
   checkInteger('maxInputBytes', resolved.maxInputBytes, 1);

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
@@ -222,6 +223,8 @@ export class WorkerLoop {
       const free = Math.min(this.pool.wanted, this.backpressure.room(this.pool.size));
       if (free <= 0) return;
       let claimed: ClaimedTask[];
+      // The claim stamps heartbeat_at after this: its leases are at least this old.
+      const claimedAt = performance.now();
       try {
         claimed = await this.tasks.claimTasks(this.options.workerId, this.registry.names(), free);
       } catch (error) {
@@ -231,13 +234,13 @@ export class WorkerLoop {
       }
       if (this.claimFailing) this.logger.log('Claiming tasks works again');
       this.claimFailing = false;
-      for (const task of claimed) this.admit(task);
+      for (const task of claimed) this.admit(task, claimedAt);
       if (claimed.length < free) return;
     }
   }
 
-  private admit(claimed: ClaimedTask): void {
-    const lease = this.leases.open(claimed.task.id, claimed.claimToken);
+  private admit(claimed: ClaimedTask, claimedAt: number): void {
+    const lease = this.leases.open(claimed.task.id, claimed.claimToken, claimedAt);
     this.counters.claimed++;
     this.pool.admit(lease, (slot) =>
       this.executor.execute(claimed, lease, slot).catch((error): RunOutcome => {
