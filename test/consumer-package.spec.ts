@@ -265,7 +265,9 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
         const db = await database();
         const env = hostEnvironment({ DATABASE_URL: db.url });
         const migrate = await runOrThrow('npx', ['--no', 'duraflow', 'migrate'], { cwd: app.dir, env });
-        expect(migrate.stdout).toMatch(/^Applied to .+: SeedSchema1700000000000, EngineColumns1700000000001, SagaColumns1700000000002\n$/);
+        expect(migrate.stdout).toMatch(
+          /^Applied to .+: SeedSchema1700000000000, EngineColumns1700000000001, SagaColumns1700000000002, LeaderLease1700000000100\n$/,
+        );
         const status = await runOrThrow('npx', ['--no', 'duraflow', 'status'], { cwd: app.dir, env });
         expect(status.stdout).toContain('Tasks: none');
         const unreachable = await run('npx', ['--no', 'duraflow', 'status', '--url', 'postgres://postgres@127.0.0.1:1/none'], {
@@ -333,6 +335,7 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
         'SeedSchema1700000000000',
         'EngineColumns1700000000001',
         'SagaColumns1700000000002',
+        'LeaderLease1700000000100',
         'CreateOrders1710000000000',
       ]);
       // The boot check has had its second: the host enabled shutdown hooks, so it stayed quiet.

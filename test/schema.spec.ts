@@ -17,7 +17,7 @@ import { useTestBed } from './support/test-bed';
 
 const execFileAsync = promisify(execFile);
 const REPO_ROOT = join(__dirname, '..');
-const MIGRATIONS = ['SeedSchema1700000000000', 'EngineColumns1700000000001', 'SagaColumns1700000000002'];
+const MIGRATIONS = ['SeedSchema1700000000000', 'EngineColumns1700000000001', 'SagaColumns1700000000002', 'LeaderLease1700000000100'];
 /** npx and tsx start slowly when other suites load the machine. */
 const CHILD_PROCESS_TIMEOUT_MS = 120_000;
 
@@ -173,8 +173,8 @@ describe('schema (seed 000 "Database Schema")', () => {
   const bed = useTestBed();
 
   describe('tables', () => {
-    it('has the three seed tables and TypeORM migrations table, and no other table', async () => {
-      expect(await publicTables(bed.db.client)).toEqual(['agent_tasks', 'dead_letter_queue', 'migrations', 'step_runs']);
+    it('has the three seed tables, the reaper leader lease and TypeORM migrations table, and no other table', async () => {
+      expect(await publicTables(bed.db.client)).toEqual(['agent_tasks', 'dead_letter_queue', 'duraflow_leader', 'migrations', 'step_runs']);
     });
 
     it.each([
@@ -504,7 +504,13 @@ describe('schema (seed 000 "Database Schema")', () => {
 
         const first = await runFromRepoRoot('npx', ['tsx', 'src/db/migrate.ts'], fresh.url);
         expect(first.stdout).toContain(`Applied: ${MIGRATIONS.join(', ')}`);
-        expect(await publicTables(fresh.client)).toEqual(['agent_tasks', 'dead_letter_queue', 'migrations', 'step_runs']);
+        expect(await publicTables(fresh.client)).toEqual([
+          'agent_tasks',
+          'dead_letter_queue',
+          'duraflow_leader',
+          'migrations',
+          'step_runs',
+        ]);
         expect(await columnsOf(fresh.client, 'step_runs')).toEqual([...STEP_RUNS_SEED_COLUMNS, ...ENGINE_EXTRA_COLUMNS.step_runs]);
 
         const second = await runFromRepoRoot('npx', ['tsx', 'src/db/migrate.ts'], fresh.url);
@@ -520,7 +526,13 @@ describe('schema (seed 000 "Database Schema")', () => {
         const fresh = await scratchDatabase();
         const { stdout } = await runFromRepoRoot('npm', ['run', 'migration:run'], fresh.url);
         expect(stdout).toContain(`Applied: ${MIGRATIONS.join(', ')}`);
-        expect(await publicTables(fresh.client)).toEqual(['agent_tasks', 'dead_letter_queue', 'migrations', 'step_runs']);
+        expect(await publicTables(fresh.client)).toEqual([
+          'agent_tasks',
+          'dead_letter_queue',
+          'duraflow_leader',
+          'migrations',
+          'step_runs',
+        ]);
         expect(await columnsOf(fresh.client, 'agent_tasks')).toEqual([...AGENT_TASKS_SEED_COLUMNS, ...ENGINE_EXTRA_COLUMNS.agent_tasks]);
       },
       CHILD_PROCESS_TIMEOUT_MS,
