@@ -38,16 +38,21 @@ function parseArgs(argv: string[]): { rounds: number; freezeMs: number } {
  * has connections, so an effect is sent as its body starts and never waits in the pool past a
  * freeze (it would then land after the takeover and read as a start after the loss).
  */
-function startWorker(db: BenchDatabase, label: string, leaderKey: string, concurrency = 4): WorkerProcess {
+function startWorker(
+  db: BenchDatabase,
+  label: string,
+  leaderKey: string,
+  { concurrency = 4, worker = true, reaper = true }: { concurrency?: number; worker?: boolean; reaper?: boolean } = {},
+): WorkerProcess {
   const config: ChaosWorkerConfig = {
     databaseUrl: db.url,
     scenarios: ['chaos-steps', 'chaos-block'],
     duraflow: {
       workerId: `lease-${label}-${randomBytes(3).toString('hex')}`,
       heartbeatIntervalMs: TIMINGS.heartbeatIntervalMs,
-      worker: { concurrency, pollIntervalMs: 100, shutdownTimeoutMs: 1_000 },
+      worker: { enabled: worker, concurrency, pollIntervalMs: 100, shutdownTimeoutMs: 1_000 },
       reaper: {
-        enabled: true,
+        enabled: reaper,
         intervalMs: TIMINGS.reaperIntervalMs,
         staleAfterMs: TIMINGS.staleAfterMs,
         leaderTtlMs: TIMINGS.leaderTtlMs,
@@ -95,10 +100,16 @@ interface FreezeRound {
   startsAfterLoss: number;
 }
 
-/** One round: freeze the leader for `freezeMs` while it runs tasks; watch who can reap. */
-async function freezeRound(db: BenchDatabase, workers: WorkerProcess[], freezeMs: number): Promise<FreezeRound> {
+/** One round: freeze the leader (or the follower) for `freezeMs` while it runs tasks; watch who can reap. */
+async function freezeRound(
+  db: BenchDatabase,
+  workers: WorkerProcess[],
+  freezeMs: number,
+  target: 'leader' | 'follower',
+): Promise<FreezeRound> {
   await until('a leader', async () => (await Promise.all(workers.map(leads))).some(Boolean), 15_000);
-  const leader = (await leads(workers[0])) ? workers[0] : workers[1];
+  const leading = (await leads(workers[0])) ? 0 : 1;
+  const leader = workers[target === 'leader' ? leading : 1 - leading];
   await db.client.query('TRUNCATE agent_tasks, step_runs, dead_letter_queue, chaos_effects, chaos_compensations');
   // More than one process's concurrency: both hold some, the leader among them.
   await insertTasks(db, 'chaos-steps', { steps: 200, stepMs: 20 }, 16);
@@ -136,16 +147,31 @@ async function freezeRound(db: BenchDatabase, workers: WorkerProcess[], freezeMs
   return { gapMs, startsAfterLoss: await startsAfterTakeover(db, leader.workerId) };
 }
 
-/** One round of a worker blocked past staleAfterMs where it makes no write; fresh processes (each blocks once). */
+/**
+ * One round of a worker blocked past staleAfterMs where it makes no write, on fresh processes.
+ * The blocked worker (A) is never the reaper leader, so the takeover does not wait for the
+ * election: B leads and starts its worker only once A has claimed the task.
+ */
 async function blockRound(db: BenchDatabase, where: 'between-steps' | 'between-compensations'): Promise<number> {
   await db.client.query('TRUNCATE agent_tasks, step_runs, dead_letter_queue, chaos_effects, chaos_compensations');
   const key = `duraflow:bench:lease:${randomBytes(4).toString('hex')}`;
-  const workers = [startWorker(db, 'A', key), startWorker(db, 'B', key)];
+  const b = startWorker(db, 'B', key, { worker: false });
+  const a = startWorker(db, 'A', key, { reaper: false });
   try {
-    await Promise.all(workers.map((worker) => worker.ready));
+    await Promise.all([a.ready, b.ready]);
+    await until('B leads', () => leads(b), 15_000);
     await insertTasks(db, 'chaos-block', { where, blockMs: 3 * TIMINGS.staleAfterMs }, 1);
+    await until('A ran s1', async () => (await db.client.query(`SELECT 1 FROM chaos_effects`)).rowCount! > 0, 15_000);
+    await b.call('WorkerService', 'start');
     await until('the task finished', () => allTerminal(db), 60_000);
-    await sleep(1_000); // the blocked worker has woken by now; give it every chance to start something
+    // A answers only once its loop runs again; then it has let go of the task or finished what it started.
+    await until(
+      'A woke and let go of the task',
+      async () =>
+        (await a.request<{ running: number }>({ type: 'call', service: 'WorkerService', method: 'stats', args: [] }, 10_000)).running === 0,
+      30_000,
+    );
+    await sleep(500); // every chance to start something more
     if (where === 'between-steps') {
       // The blocked worker recorded s1 first; an s2 by it is a step started after it lost the task.
       const { rows } = await db.client.query<{ n: number }>(
@@ -174,12 +200,16 @@ async function main(): Promise<void> {
     const workers = [startWorker(db, 'A', key), startWorker(db, 'B', key)];
     await Promise.all(workers.map((worker) => worker.ready));
     const freezes: FreezeRound[] = [];
+    const followerFreezes: FreezeRound[] = [];
     for (let i = 0; i < rounds; i++) {
       progress(`freeze round ${i + 1}/${rounds}: SIGSTOP of the leader for ${freezeMs} ms`);
-      freezes.push(await freezeRound(db, workers, freezeMs));
+      freezes.push(await freezeRound(db, workers, freezeMs, 'leader'));
       progress(
         `  longest time without a reaper leader ${freezes[i].gapMs.toFixed(0)} ms, ${freezes[i].startsAfterLoss} step(s) started after loss`,
       );
+      progress(`freeze round ${i + 1}/${rounds}: SIGSTOP of the follower for ${freezeMs} ms`);
+      followerFreezes.push(await freezeRound(db, workers, freezeMs, 'follower'));
+      progress(`  ${followerFreezes[i].startsAfterLoss} step(s) started after loss`);
     }
     await stopAllWorkerProcesses();
     const between: number[] = [];
@@ -198,7 +228,8 @@ async function main(): Promise<void> {
       '| fault | figure | value |',
       '|---|---|---|',
       `| leader SIGSTOP ${freezeMs} ms, ${rounds} times | longest time without a reaper leader | ${Math.max(...freezes.map((r) => r.gapMs)).toFixed(0)} ms (rounds: ${freezes.map((r) => r.gapMs.toFixed(0)).join(', ')}) |`,
-      `| leader SIGSTOP ${freezeMs} ms, ${rounds} times | steps started by the woken leader for tasks taken over | ${sum(freezes.map((r) => r.startsAfterLoss))} |`,
+      `| leader SIGSTOP ${freezeMs} ms, ${rounds} times | steps started by the woken leader for tasks taken over | ${sum(freezes.map((r) => r.startsAfterLoss))} (rounds: ${freezes.map((r) => r.startsAfterLoss).join(', ')}) |`,
+      `| follower SIGSTOP ${freezeMs} ms, ${rounds} times | steps started by the woken follower for tasks taken over | ${sum(followerFreezes.map((r) => r.startsAfterLoss))} (rounds: ${followerFreezes.map((r) => r.startsAfterLoss).join(', ')}) |`,
       `| event loop blocked ${3 * TIMINGS.staleAfterMs} ms between steps, ${rounds} times | steps started after the lease was lost | ${sum(between)} of ${rounds} |`,
       `| event loop blocked ${3 * TIMINGS.staleAfterMs} ms between compensations, ${rounds} times | compensations started after the lease was lost | ${sum(compensations)} of ${rounds} |`,
     ];
