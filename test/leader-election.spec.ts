@@ -414,6 +414,30 @@ describe('Reaper leader election', () => {
       expect(await other.fence()).toEqual({ kind: 'lease', name: key, holder: other.workerId, term: '2' });
     });
 
+    it("lets another node take the lease at once, without waiting for its expiry, once the holder's session is gone", async () => {
+      const key = uniqueKey();
+      const longTtl = (workerId: string) =>
+        new PostgresLeaderElection({
+          key,
+          workerId,
+          ttlMs: 60_000,
+          createClient: () => new Client({ connectionString: bed.db.url }),
+          logger: new RecordingLogger(),
+        });
+      const dead = longTtl(`dead-${randomUUID()}`);
+      const other = longTtl(`other-${randomUUID()}`);
+      opened.push(dead, other);
+      expect(await dead.tick()).toBe(true);
+      expect(await other.tick()).toBe(false);
+
+      // What a SIGKILLed process leaves: its row, live for another minute, and no session.
+      await terminateBackends(bed.db.client, [dead.backendPid!], 5000);
+
+      expect(await other.tick()).toBe(true);
+      expect(await lease(key)).toEqual({ holder: other.workerId, term: '2', live: true });
+      expect(await dead.tick()).toBe(false);
+    });
+
     it('steps down when its connection is terminated, the other node takes over, and it can lead again later', async () => {
       const key = uniqueKey();
       const logger = new RecordingLogger();

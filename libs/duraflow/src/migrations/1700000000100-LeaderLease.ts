@@ -12,14 +12,17 @@ export class LeaderLease1700000000100 implements MigrationInterface {
 
   async up(queryRunner: QueryRunner): Promise<void> {
     // One row per leader key (reaper.leaderKey); the term only grows (release expires the row
-    // rather than deleting it), so a term once lost is never valid again.
+    // rather than deleting it), so a term once lost is never valid again. holder_pid is the
+    // backend of the holder's election connection: once that session is gone (the process
+    // died), the lease is taken at once instead of at its expiry.
     await queryRunner.query(
       `CREATE TABLE duraflow_leader (
          name VARCHAR(255) PRIMARY KEY,
          holder VARCHAR(255) NOT NULL,
          term BIGINT NOT NULL,
          expires_at TIMESTAMPTZ NOT NULL,
-         acquired_at TIMESTAMPTZ NOT NULL DEFAULT now()
+         acquired_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+         holder_pid INT
        )`,
     );
   }

@@ -11,22 +11,28 @@ export interface LeaderLeaseRow {
 }
 
 /**
- * One statement per election tick: renews the lease while `holder` holds it (keeping its term),
- * or takes it once it has expired (term + 1), or creates it (term 1). Returns the term this
- * holder now leads under, or null when another node holds an unexpired lease. The expiry is
- * computed by the database at execution, later than the caller sent it, so a caller that counts
- * its lease from the moment it sent the statement never believes it longer than the row says.
+ * One statement per election tick, on the election's own connection: renews the lease while
+ * `holder` holds it (keeping its term), or takes it (term + 1) once it has expired or once the
+ * session that held it is gone (its process died: no need to wait for the expiry), or creates
+ * it (term 1). Returns the term this holder now leads under, or null when another node holds a
+ * live lease. The expiry is computed by the database at execution, later than the caller sent
+ * it, so a caller that counts its lease from the moment it sent the statement never believes it
+ * longer than the row says. A holder whose session was cut while its process lives loses the
+ * lease to the taker; its reaping passes are fenced by the term, so that is safe.
  */
 export async function acquireOrRenewLeaderLease(db: SqlExecutor, name: string, holder: string, ttlMs: number): Promise<string | null> {
   const { rows } = await db.query<{ term: string }>(
-    `INSERT INTO duraflow_leader AS l (name, holder, term, expires_at, acquired_at)
-     VALUES ($1, $2, 1, clock_timestamp() + $3 * interval '1 millisecond', clock_timestamp())
+    `INSERT INTO duraflow_leader AS l (name, holder, term, expires_at, acquired_at, holder_pid)
+     VALUES ($1, $2, 1, clock_timestamp() + $3 * interval '1 millisecond', clock_timestamp(), pg_backend_pid())
      ON CONFLICT (name) DO UPDATE
      SET term = CASE WHEN l.holder = EXCLUDED.holder AND l.expires_at > clock_timestamp() THEN l.term ELSE l.term + 1 END,
          acquired_at = CASE WHEN l.holder = EXCLUDED.holder AND l.expires_at > clock_timestamp() THEN l.acquired_at ELSE clock_timestamp() END,
          holder = EXCLUDED.holder,
-         expires_at = EXCLUDED.expires_at
-     WHERE l.holder = EXCLUDED.holder OR l.expires_at <= clock_timestamp()
+         expires_at = EXCLUDED.expires_at,
+         holder_pid = EXCLUDED.holder_pid
+     WHERE l.holder = EXCLUDED.holder
+        OR l.expires_at <= clock_timestamp()
+        OR (l.holder_pid IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = l.holder_pid))
      RETURNING l.term::text AS term`,
     [name, holder, ttlMs],
   );
