@@ -65,10 +65,13 @@ export interface DuraflowReaperOptions {
   intervalMs?: number;
   /** A running task whose heartbeat is older than this is stale. Default 30 s. */
   staleAfterMs?: number;
-  /** Leader key time-to-live: a dead leader is replaced within it. Default 30 s. */
+  /**
+   * Leader key (or lease row) time-to-live: a frozen or blocked leader is replaced within it
+   * plus one tick (a dead one sooner in PostgreSQL: its session is gone). Default 30 s.
+   */
   leaderTtlMs?: number;
   /**
-   * The Redis key the leader holds (the advisory-lock name without Redis). Default
+   * The Redis key the leader holds (the lease row's name without Redis). Default
    * `duraflow:reaper:leader`; give each deployment sharing one Redis its own.
    */
   leaderKey?: string;
@@ -79,7 +82,7 @@ export interface DuraflowModuleOptions {
   dataSource?: string;
   /** This process's worker id (written to agent_tasks.worker_id). Default `<hostname>-<pid>-<random>`. */
   workerId?: string;
-  /** Redis for reaper leader election; without it a PostgreSQL advisory lock elects the leader. */
+  /** Redis for reaper leader election; without it a lease row in PostgreSQL (duraflow_leader) elects the leader. */
   redis?: DuraflowRedisOptions;
   worker?: DuraflowWorkerOptions;
   /** Default 5 s. */

@@ -31,7 +31,7 @@ export type LeaderElectionLogger = Pick<LoggerService, 'log' | 'warn'>;
 const LEADER_APPLICATION_NAME_PREFIX = 'duraflow-leader ';
 
 /**
- * The `application_name` of the session that holds (or tries for) the PostgreSQL advisory lock:
+ * The `application_name` of the session of the PostgreSQL leader election's connection (its lease row's holder_pid):
  * `duraflow-leader <worker id>`, cut to the 63 characters PostgreSQL keeps.
  */
 export function reaperLeaderApplicationName(workerId: string): string {

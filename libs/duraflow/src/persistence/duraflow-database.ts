@@ -134,7 +134,7 @@ export class DuraflowDatabase implements SqlExecutor, OnModuleInit {
   }
 
   /**
-   * A connection of its own, outside the pool (LISTEN, the leader's advisory lock): same server
+   * A connection of its own, outside the pool (LISTEN, the leader's lease): same server
    * and credentials; `applicationName` names it in pg_stat_activity.
    */
   createDedicatedClient(applicationName?: string): Client {
