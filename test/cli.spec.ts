@@ -16,6 +16,8 @@ const MIGRATIONS = [
   'SeedSchema1700000000000',
   'EngineColumns1700000000001',
   'SagaColumns1700000000002',
+  'LeaderLease1700000000100',
+  'DurablePrimitives1700000000200',
   'TraceContext1700000000300',
   'FlowControl1700000000400',
   'SafeDeploys1700000000500',
@@ -115,7 +117,7 @@ describe('the duraflow command line', () => {
         expect(report.oldestPending.waitingMs).toBeGreaterThanOrEqual(95_000);
         expect(report.scheduledLater).toBe(1);
         expect(report.deadLetters).toMatchObject({ total: 1, byWorkflow: [{ workflowName: 'alpha', count: 1 }] });
-        expect(report.leader).toEqual({ via: 'postgres', key: 'duraflow:reaper:leader', session: null });
+        expect(report.leader).toEqual({ via: 'postgres', key: 'duraflow:reaper:leader', lease: null });
       },
       CHILD_TIMEOUT_MS,
     );
@@ -179,7 +181,7 @@ describe('the duraflow command line', () => {
         expect(run.stdout).toMatch(/Oldest runnable pending task: waiting 1m \d+s \(00000000-0000-4000-8000-000000000004, alpha\)/);
         expect(run.stdout).toContain('Pending tasks scheduled for later: 1');
         expect(run.stdout).toMatch(/Dead letters: 1 \(alpha: 1\), oldest \d{4}-/);
-        expect(run.stdout).toContain('Reaper leader: none (no session holds the PostgreSQL advisory lock "duraflow:reaper:leader")');
+        expect(run.stdout).toContain('Reaper leader: none (no node has held the PostgreSQL leader lease "duraflow:reaper:leader")');
       },
       CHILD_TIMEOUT_MS,
     );
@@ -233,14 +235,15 @@ describe('the duraflow command line', () => {
       afterAll(() => bed.close(app));
 
       it(
-        'names the worker that holds the PostgreSQL advisory lock',
+        'names the worker that holds the PostgreSQL leader lease, with its term',
         async () => {
           const run = await duraflow(['status', '--url', db.url]);
           expect(run.stdout).toMatch(
-            new RegExp(`Reaper leader: ${workerId} \\(PostgreSQL advisory lock "duraflow:reaper:leader", backend pid \\d+`),
+            new RegExp(`Reaper leader: ${workerId} \\(PostgreSQL leader lease "duraflow:reaper:leader", term 1, expires in \\d+`),
           );
           const json = JSON.parse((await duraflow(['status', '--url', db.url, '--json'])).stdout);
-          expect(json.leader.session).toMatchObject({ workerId, applicationName: `duraflow-leader ${workerId}` });
+          expect(json.leader.lease).toMatchObject({ holder: workerId, term: '1' });
+          expect(json.leader.lease.expiresInMs).toBeGreaterThan(0);
         },
         CHILD_TIMEOUT_MS,
       );
@@ -249,7 +252,7 @@ describe('the duraflow command line', () => {
         'looks for the leader key the app was given (--leader-key)',
         async () => {
           const json = JSON.parse((await duraflow(['status', '--url', db.url, '--json', '--leader-key', 'another:key'])).stdout);
-          expect(json.leader).toEqual({ via: 'postgres', key: 'another:key', session: null });
+          expect(json.leader).toEqual({ via: 'postgres', key: 'another:key', lease: null });
         },
         CHILD_TIMEOUT_MS,
       );

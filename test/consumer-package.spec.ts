@@ -266,7 +266,7 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
         const env = hostEnvironment({ DATABASE_URL: db.url });
         const migrate = await runOrThrow('npx', ['--no', 'duraflow', 'migrate'], { cwd: app.dir, env });
         expect(migrate.stdout).toMatch(
-          /^Applied to .+: SeedSchema1700000000000, EngineColumns1700000000001, SagaColumns1700000000002, TraceContext1700000000300, FlowControl1700000000400, SafeDeploys1700000000500, Schedules1700000000700\n$/,
+          /^Applied to .+: SeedSchema1700000000000, EngineColumns1700000000001, SagaColumns1700000000002, LeaderLease1700000000100, DurablePrimitives1700000000200, TraceContext1700000000300, FlowControl1700000000400, SafeDeploys1700000000500, Schedules1700000000700\n$/,
         );
         const status = await runOrThrow('npx', ['--no', 'duraflow', 'status'], { cwd: app.dir, env });
         expect(status.stdout).toContain('Tasks: none');
@@ -335,6 +335,8 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
         'SeedSchema1700000000000',
         'EngineColumns1700000000001',
         'SagaColumns1700000000002',
+        'LeaderLease1700000000100',
+        'DurablePrimitives1700000000200',
         'TraceContext1700000000300',
         'FlowControl1700000000400',
         'SafeDeploys1700000000500',

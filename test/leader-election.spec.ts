@@ -342,33 +342,30 @@ describe('Reaper leader election', () => {
     });
   });
 
-  describe('on PostgreSQL (no Redis)', () => {
-    const bed = useTestBed({ database: { migrate: false } });
+  describe('on PostgreSQL (no Redis): a lease row with a term', () => {
+    const bed = useTestBed();
+    const TTL_MS = 1_000;
 
     function postgresNode(
       key: string,
       logger = new RecordingLogger(),
       createClient = () => new Client({ connectionString: bed.db.url }),
     ): PostgresLeaderElection {
-      const node = new PostgresLeaderElection({ key, createClient, logger });
+      const node = new PostgresLeaderElection({ key, createClient, workerId: `node-${randomUUID()}`, ttlMs: TTL_MS, logger });
       opened.push(node);
       return node;
     }
 
-    /** The backends holding this node's advisory lock (a bigint key shows as classid/objid halves). */
-    async function lockHolders(node: PostgresLeaderElection): Promise<number[]> {
-      const id = BigInt.asUintN(64, BigInt(node.lockId));
-      const { rows } = await bed.db.client.query<{ pid: number }>(
-        `SELECT pid FROM pg_locks
-          WHERE locktype = 'advisory' AND granted AND objsubid = 1
-            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-            AND classid = $1::bigint::oid AND objid = $2::bigint::oid`,
-        [(id >> 32n).toString(), (id & 0xffffffffn).toString()],
+    /** The key's lease row: who holds it, under which term, and whether it is still running. */
+    async function lease(key: string): Promise<{ holder: string; term: string; live: boolean } | undefined> {
+      const { rows } = await bed.db.client.query<{ holder: string; term: string; live: boolean }>(
+        `SELECT holder, term::text AS term, expires_at > clock_timestamp() AS live FROM duraflow_leader WHERE name = $1`,
+        [key],
       );
-      return rows.map((row) => row.pid);
+      return rows[0];
     }
 
-    it('elects exactly one of two nodes: the one whose session holds the advisory lock', async () => {
+    it('elects exactly one of two nodes: the one whose name the lease row holds, under term 1', async () => {
       const key = uniqueKey();
       const nodes: [PostgresLeaderElection, PostgresLeaderElection] = [postgresNode(key), postgresNode(key)];
 
@@ -376,16 +373,18 @@ describe('Reaper leader election', () => {
 
       expect(leader.isLeader()).toBe(true);
       expect(follower.isLeader()).toBe(false);
-      expect(leader.backendPid).toEqual(expect.any(Number));
-      expect(await lockHolders(leader)).toEqual([leader.backendPid]);
+      expect(leader.term).toBe('1');
+      expect(await lease(key)).toEqual({ holder: leader.workerId, term: '1', live: true });
       for (let round = 0; round < 3; round++) {
+        await sleep(TTL_MS / 2);
         expect(await leader.tick()).toBe(true);
         expect(await follower.tick()).toBe(false);
       }
-      expect(await lockHolders(leader)).toEqual([leader.backendPid]);
+      // Renewed past several halves of its ttl, by compare-and-set: same holder, same term.
+      expect(await lease(key)).toEqual({ holder: leader.workerId, term: '1', live: true });
     });
 
-    it('hands leadership over on close: the other node takes it on its next tick', async () => {
+    it('hands leadership over on close: the lease expires at once and the other node takes it with the next term', async () => {
       const key = uniqueKey();
       const nodes: [PostgresLeaderElection, PostgresLeaderElection] = [postgresNode(key), postgresNode(key)];
       const [leader, follower] = leaderAndFollower(nodes, await Promise.all(nodes.map((node) => node.tick())));
@@ -393,13 +392,53 @@ describe('Reaper leader election', () => {
       await leader.close();
 
       expect(leader.isLeader()).toBe(false);
-      expect(await lockHolders(leader)).toEqual([]);
+      expect(await lease(key)).toEqual({ holder: leader.workerId, term: '1', live: false });
       expect(await follower.tick()).toBe(true);
-      expect(await lockHolders(follower)).toEqual([follower.backendPid]);
+      expect(await lease(key)).toEqual({ holder: follower.workerId, term: '2', live: true });
       await expect(leader.close()).resolves.toBeUndefined();
     });
 
-    it('steps down when its session is terminated, the other node takes over, and it can lead again later', async () => {
+    it('replaces a leader that stopped ticking once its lease expires, and that leader then finds it lost (a new term)', async () => {
+      const key = uniqueKey();
+      const stalled = postgresNode(key);
+      const other = postgresNode(key);
+      expect(await stalled.tick()).toBe(true);
+      expect(await other.tick()).toBe(false);
+
+      // The stalled node does not tick (a frozen process); its lease is not renewed.
+      await eventually('the other node takes the expired lease', () => other.tick(), { timeoutMs: 10_000 });
+      expect(stalled.isLeader()).toBe(false);
+      expect(await lease(key)).toEqual({ holder: other.workerId, term: '2', live: true });
+      expect(await stalled.tick()).toBe(false);
+      expect(await stalled.fence()).toBeUndefined();
+      expect(await other.fence()).toEqual({ kind: 'lease', name: key, holder: other.workerId, term: '2' });
+    });
+
+    it("lets another node take the lease at once, without waiting for its expiry, once the holder's session is gone", async () => {
+      const key = uniqueKey();
+      const longTtl = (workerId: string) =>
+        new PostgresLeaderElection({
+          key,
+          workerId,
+          ttlMs: 60_000,
+          createClient: () => new Client({ connectionString: bed.db.url }),
+          logger: new RecordingLogger(),
+        });
+      const dead = longTtl(`dead-${randomUUID()}`);
+      const other = longTtl(`other-${randomUUID()}`);
+      opened.push(dead, other);
+      expect(await dead.tick()).toBe(true);
+      expect(await other.tick()).toBe(false);
+
+      // What a SIGKILLed process leaves: its row, live for another minute, and no session.
+      await terminateBackends(bed.db.client, [dead.backendPid!], 5000);
+
+      expect(await other.tick()).toBe(true);
+      expect(await lease(key)).toEqual({ holder: other.workerId, term: '2', live: true });
+      expect(await dead.tick()).toBe(false);
+    });
+
+    it('steps down when its connection is terminated, the other node takes over, and it can lead again later', async () => {
       const key = uniqueKey();
       const logger = new RecordingLogger();
       const terminated = postgresNode(key, logger);
@@ -413,7 +452,7 @@ describe('Reaper leader election', () => {
       expect(await terminated.tick()).toBe(false);
       expect(terminated.isLeader()).toBe(false);
       await eventually('the other node takes over', () => other.tick(), { timeoutMs: 10_000 });
-      expect(await lockHolders(other)).toEqual([other.backendPid]);
+      expect(await lease(key)).toEqual({ holder: other.workerId, term: '2', live: true });
 
       expect(await terminated.tick()).toBe(false);
       expect(terminated.backendPid).toEqual(expect.any(Number));
@@ -421,7 +460,7 @@ describe('Reaper leader election', () => {
 
       await other.close();
       expect(await terminated.tick()).toBe(true);
-      expect(await lockHolders(terminated)).toEqual([terminated.backendPid]);
+      expect(await lease(key)).toEqual({ holder: terminated.workerId, term: '3', live: true });
       expect(logger.warnings.filter((message) => message.includes('PostgreSQL session lost'))).toHaveLength(1);
       expect(logger.logs.filter((message) => message.includes('PostgreSQL is reachable again'))).toHaveLength(1);
     });
@@ -442,7 +481,7 @@ describe('Reaper leader election', () => {
 
       reachable = true;
       expect(await node.tick()).toBe(true);
-      expect(await lockHolders(node)).toEqual([node.backendPid]);
+      expect(await lease(key)).toEqual({ holder: node.workerId, term: '1', live: true });
       expect(logger.logs.filter((message) => message.includes('PostgreSQL is reachable again'))).toHaveLength(1);
     });
   });

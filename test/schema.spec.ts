@@ -21,6 +21,7 @@ const MIGRATIONS = [
   'SeedSchema1700000000000',
   'EngineColumns1700000000001',
   'SagaColumns1700000000002',
+  'LeaderLease1700000000100',
   'DurablePrimitives1700000000200',
   'TraceContext1700000000300',
   'FlowControl1700000000400',
@@ -31,6 +32,7 @@ const MIGRATIONS = [
 const TABLES = [
   'agent_tasks',
   'dead_letter_queue',
+  'duraflow_leader',
   'duraflow_schedule_ticks',
   'duraflow_schedules',
   'flow_limits',
@@ -205,7 +207,7 @@ describe('schema (seed 000 "Database Schema")', () => {
   const bed = useTestBed();
 
   describe('tables', () => {
-    it('has the three seed tables, TypeORM migrations table and the engine’s own tables (signals, schedules, flow control), and no other table', async () => {
+    it('has the three seed tables, TypeORM migrations table and the engine’s own tables (leader lease, signals, schedules, flow control), and no other table', async () => {
       expect(await publicTables(bed.db.client)).toEqual(TABLES);
     });
 

@@ -113,14 +113,17 @@ async function recoverOnce(ctx: BenchContext, run: number, cadenceWindowMs?: num
     let cadence: RecoveryRun['cadence'];
     if (cadenceWindowMs) {
       // How often the leader really reaps: counted from its duraflow_reap statements.
-      const before = (await rescuer.queryCounts()).duraflow_reap ?? 0;
+      // duraflow_reap (unfenced), duraflow_reap_leased / duraflow_reap_until (the leader's fenced passes).
+      const reaps = (counts: Record<string, number>) =>
+        Object.entries(counts).reduce((sum, [name, count]) => (name.startsWith('duraflow_reap') ? sum + count : sum), 0);
+      const before = reaps(await rescuer.queryCounts());
       const from = performance.now();
       await sleep(cadenceWindowMs);
-      const passes = ((await rescuer.queryCounts()).duraflow_reap ?? 0) - before;
+      const passes = reaps(await rescuer.queryCounts()) - before;
       const windowMs = performance.now() - from;
       if (!passes) {
         throw new Error(
-          `the surviving leader sent no duraflow_reap statement in ${Math.round(windowMs)} ms: if the reaping statement was renamed, update bench/scenarios/recovery.ts`,
+          `the surviving leader sent no duraflow_reap* statement in ${Math.round(windowMs)} ms: if the reaping statement was renamed, update bench/scenarios/recovery.ts`,
         );
       }
       cadence = { windowMs, passes, meanIntervalMs: windowMs / passes };

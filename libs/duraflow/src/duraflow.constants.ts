@@ -6,7 +6,7 @@ export const COMPENSATE_METADATA = 'duraflow:compensate';
 export const RESOLVED_DURAFLOW_OPTIONS = Symbol('DURAFLOW_RESOLVED_OPTIONS');
 
 /**
- * The key (Redis) or advisory-lock name (PostgreSQL) the reaper's leader holds, unless
+ * The key (Redis) or lease row name (PostgreSQL, duraflow_leader) the reaper's leader holds, unless
  * `reaper.leaderKey` names another: nodes that share it elect one leader between them.
  */
 export const REAPER_LEADER_KEY = 'duraflow:reaper:leader';

@@ -43,6 +43,16 @@ export interface DuraflowWorkerOptions {
   prefetch?: number | 'auto';
   /** On shutdown, how long running tasks may finish before they are handed back. Default 10 s. */
   shutdownTimeoutMs?: number;
+  /**
+   * A run whose lease (its last heartbeat or claim that landed, on a monotonic clock) is older
+   * than this confirms it with one fenced statement before it starts a step, a compensation or
+   * the run function, and stops without calling them when another worker has the task by then
+   * (its process was frozen, or its event loop blocked, past `reaper.staleAfterMs`). Younger
+   * leases cost nothing: heartbeats keep a healthy run's lease younger than
+   * `heartbeatIntervalMs`. 0 to confirm before every step; less than `reaper.staleAfterMs`.
+   * Default `floor(reaper.staleAfterMs / 3)` (10 s with the default 30 s).
+   */
+  leaseConfirmAfterMs?: number;
   /** When to take less work: a process that lags or holds too many tasks claims less, instead of falling further behind. */
   backpressure?: DuraflowBackpressureOptions;
 }
@@ -65,10 +75,13 @@ export interface DuraflowReaperOptions {
   intervalMs?: number;
   /** A running task whose heartbeat is older than this is stale. Default 30 s. */
   staleAfterMs?: number;
-  /** Leader key time-to-live: a dead leader is replaced within it. Default 30 s. */
+  /**
+   * Leader key (or lease row) time-to-live: a frozen or blocked leader is replaced within it
+   * plus one tick (a dead one sooner in PostgreSQL: its session is gone). Default 30 s.
+   */
   leaderTtlMs?: number;
   /**
-   * The Redis key the leader holds (the advisory-lock name without Redis). Default
+   * The Redis key the leader holds (the lease row's name without Redis). Default
    * `duraflow:reaper:leader`; give each deployment sharing one Redis its own.
    */
   leaderKey?: string;
@@ -112,7 +125,7 @@ export interface DuraflowModuleOptions {
   listenUrl?: string;
   /** This process's worker id (written to agent_tasks.worker_id). Default `<hostname>-<pid>-<random>`. */
   workerId?: string;
-  /** Redis for reaper leader election; without it a PostgreSQL advisory lock elects the leader. */
+  /** Redis for reaper leader election; without it a lease row in PostgreSQL (duraflow_leader) elects the leader. */
   redis?: DuraflowRedisOptions;
   worker?: DuraflowWorkerOptions;
   /** Default 5 s. */
@@ -227,6 +240,8 @@ export const DURAFLOW_DEFAULTS = Object.freeze({
     maxIdlePollIntervalMs: 30_000,
     prefetch: 'auto' as number | 'auto',
     shutdownTimeoutMs: 10_000,
+    /** With the default `reaper.staleAfterMs`; in general `defaultLeaseConfirmAfterMs(staleAfterMs)`. */
+    leaseConfirmAfterMs: 10_000,
     backpressure: Object.freeze({ maxQueuedTasks: 1000, maxEventLoopLagMs: 100, lagWindowMs: 1000, slowdownFactor: 4 }),
   }),
   heartbeatIntervalMs: 5_000,
@@ -240,11 +255,17 @@ export const DURAFLOW_DEFAULTS = Object.freeze({
   unknownInputProperties: 'strip' as UnknownInputProperties,
 });
 
+/** The default of `worker.leaseConfirmAfterMs`: a third of `staleAfterMs`, so a lease is confirmed while two thirds of its life are left. */
+export function defaultLeaseConfirmAfterMs(staleAfterMs: number): number {
+  return Math.floor(staleAfterMs / 3);
+}
+
 export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): ResolvedDuraflowOptions {
   const defaults = DURAFLOW_DEFAULTS;
   if (options.retention !== undefined && (typeof options.retention !== 'object' || options.retention === null)) {
     throw new InvalidDuraflowOptionsError('retention', 'must be { completed?, failed?, rolledBack?, cancelled? } (durations in ms).');
   }
+  const staleAfterMs = options.reaper?.staleAfterMs ?? defaults.reaper.staleAfterMs;
   const resolved: ResolvedDuraflowOptions = {
     dataSource: options.dataSource,
     pooler: options.pooler ?? 'none',
@@ -258,6 +279,8 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
       maxIdlePollIntervalMs: options.worker?.maxIdlePollIntervalMs ?? defaults.worker.maxIdlePollIntervalMs,
       prefetch: options.worker?.prefetch ?? defaults.worker.prefetch,
       shutdownTimeoutMs: options.worker?.shutdownTimeoutMs ?? defaults.worker.shutdownTimeoutMs,
+      leaseConfirmAfterMs:
+        options.worker?.leaseConfirmAfterMs ?? (typeof staleAfterMs === 'number' ? defaultLeaseConfirmAfterMs(staleAfterMs) : staleAfterMs),
       backpressure: {
         maxQueuedTasks: options.worker?.backpressure?.maxQueuedTasks ?? defaults.worker.backpressure.maxQueuedTasks,
         maxEventLoopLagMs: options.worker?.backpressure?.maxEventLoopLagMs ?? defaults.worker.backpressure.maxEventLoopLagMs,
@@ -269,7 +292,7 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
     reaper: {
       enabled: options.reaper?.enabled ?? defaults.reaper.enabled,
       intervalMs: options.reaper?.intervalMs ?? defaults.reaper.intervalMs,
-      staleAfterMs: options.reaper?.staleAfterMs ?? defaults.reaper.staleAfterMs,
+      staleAfterMs,
       leaderTtlMs: options.reaper?.leaderTtlMs ?? defaults.reaper.leaderTtlMs,
       leaderKey: options.reaper?.leaderKey ?? defaults.reaper.leaderKey,
     },
@@ -330,6 +353,14 @@ function checkResolvedOptions(resolved: ResolvedDuraflowOptions): void {
   checkInteger('reaper.intervalMs', resolved.reaper.intervalMs, 1);
   checkInteger('reaper.staleAfterMs', resolved.reaper.staleAfterMs, 1);
   checkInteger('reaper.leaderTtlMs', resolved.reaper.leaderTtlMs, 1);
+  checkInteger('worker.leaseConfirmAfterMs', resolved.worker.leaseConfirmAfterMs, 0);
+  if (resolved.worker.leaseConfirmAfterMs >= resolved.reaper.staleAfterMs) {
+    throw new InvalidDuraflowOptionsError(
+      'worker.leaseConfirmAfterMs',
+      `must be less than reaper.staleAfterMs (${resolved.reaper.staleAfterMs}), got ${resolved.worker.leaseConfirmAfterMs}: ` +
+        'a lease must be confirmed while the reaper still leaves the task to its worker.',
+    );
+  }
   checkText('reaper.leaderKey', resolved.reaper.leaderKey, 255);
   for (const status of RETENTION_STATUSES) {
     const keepMs = resolved.retention[status];

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
@@ -51,6 +52,7 @@ export class LeaseHeartbeat implements OnApplicationShutdown {
     // One beat at a time: during an outage a beat waits, and ticks must not pile up on the pool.
     if (!leases.length || this.beating) return;
     this.beating = true;
+    const sentAt = performance.now();
     let owned: Set<string>;
     try {
       owned = await this.tasks.heartbeat(
@@ -68,7 +70,8 @@ export class LeaseHeartbeat implements OnApplicationShutdown {
     if (this.failing) this.logger.log('Heartbeat works again');
     this.failing = false;
     for (const lease of leases) {
-      if (!owned.has(lease.claimToken) && this.leases.has(lease)) lease.stop('lease-lost');
+      if (owned.has(lease.claimToken)) lease.confirmed(sentAt);
+      else if (this.leases.has(lease)) lease.stop('lease-lost');
     }
   }
 }

@@ -4,7 +4,7 @@ import { REAPER_INTERVAL_NAME, RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.con
 import { ResolvedDuraflowOptions } from '../duraflow.options';
 import { ReapResult } from '../interfaces/reap-result';
 import { TaskStatus } from '../interfaces/task-status';
-import { createLeaderElection, LeaderElection, reaperLeaderApplicationName } from '../leader';
+import { createLeaderElection, LeaderElection, LeaderFence, reaperLeaderApplicationName } from '../leader';
 import { TaskNotifications } from '../notifications/task-notifications';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { TaskStore } from '../persistence/task.store';
@@ -17,8 +17,10 @@ import { RetentionSweeper } from './retention-sweeper';
 /**
  * The reaper's loop: recovers the tasks of dead workers (running tasks whose heartbeat went
  * stale). On every tick each node tries to become or stay leader (Redis key with a ttl, or a
- * PostgreSQL advisory lock without Redis), ticking often enough to renew within the ttl; only
- * the leader reaps, every `reaper.intervalMs`. The interval is registered in @nestjs/schedule's
+ * lease row in PostgreSQL without Redis), ticking often enough to renew within the ttl; only
+ * the leader reaps, every `reaper.intervalMs`, and its reap statement carries the election's
+ * fence (LeaderFence), so a pass by a leader that lost its leadership meanwhile (a frozen
+ * process that wakes) changes nothing. The interval is registered in @nestjs/schedule's
  * SchedulerRegistry when the host imported `ScheduleModule.forRoot()`. While the database is
  * quiet (the last pass found nothing, and LISTEN, up all along, heard no task submitted or
  * finished since) the leader reaps every `staleAfterMs` instead: no task can have gone stale
@@ -57,7 +59,7 @@ export class ReaperLoop {
     return this.election?.isLeader() ?? false;
   }
 
-  /** How leadership is decided here: `redis` with a `redis` option, `postgres` (advisory lock) without. */
+  /** How leadership is decided here: `redis` with a `redis` option, `postgres` (a lease row) without. */
   get electionKind(): 'redis' | 'postgres' | undefined {
     return this.election?.kind;
   }
@@ -68,7 +70,7 @@ export class ReaperLoop {
     const { intervalMs, leaderTtlMs, leaderKey } = this.options.reaper;
     this.election = createLeaderElection({
       redis: this.options.redis,
-      // Named after this worker, so `duraflow status` can tell which node holds the lock.
+      // Named after this worker, so pg_stat_activity tells which node's connection it is.
       createClient: () => this.db.createDedicatedClient(reaperLeaderApplicationName(this.options.workerId)),
       key: leaderKey,
       workerId: this.options.workerId,
@@ -93,7 +95,7 @@ export class ReaperLoop {
     this.tick();
   }
 
-  /** Stops ticking and gives leadership up (compare-and-delete in Redis, unlock in PostgreSQL). */
+  /** Stops ticking and gives leadership up (compare-and-delete in Redis, the lease row expired in PostgreSQL). */
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) {
@@ -109,8 +111,13 @@ export class ReaperLoop {
   }
 
   /** One reaping pass over tasks stale for longer than `reaper.staleAfterMs`, on any node (leader or not). */
-  async reapOnce(): Promise<ReapResult> {
-    const reaped = await this.tasks.reapStaleTasks(this.options.reaper.staleAfterMs);
+  reapOnce(): Promise<ReapResult> {
+    return this.reap();
+  }
+
+  /** A reaping pass; with a fence, it changes nothing unless the fence still holds when the statement runs. */
+  async reap(fence?: LeaderFence): Promise<ReapResult> {
+    const reaped = await this.tasks.reapStaleTasks(this.options.reaper.staleAfterMs, fence);
     const result: ReapResult = {
       requeued: reaped.filter((task) => task.action === 'requeue').map((task) => task.id),
       rollingBack: reaped.filter((task) => task.action === 'rollback').map((task) => task.id),
@@ -184,8 +191,10 @@ export class ReaperLoop {
     }
     this.quietSkips = 0;
     try {
+      const fence = await election.fence(this.db);
+      if (!fence || this.stopped) return;
       const startedAt = Date.now();
-      const result = await this.reapOnce();
+      const result = await this.reap(fence);
       const found = result.requeued.length + result.rollingBack.length + result.ended.length;
       this.lastPass = { at: startedAt, found };
       if (this.reapFailing) this.logger.log('Reaping works again');

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
@@ -285,6 +286,8 @@ export class WorkerLoop {
       if (free <= 0) return;
       let claimed: ClaimedTask[];
       const claimStarted = performance.now();
+      // The claim stamps heartbeat_at after this: its leases are at least this old.
+      const claimedAt = claimStarted;
       try {
         claimed = await this.claimer.claim(this.options.workerId, free);
         this.observer.metrics.claimed((performance.now() - claimStarted) / 1000, claimed.map(claimWait));
@@ -297,13 +300,13 @@ export class WorkerLoop {
       if (this.claimFailing) this.logger.log('Claiming tasks works again');
       this.claimFailing = false;
       if (claimed.length) this.noteActivity();
-      for (const task of claimed) this.admit(task);
+      for (const task of claimed) this.admit(task, claimedAt);
       if (claimed.length < free) return;
     }
   }
 
-  private admit(claimed: ClaimedTask): void {
-    const lease = this.leases.open(claimed.task.id, claimed.claimToken);
+  private admit(claimed: ClaimedTask, claimedAt: number): void {
+    const lease = this.leases.open(claimed.task.id, claimed.claimToken, claimedAt);
     this.counters.claimed++;
     this.pool.admit(lease, (slot) =>
       this.observer

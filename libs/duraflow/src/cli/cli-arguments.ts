@@ -17,7 +17,7 @@ Commands:
 Options:
   --url <postgres-url>   The database (default: DATABASE_URL)
   --redis <redis-url>    status: read the reaper leader from Redis (default: REDIS_URL; without
-                         either, from the PostgreSQL advisory lock)
+                         either, from the PostgreSQL leader lease row)
   --leader-key <key>     status: the reaper.leaderKey option of the app (default duraflow:reaper:leader)
   --json                 status, replay-check: print JSON
   --module <file>        replay-check: where today's workflows are (a compiled .js file; #Name picks an export)

@@ -12,7 +12,7 @@ import { readRedisLeader, RedisLeader } from './leader-status';
 
 export interface StatusCommandOptions {
   url: string;
-  /** Read the leader from this Redis instead of the PostgreSQL advisory lock. */
+  /** Read the leader from this Redis instead of the PostgreSQL leader lease row. */
   redis?: string;
   leaderKey?: string;
   json: boolean;
@@ -26,7 +26,7 @@ export interface StatusReport extends QueueStatus, DeployStatus {
   limits: FlowLimitStats[];
   leader:
     | { via: 'redis'; key: string; workerId: string | null; expiresInMs: number | null }
-    | { via: 'postgres'; key: string; session: QueueStatus['postgresLeader'] };
+    | { via: 'postgres'; key: string; lease: QueueStatus['postgresLeader'] };
 }
 
 /** `duraflow status`: the queue at a glance, as text or JSON. */
@@ -63,7 +63,7 @@ export async function statusCommand(options: StatusCommandOptions, print: (line:
     ...deploy,
     schedules,
     limits,
-    leader: redisLeader ? { via: 'redis', key, ...redisLeader } : { via: 'postgres', key, session: queue.postgresLeader },
+    leader: redisLeader ? { via: 'redis', key, ...redisLeader } : { via: 'postgres', key, lease: queue.postgresLeader },
   };
   if (options.json) print(JSON.stringify(report, null, 2));
   else formatStatus(report).forEach((line) => print(line));
@@ -188,12 +188,17 @@ function formatLeader(leader: StatusReport['leader']): string {
       ? `Reaper leader: ${leader.workerId} (Redis key ${leader.key}${leader.expiresInMs === null ? '' : `, expires in ${formatDuration(leader.expiresInMs)} unless renewed`})`
       : `Reaper leader: none (Redis key ${leader.key} is not set)`;
   }
-  const session = leader.session;
-  if (!session) return `Reaper leader: none (no session holds the PostgreSQL advisory lock "${leader.key}")`;
-  const who = session.workerId ?? `a session named ${JSON.stringify(session.applicationName ?? '')}`;
+  const lease = leader.lease;
+  if (!lease) return `Reaper leader: none (no node has held the PostgreSQL leader lease "${leader.key}")`;
+  if (lease.expiresInMs <= 0) {
+    return (
+      `Reaper leader: none (the PostgreSQL leader lease "${leader.key}" of ${lease.holder}, term ${lease.term}, ` +
+      `expired ${formatDuration(-lease.expiresInMs)} ago)`
+    );
+  }
   return (
-    `Reaper leader: ${who} (PostgreSQL advisory lock "${leader.key}", backend pid ${session.pid}` +
-    `${session.clientAddress ? ` from ${session.clientAddress}` : ''}, connected since ${session.backendStart.toISOString()})`
+    `Reaper leader: ${lease.holder} (PostgreSQL leader lease "${leader.key}", term ${lease.term}, ` +
+    `expires in ${formatDuration(lease.expiresInMs)} unless renewed, held since ${lease.acquiredAt.toISOString()})`
   );
 }
 

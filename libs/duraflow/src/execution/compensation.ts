@@ -15,6 +15,8 @@ export interface CompensationCall {
   signal: AbortSignal;
   /** Attempts to make at most; default: the compensation's retries + 1. */
   maxAttempts?: number;
+  /** Awaited before each attempt starts (the lease confirms itself if old); an attempt starts only if `signal` has not aborted by then. */
+  beforeAttempt?: () => Promise<void>;
 }
 
 export type CompensationResult = { ok: true; attempts: number } | { ok: false; error: unknown; attempts: number };
@@ -28,6 +30,8 @@ export async function runCompensation(call: CompensationCall): Promise<Compensat
   const { timeout, retries, backoff } = compensation.options;
   const maxAttempts = call.maxAttempts ?? retries + 1;
   for (let attempt = 1; ; attempt++) {
+    await call.beforeAttempt?.();
+    if (signal.aborted) throw signal.reason;
     try {
       await runAttempt(
         (handle) =>

@@ -117,6 +117,7 @@ export class SagaExecutor {
             workflowName: task.workflowName,
             stepKey: step.stepKey,
             signal: lease.signal,
+            beforeAttempt: () => lease.confirmIfOld(),
           }).catch(() => undefined), // rejects only when the lease stopped
       );
       if (!result) return false;

@@ -122,6 +122,8 @@ export class MemoizedStepRunner implements StepRunner {
     let attempt = memo?.attempt ?? 0;
     let rowMayExist = memo !== undefined;
     for (let retry = 0; ; retry++) {
+      await this.lease.confirmIfOld(); // a lease that got old is confirmed before the body starts
+      this.throwIfStopped();
       attempt++;
       const startedAt = new Date();
       let value: T;

@@ -89,6 +89,8 @@ export class TaskExecutor {
     };
 
     let output: unknown;
+    await lease.confirmIfOld(); // a claim that waited (prefetch, a stalled loop) is confirmed before user code
+    if (lease.stoppedBecause) return 'stopped';
     try {
       output = await runScopeStorage.run(runner.scope, () => workflow.run(ctx));
     } catch (error) {

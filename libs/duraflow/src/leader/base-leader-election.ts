@@ -1,5 +1,7 @@
 import { Logger } from '@nestjs/common';
+import type { SqlExecutor } from '../persistence/duraflow-database';
 import { describeError } from '../util/describe-error';
+import { LeaderFence } from './leader-fence';
 import { LeaderElection, LeaderElectionLogger } from './leader-election';
 
 /**
@@ -26,6 +28,8 @@ export abstract class BaseLeaderElection implements LeaderElection {
   }
 
   abstract isLeader(): boolean;
+
+  abstract fence(db: SqlExecutor): Promise<LeaderFence | undefined>;
 
   tick(): Promise<boolean> {
     if (this.closing) return Promise.resolve(false);

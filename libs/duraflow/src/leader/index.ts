@@ -4,3 +4,4 @@ export { RedisLeaderElection, type RedisLeaderElectionOptions } from './redis-le
 export { PostgresLeaderElection, type PostgresLeaderElectionOptions } from './postgres-leader-election';
 export { advisoryLockId } from '../util/advisory-lock-id';
 export { createLeaderElection, type LeaderElectionOptions } from './create-leader-election';
+export type { LeaderFence } from './leader-fence';

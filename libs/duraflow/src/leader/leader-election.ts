@@ -1,4 +1,6 @@
 import { LoggerService } from '@nestjs/common';
+import type { SqlExecutor } from '../persistence/duraflow-database';
+import { LeaderFence } from './leader-fence';
 
 /**
  * Who runs the reaper. Followers try again on every tick, so a dead leader is replaced as
@@ -13,6 +15,12 @@ export interface LeaderElection {
   tick(): Promise<boolean>;
   /** True only while this node's leadership is certainly still valid, judged locally. */
   isLeader(): boolean;
+  /**
+   * What the reap statement checks in the database to act only while this node still leads
+   * (LeaderFence); undefined when it does not lead. `db` is the database the reap runs on.
+   * May reject during an outage: then do not reap.
+   */
+  fence(db: SqlExecutor): Promise<LeaderFence | undefined>;
   /** Gives leadership up (only if this node still holds it) and closes the connection. Never throws; idempotent. */
   close(): Promise<void>;
 }
@@ -23,7 +31,7 @@ export type LeaderElectionLogger = Pick<LoggerService, 'log' | 'warn'>;
 const LEADER_APPLICATION_NAME_PREFIX = 'duraflow-leader ';
 
 /**
- * The `application_name` of the session that holds (or tries for) the PostgreSQL advisory lock:
+ * The `application_name` of the session of the PostgreSQL leader election's connection (its lease row's holder_pid):
  * `duraflow-leader <worker id>`, cut to the 63 characters PostgreSQL keeps.
  */
 export function reaperLeaderApplicationName(workerId: string): string {

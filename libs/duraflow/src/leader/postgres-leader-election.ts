@@ -1,76 +1,108 @@
+import { performance } from 'node:perf_hooks';
 import { Client } from 'pg';
 import { REAPER_LEADER_KEY } from '../duraflow.constants';
-import { advisoryLockId } from '../util/advisory-lock-id';
+import { clientExecutor } from '../persistence/duraflow-database';
+import { acquireOrRenewLeaderLease, releaseLeaderLease } from '../persistence/sql/leader-lease';
 import { BaseLeaderElection } from './base-leader-election';
+import { LeaderFence } from './leader-fence';
 import { LeaderElectionLogger } from './leader-election';
 
-/** How long connecting or checking the session may take before the connection counts as lost. */
+/** How long connecting or a statement may take before the connection counts as lost. */
 const SESSION_TIMEOUT_MS = 5_000;
 
 export interface PostgresLeaderElectionOptions {
   /**
-   * A new, unconnected client for the session that holds the lock (in the module:
-   * `DuraflowDatabase.createDedicatedClient()`). Called again after a connection is lost.
+   * A new, unconnected client for the election's own connection (in the module:
+   * `DuraflowDatabase.createDedicatedClient()`), so a busy pool never delays a renewal.
+   * Called again after a connection is lost.
    */
   createClient: () => Client | Promise<Client>;
-  /** Hashed into the 64-bit advisory lock id. Default `duraflow:reaper:leader`. */
+  /** The lease row's name. Default `duraflow:reaper:leader`. */
   key?: string;
+  /** The lease row's holder while this node leads: unique per process. */
+  workerId: string;
+  /** How long a lease lasts unless renewed: a frozen or dead leader is replaced within it. */
+  ttlMs: number;
   logger?: LeaderElectionLogger;
 }
 
 /**
- * Leader election without Redis: a session-level advisory lock held on a connection of its
- * own, so the lock lives exactly as long as the session. A leader proves the session is
- * still there on every tick; when it is gone (server restart, pg_terminate_backend, network)
- * the lock went with it, this node steps down and tries again on a fresh connection.
- * Advisory locks are per database: nodes on the same database compete, others do not.
+ * Leader election without Redis: a lease row in `duraflow_leader` (name, holder, term,
+ * expires_at). A tick renews it by compare-and-set on the holder, or takes it once it expired
+ * with term + 1 (persistence/sql/leader-lease.ts). Leadership is judged locally from the time
+ * the last renewal was *sent*, minus a safety margin, so this node stops believing it leads
+ * before the row can pass to another node; and the reap statement checks the row itself
+ * (holder, term, expiry, locked FOR SHARE: see LeaderFence), so a leader that wakes from a
+ * freeze after losing its lease reaps nothing, whatever it believes.
+ *
+ * States: following (no term) -> leading (term T, valid until sentAt + ttl - margin) on a
+ * tick that got the row; leading -> following when a renewal finds another holder, fails, or
+ * comes too late; the row's term only grows, so a lost term is never valid again.
+ * (Until issue 14 this was a session advisory lock: a frozen process kept its session open,
+ * and so its leadership, for as long as it was frozen.)
  */
 export class PostgresLeaderElection extends BaseLeaderElection {
   readonly kind = 'postgres';
   readonly key: string;
-  /** The advisory lock's bigint id (`advisoryLockId(key)`), as text. */
-  readonly lockId: string;
+  readonly workerId: string;
+  private readonly ttlMs: number;
+  /** Covers clock-rate drift between this process and PostgreSQL. */
+  private readonly safetyMarginMs: number;
   private readonly createClient: () => Client | Promise<Client>;
   private client: Client | undefined;
   private pid: number | undefined;
+  /** The term this node leads under; undefined while it follows. */
+  private heldTerm: string | undefined;
+  /** `performance.now()` until which this node certainly holds the lease; 0 when it does not. */
+  private validUntil = 0;
   /** The session died between ticks: the next tick reports it instead of reconnecting at once. */
   private sessionLost = false;
 
   constructor(options: PostgresLeaderElectionOptions) {
     super('PostgreSQL', options.logger);
     this.key = options.key ?? REAPER_LEADER_KEY;
-    this.lockId = advisoryLockId(this.key);
+    this.workerId = options.workerId;
+    this.ttlMs = options.ttlMs;
+    this.safetyMarginMs = Math.min(1_000, Math.ceil(options.ttlMs / 10));
     this.createClient = options.createClient;
   }
 
-  /** The server process of the session that holds (or tries for) the lock, while connected. */
+  /** The server process of the election's connection, while connected. */
   get backendPid(): number | undefined {
     return this.client ? this.pid : undefined;
   }
 
+  /** The lease's term while this node leads. */
+  get term(): string | undefined {
+    return this.isLeader() ? this.heldTerm : undefined;
+  }
+
   isLeader(): boolean {
-    return this.leading;
+    return performance.now() < this.validUntil;
+  }
+
+  /** While leading: the row, holder and term the reap statement must still find (no round trip). */
+  async fence(): Promise<LeaderFence | undefined> {
+    const term = this.term;
+    return term === undefined ? undefined : { kind: 'lease', name: this.key, holder: this.workerId, term };
   }
 
   protected async holdOrAcquire(): Promise<boolean> {
     if (this.sessionLost) {
-      // Stepping down for one tick lets a follower, whose session survived, take the lock.
       this.sessionLost = false;
+      this.stepDown();
       return false;
     }
     let client = this.client;
     try {
       client ??= await this.connect();
-      if (this.leading) {
-        await withinTimeout(client.query('SELECT 1'), 'checking the session');
-      } else {
-        const { rows } = await withinTimeout(
-          client.query<{ acquired: boolean }>('SELECT pg_try_advisory_lock($1::bigint) AS acquired', [this.lockId]),
-          'taking the advisory lock',
-        );
-        // The session may have died while the query ran: then the lock died with it.
-        this.setLeading(rows[0].acquired && this.client === client);
-      }
+      const sentAt = performance.now();
+      const term = await withinTimeout(
+        acquireOrRenewLeaderLease(clientExecutor(client), this.key, this.workerId, this.ttlMs),
+        'renewing or taking the leader lease',
+      );
+      this.heldTerm = term ?? undefined;
+      this.validUntil = term === null ? 0 : sentAt + this.ttlMs - this.safetyMarginMs;
       this.noteReachable();
     } catch (error) {
       if (client) this.dropConnection(client);
@@ -78,9 +110,9 @@ export class PostgresLeaderElection extends BaseLeaderElection {
       this.sessionLost = false;
       this.noteOutage('PostgreSQL session lost', error);
     }
-    return this.leading;
+    this.setLeading(this.isLeader());
+    return this.isLeader();
   }
-
   private async connect(): Promise<Client> {
     const client = await this.createClient();
     client.on('error', (error) => this.onConnectionLost(client, error));
@@ -106,34 +138,40 @@ export class PostgresLeaderElection extends BaseLeaderElection {
     if (!this.closed) this.noteOutage('PostgreSQL session lost', error);
   }
 
-  /** The lock belonged to that session: whatever happens to it now, this node no longer holds it. */
+  /** Nothing proves the lease while the database does not answer: not leader until a renewal lands. */
   private dropConnection(client: Client): void {
     if (this.client === client) this.client = undefined;
-    this.setLeading(false);
+    this.stepDown();
     client.removeAllListeners('end');
     // The 'error' listener stays: a late error of a dropped client must not go unhandled.
     client.end().catch(() => undefined);
   }
 
+  private stepDown(): void {
+    this.validUntil = 0;
+    this.heldTerm = undefined;
+    this.setLeading(false);
+  }
+
   protected leadershipChanged(leading: boolean): string {
     return leading
-      ? 'Reaper leader election: this node holds the PostgreSQL advisory lock and leads'
-      : 'Reaper leader election: this node no longer leads';
+      ? `Reaper leader election: this node (${this.workerId}) holds the PostgreSQL leader lease (term ${this.heldTerm}) and leads`
+      : `Reaper leader election: this node (${this.workerId}) no longer leads`;
   }
 
   protected async release(): Promise<void> {
     const client = this.client;
-    const leading = this.leading;
     this.client = undefined;
+    this.validUntil = 0;
+    this.heldTerm = undefined;
     this.leading = false;
     if (!client) return;
     client.removeAllListeners('end');
     try {
-      if (leading) {
-        await withinTimeout(client.query('SELECT pg_advisory_unlock($1::bigint)', [this.lockId]), 'releasing the lock');
-      }
+      // Run even when this node thinks it follows: a lost reply may have left the row with its name.
+      await withinTimeout(releaseLeaderLease(clientExecutor(client), this.key, this.workerId), 'releasing the lease');
     } catch {
-      // Ending the session below releases the lock all the same.
+      // The lease expires by itself within its ttl.
     }
     await withinTimeout(client.end(), 'closing').catch(() => undefined);
   }

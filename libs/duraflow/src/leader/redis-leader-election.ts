@@ -3,7 +3,9 @@ import type { Redis, RedisOptions } from 'ioredis';
 import { loadIoredis } from '../dependencies/optional-dependencies';
 import { DuraflowRedisOptions } from '../duraflow.options';
 import { REAPER_LEADER_KEY } from '../duraflow.constants';
+import type { SqlExecutor } from '../persistence/duraflow-database';
 import { BaseLeaderElection } from './base-leader-election';
+import { LeaderFence } from './leader-fence';
 import { LeaderElectionLogger } from './leader-election';
 
 /** Extends the key's life only while this node holds it: after an expiry another node may have it. */
@@ -17,6 +19,12 @@ const RELEASE_SCRIPT = `if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0`;
+
+/** The key's remaining life in ms while it holds this node's value; -2 otherwise. */
+const HELD_FOR_SCRIPT = `if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PTTL', KEYS[1])
+end
+return -2`;
 
 /** The longest wait between two reconnection attempts while Redis is away. */
 const MAX_RECONNECT_DELAY_MS = 2_000;
@@ -83,6 +91,39 @@ export class RedisLeaderElection extends BaseLeaderElection {
     }
     this.setLeading(this.isLeader());
     return this.isLeader();
+  }
+
+  /**
+   * The fence of a reaping pass: a moment, in the database's clock, until which this node
+   * certainly holds the key; the reap statement does nothing once the database's clock has
+   * passed it. Why it is safe, with local times read from the monotonic clock:
+   * 1. ask the database for its clock, D, sent at a0 and answered at a1: D was read at some
+   *    local time r <= a1, so at any later local time x the database's clock reads at least
+   *    D + (x - a1);
+   * 2. then ask Redis, at local b >= a1, whether the key still holds this node's id and for how
+   *    long, p ms: Redis measured p when it ran the script, after b, so the key lives at least
+   *    until local b + p;
+   * 3. at local b + p the database's clock reads at least D + (b - a1) + p: a deadline there
+   *    (minus the safety margin for clock-rate drift) is passed only after the key may have
+   *    expired. A pass delayed past it (this process frozen after the check, a slow network)
+   *    reaps nothing; a pass that runs before it runs while the key was still ours.
+   * Undefined when the key no longer holds this node's id.
+   */
+  async fence(db: SqlExecutor): Promise<LeaderFence | undefined> {
+    if (!this.isLeader()) return undefined;
+    const { rows } = await db.query<{ now_ms: number }>(
+      `SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::float8 AS now_ms`,
+      [],
+      'duraflow_leader_clock',
+    );
+    const answeredAt = performance.now();
+    const askedRedisAt = performance.now();
+    const heldForMs = Number(await this.client.eval(HELD_FOR_SCRIPT, 1, this.key, this.workerId));
+    if (!(heldForMs > this.safetyMarginMs)) return undefined;
+    return {
+      kind: 'deadline',
+      deadlineEpochMs: Math.floor(rows[0].now_ms + (askedRedisAt - answeredAt) + heldForMs - this.safetyMarginMs),
+    };
   }
 
   private async acquire(): Promise<boolean> {

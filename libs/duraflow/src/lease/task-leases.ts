@@ -14,11 +14,13 @@ export class TaskLeases {
       // A statement may wait out an outage for as long as the reaper leaves the task with this claim.
       retryForMs: options.reaper.staleAfterMs,
       ownsTask: (taskId, claimToken) => tasks.ownsTask(taskId, claimToken),
+      confirmAfterMs: options.worker.leaseConfirmAfterMs,
+      confirm: async (taskId, claimToken) => (await tasks.heartbeat([taskId], [claimToken])).has(claimToken),
     };
   }
 
-  /** The lease of a claim just made: `claimToken` fences every write of its run. */
-  open(taskId: string, claimToken: string): TaskLease {
-    return new TaskLease(taskId, claimToken, this.fencing);
+  /** The lease of a claim just made (sent at `claimedAt`, `performance.now()`): `claimToken` fences every write of its run. */
+  open(taskId: string, claimToken: string, claimedAt?: number): TaskLease {
+    return new TaskLease(taskId, claimToken, this.fencing, claimedAt);
   }
 }

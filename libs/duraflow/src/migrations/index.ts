@@ -1,6 +1,7 @@
 import { SeedSchema1700000000000 } from './1700000000000-SeedSchema';
 import { EngineColumns1700000000001 } from './1700000000001-EngineColumns';
 import { SagaColumns1700000000002 } from './1700000000002-SagaColumns';
+import { LeaderLease1700000000100 } from './1700000000100-LeaderLease';
 import { DurablePrimitives1700000000200 } from './1700000000200-DurablePrimitives';
 import { TraceContext1700000000300 } from './1700000000300-TraceContext';
 import { FlowControl1700000000400 } from './1700000000400-FlowControl';
@@ -12,6 +13,7 @@ export const DURAFLOW_MIGRATIONS = [
   SeedSchema1700000000000,
   EngineColumns1700000000001,
   SagaColumns1700000000002,
+  LeaderLease1700000000100,
   DurablePrimitives1700000000200,
   TraceContext1700000000300,
   FlowControl1700000000400,

@@ -155,9 +155,9 @@ export class DuraflowDatabase implements SqlExecutor, OnModuleInit {
   }
 
   /**
-   * A connection of its own, outside the pool (LISTEN, the leader's advisory lock): to
-   * `listenUrl` when given (past the pooler), else with the pool's server and credentials;
-   * `applicationName` names it in pg_stat_activity.
+   * A connection of its own, outside the pool (LISTEN, the leader's lease): to `listenUrl` when
+   * given (past the pooler), else with the pool's server and credentials; `applicationName`
+   * names it in pg_stat_activity.
    */
   createDedicatedClient(applicationName?: string): Client {
     const name = applicationName ? { application_name: applicationName } : {};

@@ -11,6 +11,7 @@ import { TASK_COLUMNS, TASK_COLUMNS_OF_T, toAgentTask } from './row-mappers';
 import { cancelTask } from './sql/cancel-task';
 import { finishRollback } from './sql/finish-rollback';
 import { ReapedTask, reapStaleTasks } from './sql/reap-stale-tasks';
+import type { LeaderFence } from '../leader/leader-fence';
 import { CancelRollbackTakeOver, takeOverForCancelRollback } from './sql/take-over-for-cancel-rollback';
 
 export interface NewTask {
@@ -385,8 +386,8 @@ export class TaskStore {
   }
 
   /** One reaping pass over the tasks stale for longer than `staleAfterMs` (sql/reap-stale-tasks.ts). */
-  reapStaleTasks(staleAfterMs: number): Promise<ReapedTask[]> {
-    return reapStaleTasks(this.db, staleAfterMs);
+  reapStaleTasks(staleAfterMs: number, fence?: LeaderFence): Promise<ReapedTask[]> {
+    return reapStaleTasks(this.db, staleAfterMs, fence);
   }
 
   /**

@@ -14,7 +14,7 @@ export type { RetentionCounts, RetentionStats } from '../interfaces/retention-st
 /**
  * Recovers the tasks of dead workers: running tasks whose heartbeat went stale
  * (background/reaper-loop.ts). On every tick each node tries to become or stay leader (Redis
- * key with a ttl, or a PostgreSQL advisory lock without Redis); only the leader reaps, every
+ * key with a ttl, or a lease row in PostgreSQL without Redis); only the leader reaps, every
  * `reaper.intervalMs`.
  */
 @Injectable()
@@ -30,7 +30,7 @@ export class ReaperService implements OnApplicationBootstrap, OnApplicationShutd
     return this.loop.isLeader();
   }
 
-  /** How leadership is decided here: `redis` with a `redis` option, `postgres` (advisory lock) without. */
+  /** How leadership is decided here: `redis` with a `redis` option, `postgres` (a lease row) without. */
   get electionKind(): 'redis' | 'postgres' | undefined {
     return this.loop.electionKind;
   }
@@ -49,7 +49,7 @@ export class ReaperService implements OnApplicationBootstrap, OnApplicationShutd
     this.loop.start();
   }
 
-  /** Stops ticking and gives leadership up (compare-and-delete in Redis, unlock in PostgreSQL). */
+  /** Stops ticking and gives leadership up (compare-and-delete in Redis, the lease row expired in PostgreSQL). */
   stop(): Promise<void> {
     return this.loop.stop();
   }

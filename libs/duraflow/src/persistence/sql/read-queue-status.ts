@@ -1,6 +1,5 @@
-import { advisoryLockId } from '../../util/advisory-lock-id';
-import { workerIdOfLeaderSession } from '../../leader/leader-election';
 import type { SqlExecutor } from '../duraflow-database';
+import { LeaderLeaseRow, readLeaderLease } from './leader-lease';
 
 /** Tasks of one workflow by status (only statuses that have tasks). */
 export interface WorkflowTaskCounts {
@@ -16,28 +15,19 @@ export interface OldestPendingTask {
   waitingMs: number;
 }
 
-/** The session holding the reaper's PostgreSQL advisory lock. */
-export interface PostgresLeaderSession {
-  pid: number;
-  /** From the session's application_name (cut to 47 characters by PostgreSQL's 63). */
-  workerId: string | undefined;
-  applicationName: string | null;
-  clientAddress: string | null;
-  backendStart: Date;
-}
-
 export interface QueueStatus {
   tasks: WorkflowTaskCounts[];
   oldestPending: OldestPendingTask | null;
   /** Pending tasks whose `scheduled_at` is still ahead. */
   scheduledLater: number;
   deadLetters: { total: number; byWorkflow: Array<{ workflowName: string | null; count: number }>; oldest: Date | null };
-  postgresLeader: PostgresLeaderSession | null;
+  /** The reaper's PostgreSQL leader lease row (expired or not); null when no node ever led under the key. */
+  postgresLeader: LeaderLeaseRow | null;
 }
 
 /**
  * What an operator asks first, read in one snapshot: tasks by workflow and status, how long the
- * oldest runnable task has waited, the dead letters, and who holds the reaper's advisory lock.
+ * oldest runnable task has waited, the dead letters, and the reaper's PostgreSQL leader lease.
  * Read-only; the counts scan agent_tasks, fine for a command an operator runs by hand.
  */
 export async function readQueueStatus(executor: SqlExecutor, leaderKey: string): Promise<QueueStatus> {
@@ -70,16 +60,7 @@ export async function readQueueStatus(executor: SqlExecutor, leaderKey: string):
      FROM dead_letter_queue d LEFT JOIN agent_tasks t ON t.id = d.task_id
      GROUP BY t.workflow_name ORDER BY t.workflow_name`,
   );
-  // A bigint advisory lock shows in pg_locks as its high half (classid) and low half (objid), objsubid 1.
-  const leader = await executor.query<{ pid: number; application_name: string | null; client_addr: string | null; backend_start: Date }>(
-    `SELECT a.pid, a.application_name, a.client_addr::text AS client_addr, a.backend_start
-     FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-       AND l.classid = (($1::bigint >> 32) & 4294967295)::oid
-       AND l.objid = ($1::bigint & 4294967295)::oid`,
-    [advisoryLockId(leaderKey)],
-  );
+  const leader = await readLeaderLease(executor, leaderKey);
 
   const byWorkflow = new Map<string, Record<string, number>>();
   for (const row of counts.rows) {
@@ -88,7 +69,6 @@ export async function readQueueStatus(executor: SqlExecutor, leaderKey: string):
     byWorkflow.set(row.workflow_name, entry);
   }
   const due = pending.rows[0];
-  const session = leader.rows[0];
   return {
     tasks: [...byWorkflow].map(([workflowName, taskCounts]) => ({ workflowName, counts: taskCounts })),
     oldestPending: due?.id
@@ -105,14 +85,6 @@ export async function readQueueStatus(executor: SqlExecutor, leaderKey: string):
       byWorkflow: deadLetters.rows.map((row) => ({ workflowName: row.workflow_name, count: row.count })),
       oldest: deadLetters.rows.length ? new Date(Math.min(...deadLetters.rows.map((row) => row.oldest.getTime()))) : null,
     },
-    postgresLeader: session
-      ? {
-          pid: session.pid,
-          workerId: workerIdOfLeaderSession(session.application_name),
-          applicationName: session.application_name,
-          clientAddress: session.client_addr,
-          backendStart: session.backend_start,
-        }
-      : null,
+    postgresLeader: leader,
   };
 }

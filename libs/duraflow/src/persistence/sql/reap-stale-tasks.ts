@@ -1,5 +1,6 @@
 import { TASK_FINISHED_CHANNEL, TASK_SUBMITTED_CHANNEL } from '../../duraflow.constants';
 import { TaskStatus } from '../../interfaces/task-status';
+import type { LeaderFence } from '../../leader/leader-fence';
 import { deadLetterErrorSql } from '../dead-letter-error';
 import { SqlExecutor } from '../duraflow-database';
 import { leftToUndo, rollbackFinalStatus, taskDeadLettered } from '../rollback-rules';
@@ -31,17 +32,24 @@ const MAX_RETRIES_EXCEEDED = { code: `'MAX_RETRIES_EXCEEDED'`, name: `'MaxRetrie
  *   or the rollback's final status).
  * One statement for the three tables, so a reaped rollback's dead letters and its final status
  * commit together.
+ *
+ * With a `fence` (the elected reaper's passes), the statement reaps only while the fence holds
+ * when it runs (LeaderFence): the leader's lease row is locked FOR SHARE and must still have
+ * this holder, term and an expiry ahead, or the database's clock must be before the deadline.
+ * Otherwise it locks and changes nothing. Without one (an operator's `reapOnce()`), it reaps.
  */
-export async function reapStaleTasks(db: SqlExecutor, staleAfterMs: number): Promise<ReapedTask[]> {
+export async function reapStaleTasks(db: SqlExecutor, staleAfterMs: number, fence?: LeaderFence): Promise<ReapedTask[]> {
+  const { condition, values, name } = fenceCondition(fence);
   const { rows } = await db.query(
-    `WITH stale AS (
+    `WITH leader AS (${condition}), stale AS (
        SELECT t.id, t.retry_count, t.max_retries, t.rollback_reason,
               EXISTS (
                 SELECT 1 FROM step_runs s WHERE s.task_id = t.id AND ${leftToUndo('s')}
               ) AS undo_left,
               ${taskDeadLettered('t.id')} AS dead_lettered
        FROM agent_tasks t
-       WHERE t.status = 'running' AND t.heartbeat_at < now() - $1 * interval '1 millisecond'
+       WHERE EXISTS (SELECT 1 FROM leader)
+         AND t.status = 'running' AND t.heartbeat_at < now() - $1 * interval '1 millisecond'
        FOR UPDATE OF t SKIP LOCKED
      ), decided AS (
        SELECT stale.*,
@@ -84,8 +92,8 @@ export async function reapStaleTasks(db: SqlExecutor, staleAfterMs: number): Pro
             pg_notify(CASE WHEN status = 'pending' THEN '${TASK_SUBMITTED_CHANNEL}' ELSE '${TASK_FINISHED_CHANNEL}' END,
                       CASE WHEN status = 'pending' THEN workflow_name ELSE id::text END)
      FROM reaped`,
-    [staleAfterMs],
-    'duraflow_reap',
+    [staleAfterMs, ...values],
+    name,
   );
   return rows.map((row) => ({
     id: row.id,
@@ -95,4 +103,24 @@ export async function reapStaleTasks(db: SqlExecutor, staleAfterMs: number): Pro
     errorCode: row.error_code,
     action: row.action,
   }));
+}
+
+/** The `leader` CTE: one row while the fence holds (values from $2 on), and the statement's prepared name. */
+function fenceCondition(fence: LeaderFence | undefined): { condition: string; values: unknown[]; name: string } {
+  if (!fence) return { condition: 'SELECT 1', values: [], name: 'duraflow_reap' };
+  if (fence.kind === 'lease') {
+    // Locked FOR SHARE: a takeover (an UPDATE of this row) waits for this pass to commit.
+    return {
+      condition: `SELECT 1 FROM duraflow_leader
+                  WHERE name = $2 AND holder = $3 AND term = $4::bigint AND expires_at > clock_timestamp()
+                  FOR SHARE`,
+      values: [fence.name, fence.holder, fence.term],
+      name: 'duraflow_reap_leased',
+    };
+  }
+  return {
+    condition: `SELECT 1 WHERE clock_timestamp() < to_timestamp($2::float8 / 1000)`,
+    values: [fence.deadlineEpochMs],
+    name: 'duraflow_reap_until',
+  };
 }
