@@ -151,9 +151,11 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
       }
       expect(await readFile(path.join(packed.extracted, manifest.bin.duraflow), 'utf8')).toMatch(/^#!\/usr\/bin\/env node\n/);
       expect(manifest.peerDependenciesMeta).toEqual({
+        '@opentelemetry/api': { optional: true },
         'class-transformer': { optional: true },
         'class-validator': { optional: true },
         ioredis: { optional: true },
+        'prom-client': { optional: true },
       });
     });
   });
