@@ -25,7 +25,8 @@ import { eventually, sleep } from './support/waiting';
  */
 
 /** What the workflows below do on the next run: the code deployed now. */
-type Code = 'original' | 'sleep-first' | 'signal-first' | 'child-first' | 'run-child-first' | 'step-after-nap' | 'sleep-before-nap';
+type Code =
+  'original' | 'patched' | 'sleep-first' | 'signal-first' | 'child-first' | 'run-child-first' | 'step-after-nap' | 'sleep-before-nap';
 let code: Code = 'original';
 /** The step bodies that ran, as `<taskId>:<key>`. */
 let ran: string[] = [];
@@ -52,6 +53,7 @@ const failingLeaf = workflow('failing-leaf', async () => {
 /** Records `a`, sleeps `nap`, records `b`; other codes ask for a new wait before `a`, or a step after the nap. */
 const swapped = workflow('swapped', async (ctx: WorkflowContext<{ napMs: number }>) => {
   if (code === 'sleep-first') await ctx.sleep('pre-nap', 0);
+  if (code === 'patched' && ctx.patched('cool-down')) await ctx.sleep('cool-down', 0);
   if (code === 'signal-first') await ctx.waitForSignal('go');
   if (code === 'child-first') await ctx.startChild('pre-child', 'leaf', {});
   if (code === 'run-child-first') await ctx.runChild('pre-child', 'leaf', {});
@@ -106,6 +108,17 @@ const limitedNapper = workflow(
   { concurrency: 1 },
 );
 
+/** At most 2 starts an hour: a run that sleeps starts twice (its claim, then its wake-up). */
+const rateLimitedNapper = workflow(
+  'rate-limited-napper',
+  async (ctx: WorkflowContext<{ napMs?: number }>) => {
+    await recordingStep(ctx, 'a', 'a-done');
+    if (ctx.input.napMs !== undefined) await ctx.sleep('nap', ctx.input.napMs);
+    return recordingStep(ctx, 'b', 'b-done');
+  },
+  { rateLimit: { limit: 2, periodMs: 3_600_000 } },
+);
+
 /** One running task per tenant; each waits at the gate. */
 const tenantJob = workflow(
   'tenant-job',
@@ -141,6 +154,7 @@ const ALL: FunctionalWorkflowDefinition[] = [
   twoWaits,
   limitedWaiter,
   limitedNapper,
+  rateLimitedNapper,
   tenantJob,
   fanOut,
   versionedChildV1,
@@ -280,6 +294,28 @@ describe('Cross-feature behaviour', () => {
       expect(done.status).toBe(TaskStatus.COMPLETED);
       expect(ranFor(task.id)).toEqual(['a', 'x', 'b']);
       expect(second.get(WorkerService).stats()).toMatchObject({ held: 0 });
+    });
+
+    it('lets a new sleep guarded by ctx.patched pass a recovered run (recorded false) and sleep in a fresh run (recorded true)', async () => {
+      const first = await startApp();
+      const recovered = await first.get(WorkflowService).submit('swapped', { napMs: 500 });
+      await untilWaitingAt(recovered.id, 'nap');
+      await bed.close(first);
+
+      code = 'patched';
+      const second = await startApp();
+      const workflows = second.get(WorkflowService);
+      const fresh = await workflows.submit('swapped', { napMs: 0 });
+      for (const id of [recovered.id, fresh.id]) {
+        expect((await workflows.waitFor(id, { timeoutMs: 20_000 })).status).toBe(TaskStatus.COMPLETED);
+      }
+      expect(second.get(WorkerService).stats()).toMatchObject({ held: 0 });
+      expect((await bed.rows.step(recovered.id, 'patch:cool-down')).output).toBe(false);
+      expect((await bed.rows.steps(recovered.id)).map((step) => step.step_key)).not.toContain('cool-down');
+      expect((await bed.rows.step(fresh.id, 'patch:cool-down')).output).toBe(true);
+      expect(await bed.rows.step(fresh.id, 'cool-down')).toMatchObject({ kind: 'sleep', status: 'completed' });
+      expect(ranFor(recovered.id)).toEqual(['a', 'b']);
+      expect(ranFor(fresh.id)).toEqual(['a', 'b']);
     });
 
     it('counts a completed sleep as a recorded step: a new sleep before it holds the run woken by a signal, which stays untaken', async () => {
@@ -493,6 +529,20 @@ describe('Cross-feature behaviour', () => {
       expect(new Date(holderRow.started_at).getTime()).toBeLessThan(new Date(nap.wake_at).getTime());
       expect(new Date(napperB.started_at).getTime()).toBeGreaterThanOrEqual(new Date(holderRow.completed_at).getTime());
       expect(ranFor(napper.id)).toEqual(['a', 'b']);
+    });
+
+    it('counts a sleeping run’s wake-up as a start of its rate limit (2 starts): the next task waits for the window', async () => {
+      const app = await startApp();
+      const workflows = app.get(WorkflowService);
+      const napper = await workflows.submit('rate-limited-napper', { napMs: 100 });
+      expect((await workflows.waitFor(napper.id, { timeoutMs: 20_000 })).status).toBe(TaskStatus.COMPLETED);
+      const starts = await bed.db.client.query(`SELECT rate_key FROM flow_starts WHERE workflow_name = 'rate-limited-napper'`);
+      expect(starts.rows).toEqual([{ rate_key: '' }, { rate_key: '' }]);
+
+      const next = await workflows.submit('rate-limited-napper', {});
+      await sleep(500);
+      expect(await bed.rows.task(next.id)).toMatchObject({ status: 'pending', started_at: null, retry_count: 0 });
+      expect(ranFor(next.id)).toEqual([]);
     });
 
     it('stores the concurrency key of a limited child and claims the children within their per-key limit', async () => {
