@@ -119,6 +119,17 @@ const rateLimitedNapper = workflow(
   { rateLimit: { limit: 2, periodMs: 3_600_000 } },
 );
 
+/** At most one running task, and it runs a child of itself: the parent must give the slot to its child. */
+const nested = workflow(
+  'nested-limited',
+  async (ctx: WorkflowContext<{ depth: number }>) => {
+    if (ctx.input.depth === 0) return recordingStep(ctx, 'bottom', 0);
+    const below = await ctx.runChild<number>('below', 'nested-limited', { depth: ctx.input.depth - 1 });
+    return recordingStep(ctx, 'up', below + 1);
+  },
+  { concurrency: 1 },
+);
+
 /** One running task per tenant; each waits at the gate. */
 const tenantJob = workflow(
   'tenant-job',
@@ -155,6 +166,7 @@ const ALL: FunctionalWorkflowDefinition[] = [
   limitedWaiter,
   limitedNapper,
   rateLimitedNapper,
+  nested,
   tenantJob,
   fanOut,
   versionedChildV1,
@@ -335,13 +347,24 @@ describe('Cross-feature behaviour', () => {
       const after = await written(task.id);
       expect(after.steps).toEqual(before.steps);
       expect(after.signals).toEqual([{ name: 'finish', consumed_at: null, consumed_by_step: null }]);
+      // Another signal for the wait it is held at does not release it.
+      await second.get(WorkflowService).signal(task.id, 'finish', 'again');
+      await sleep(300);
+      const stillHeld = await bed.rows.task(task.id);
+      expect(stillHeld.held_at).not.toBeNull();
+      expect(stillHeld.error).toMatchObject({ code: 'NON_DETERMINISM' });
+      expect((await written(task.id)).steps).toEqual(before.steps);
+      expect(ranFor(task.id)).toEqual(['a']);
 
       code = 'original';
       await second.get(WorkflowService).resume(task.id);
       const done = await second.get(WorkflowService).waitFor(task.id, { timeoutMs: 20_000 });
       expect(done.output).toBe('b-now');
       expect(ranFor(task.id)).toEqual(['a', 'b']);
-      expect((await written(task.id)).signals).toMatchObject([{ name: 'finish', consumed_by_step: 'signal:finish#1' }]);
+      expect((await written(task.id)).signals).toMatchObject([
+        { name: 'finish', consumed_by_step: 'signal:finish#1' },
+        { name: 'finish', consumed_at: null },
+      ]);
     });
   });
 
@@ -543,6 +566,19 @@ describe('Cross-feature behaviour', () => {
       await sleep(500);
       expect(await bed.rows.task(next.id)).toMatchObject({ status: 'pending', started_at: null, retry_count: 0 });
       expect(ranFor(next.id)).toEqual([]);
+    });
+
+    it('lets a concurrency-1 parent wait for a child of the same workflow: the waiting parent gives its slot to the child', async () => {
+      const app = await startApp({ worker: { concurrency: 4 } });
+      const workflows = app.get(WorkflowService);
+      const top = await workflows.submit('nested-limited', { depth: 3 });
+      const done = await workflows.waitFor(top.id, { timeoutMs: 20_000 });
+      expect(done).toMatchObject({ status: TaskStatus.COMPLETED, output: 3 });
+      const { rows } = await bed.db.client.query(
+        `SELECT concurrency_key, status, started_at, completed_at FROM agent_tasks WHERE workflow_name = 'nested-limited'`,
+      );
+      expect(rows).toHaveLength(4);
+      expect(rows.every((row) => row.concurrency_key === '' && row.status === 'completed')).toBe(true);
     });
 
     it('stores the concurrency key of a limited child and claims the children within their per-key limit', async () => {
