@@ -151,6 +151,9 @@ const fanOut = workflow('fan-out', async (ctx: WorkflowContext) => {
 const versionedChildV1 = workflow('versioned-child', async () => ({ ranOn: 1 }));
 const versionedChildV2 = workflow('versioned-child', async () => ({ ranOn: 2 }), { version: 2 });
 
+const limitedV1 = workflow('limited-versioned', async () => ({ ranOn: 1 }), { concurrency: 1 });
+const limitedV2 = workflow('limited-versioned', async () => ({ ranOn: 2 }), { version: 2, concurrency: 1 });
+
 const parentOfVersioned = workflow('parent-of-versioned', async (ctx: WorkflowContext) => {
   const started = await ctx.startChild('started', 'versioned-child', {});
   const output = await ctx.runChild<{ ranOn: number }>('waited', 'versioned-child', {});
@@ -480,6 +483,27 @@ describe('Cross-feature behaviour', () => {
       expect(rows.map((row) => row.workflow_version)).toEqual([2, 2]);
       const started = await workflows.waitFor((done.output as { started: string }).started, { timeoutMs: 20_000 });
       expect(started.output).toEqual({ ranOn: 2 });
+    });
+  });
+
+  describe('versions in the limited claim', () => {
+    it('claims only the versions a worker registers: a version 2 task waits for a worker of version 2, without taking the slot', async () => {
+      const submitter = await startApp({ workflows: [limitedV1, limitedV2], worker: { enabled: false } });
+      const workflows = submitter.get(WorkflowService);
+      const oldWorker = await startApp({ workflows: [limitedV1] });
+      const newer = await workflows.submit('limited-versioned', {});
+      const older = await workflows.submit('limited-versioned', {}, { version: 1 });
+      expect([newer.workflowVersion, older.workflowVersion]).toEqual([2, null]);
+      expect([newer.concurrencyKey, older.concurrencyKey]).toEqual(['', '']);
+
+      expect((await workflows.waitFor(older.id, { timeoutMs: 20_000 })).output).toEqual({ ranOn: 1 });
+      await sleep(300);
+      expect(await bed.rows.task(newer.id)).toMatchObject({ status: 'pending', started_at: null });
+      expect(oldWorker.get(WorkerService).stats()).toMatchObject({ completed: 1 });
+
+      const newWorker = await startApp({ workflows: [limitedV1, limitedV2] });
+      expect((await workflows.waitFor(newer.id, { timeoutMs: 20_000 })).output).toEqual({ ranOn: 2 });
+      expect(newWorker.get(WorkerService).stats()).toMatchObject({ completed: 1 });
     });
   });
 
