@@ -51,8 +51,8 @@ export class DeterminismGuard {
   ) {
     this.unconsumed = new Set(
       [...memos.values()]
-        .filter((memo) => memo.status === 'completed' && !isPatchMarker(memo.stepKey))
-        .sort((a, b) => (a.completionSeq ?? 0) - (b.completionSeq ?? 0))
+        .filter((memo) => (memo.status === 'completed' || isRecordedWait(memo)) && !isPatchMarker(memo.stepKey))
+        .sort((a, b) => (a.completionSeq ?? Number.MAX_SAFE_INTEGER) - (b.completionSeq ?? Number.MAX_SAFE_INTEGER))
         .map((memo) => memo.stepKey),
     );
   }
@@ -112,4 +112,14 @@ export class DeterminismGuard {
     }
     this.settling = undefined;
   }
+}
+
+/**
+ * A wait the run recorded besides a completed one: its failure as its outcome (a signal's
+ * timeout, a child's failure, replayed as an output is), or a child it started and waits for
+ * (the run has been there: a new primitive before it would start a second child).
+ */
+function isRecordedWait(memo: StepMemo): boolean {
+  if (memo.status === 'failed') return memo.kind === 'signal' || memo.kind === 'child';
+  return memo.status === 'waiting' && memo.kind === 'child';
 }

@@ -27,11 +27,18 @@ export async function readRecordedRuns(executor: SqlExecutor, query: RecordedRun
     status: string;
     input: unknown;
     retry_count: number | null;
-    steps: Array<{ step_key: string; status: string; output: unknown; output_undefined: boolean; completion_seq: number | null }>;
+    steps: Array<{
+      step_key: string;
+      status: string;
+      output: unknown;
+      output_undefined: boolean;
+      completion_seq: number | null;
+      kind: string | null;
+    }>;
   }>(
     `SELECT t.id, t.workflow_name, t.workflow_version, t.status, t.input, t.retry_count,
             (SELECT json_agg(json_build_object('step_key', s.step_key, 'status', s.status, 'output', s.output,
-                                               'output_undefined', s.output IS NULL, 'completion_seq', s.completion_seq)
+                                               'output_undefined', s.output IS NULL, 'completion_seq', s.completion_seq, 'kind', s.kind)
                              ORDER BY s.completion_seq NULLS LAST, s.created_at)
              FROM step_runs s WHERE s.task_id = t.id) AS steps
      FROM agent_tasks t
@@ -55,6 +62,7 @@ export async function readRecordedRuns(executor: SqlExecutor, query: RecordedRun
       status: step.status,
       ...(step.output_undefined ? {} : { output: step.output }),
       completionSeq: step.completion_seq,
+      kind: step.kind,
     })),
   }));
 }

@@ -10,6 +10,8 @@ export interface RecordedStep {
   /** The saved output; absent when the step returned undefined. */
   output?: unknown;
   completionSeq: number | null;
+  /** A durable primitive's row (sleep, signal, child); absent for a step. */
+  kind?: string | null;
 }
 
 export interface RecordedRun {

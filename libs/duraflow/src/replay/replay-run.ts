@@ -49,6 +49,7 @@ export async function replayRun(
       attempt: 1,
       completionSeq: step.completionSeq,
       compensable: false,
+      kind: step.kind ?? null,
     });
   }
   const guard = new DeterminismGuard(recorded.taskId, recorded.workflowName, memos);
@@ -78,6 +79,8 @@ export async function replayRun(
       guard.recorded(key);
       onFailed(memo);
     }
+    // A wait the run stopped at (a child it waits for): where the recorded run is now.
+    if (memo?.status === 'waiting') guard.recorded(key);
     const admitted = guard.admit(key);
     if (admitted) await admitted;
     reachedNewStep(key);

@@ -160,7 +160,8 @@ export class WorkflowService {
     const workflow = this.registry.get(name, checkVersionOption(options?.version));
     const opts = checkSubmitOptions(options ?? {});
     const inputJson = await checkSubmitInput(workflow, input, this.options);
-    const concurrencyKey = concurrencyKeyOf(workflow.flow, inputJson);
+    // The claim applies the limits of the newest registered version (background/task-claimer.ts).
+    const concurrencyKey = concurrencyKeyOf(this.registry.get(name).flow, inputJson);
 
     const { task, created, sameInput } = await this.tasks.insertTask(this.db.forManager(manager ?? options?.manager), {
       workflowName: name,
@@ -193,7 +194,8 @@ export class WorkflowService {
     const opts = checkSubmitManyOptions(inputs, options ?? {});
     const inputsJson: string[] = [];
     for (const [index, input] of inputs.entries()) inputsJson.push(await checkSubmitInput(workflow, input, this.options, index));
-    const concurrencyKeys = workflow.flow ? inputsJson.map((json) => concurrencyKeyOf(workflow.flow, json)) : undefined;
+    const { flow } = this.registry.get(name); // the limits the claim applies: the newest version's
+    const concurrencyKeys = flow ? inputsJson.map((json) => concurrencyKeyOf(flow, json)) : undefined;
     if (!inputsJson.length) return [];
     return this.tasks.insertTasks(this.db.forManager(options?.manager), {
       workflowName: name,

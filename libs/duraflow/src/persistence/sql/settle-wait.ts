@@ -104,7 +104,7 @@ export async function settleWait(executor: SqlExecutor, wait: WaitToSettle): Pro
        INSERT INTO step_runs (task_id, step_key, kind, status, input, output, error, wake_at, completion_seq, attempt, started_at, completed_at)
        SELECT ${task}, ${textLiteral(wait.stepKey)}, ${textLiteral(wait.kind)}, d.status,
               ${wait.inputJson === null ? 'NULL' : `${textLiteral(wait.inputJson)}::jsonb`}, d.output, d.error, ${wakeAt},
-              CASE WHEN d.status = 'completed' THEN ${countLiteral(wait.completionSeq)} END, 1, clock_timestamp(),
+              CASE WHEN d.status <> 'waiting' THEN ${countLiteral(wait.completionSeq)} END, 1, clock_timestamp(),
               CASE WHEN d.status = 'waiting' THEN NULL ELSE clock_timestamp() END
        FROM decided d
        ON CONFLICT (task_id, step_key) DO UPDATE
