@@ -66,5 +66,7 @@ describe('tracing across sleeps and child workflows', () => {
     const [child] = await workflows.getChildren(task.id);
     const childRun = spans.find((span) => span.name === 'duraflow.run traced-leaf');
     expect(childRun).toMatchObject({ attributes: { 'duraflow.task_id': child.id, 'duraflow.outcome': 'completed' } });
+    // The child continues the trace its parent was submitted in, under the same submitting span.
+    expect(childRun).toMatchObject({ traceId: request.traceId, parentSpanId: request.spanId });
   });
 });

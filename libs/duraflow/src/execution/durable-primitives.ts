@@ -52,8 +52,9 @@ export class DurablePrimitives {
     private readonly wakeUps: WakeUpTimer,
   ) {}
 
-  forRun(task: AgentTask, lease: TaskLease, runner: MemoizedStepRunner): RunPrimitives {
-    return new RunPrimitives(task, lease, runner, this.options, this.registry, this.store, this.wakeUps);
+  /** `traceContext`: the trace the task was submitted in (OpenTelemetry), which its children continue. */
+  forRun(task: AgentTask, lease: TaskLease, runner: MemoizedStepRunner, traceContext: Record<string, string> | null = null): RunPrimitives {
+    return new RunPrimitives(task, lease, runner, this.options, this.registry, this.store, this.wakeUps, traceContext);
   }
 }
 
@@ -77,6 +78,7 @@ export class RunPrimitives {
     private readonly registry: WorkflowRegistry,
     private readonly store: WaitStore,
     private readonly wakeUps: WakeUpTimer,
+    private readonly traceContext: Record<string, string> | null = null,
   ) {
     runner.throwIfSuspended = () => {
       if (this.suspendedUntil) throw new RunSuspended(task.id, this.suspendedUntil);
@@ -191,6 +193,7 @@ export class RunPrimitives {
         completionSeq: this.runner.takeCompletionSeq(),
         workflowVersion: workflow.declaredVersion ?? null,
         concurrencyKey,
+        traceContextJson: this.traceContext ? JSON.stringify(this.traceContext) : null,
       }),
     );
     if (!started) throw this.lost();

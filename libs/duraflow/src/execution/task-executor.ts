@@ -65,13 +65,13 @@ export class TaskExecutor {
     private readonly primitives: DurablePrimitives,
   ) {}
 
-  async execute({ task, fresh }: ClaimedTask, lease: TaskLease, slot: RunSlot): Promise<RunOutcome> {
+  async execute({ task, fresh, traceContext }: ClaimedTask, lease: TaskLease, slot: RunSlot): Promise<RunOutcome> {
     if (task.rollbackReason) return this.saga.rollback(task, lease, task.rollbackReason);
     const workflow = this.registry.get(task.workflowName, task.workflowVersion);
     const memos = fresh ? new Map<string, StepMemo>() : await lease.retry(() => this.steps.loadStepMemos(task.id));
     const outputLimits = { maxBytes: this.options.maxOutputBytes, maxDepth: this.options.maxJsonDepth };
     const runner = new MemoizedStepRunner({ workflow, lease, memos, checkpoints: this.checkpoints, outputLimits });
-    const waits = this.primitives.forRun(task, lease, runner);
+    const waits = this.primitives.forRun(task, lease, runner, traceContext ?? null);
     const ctx: WorkflowContext = {
       runId: task.id,
       workflowName: task.workflowName,

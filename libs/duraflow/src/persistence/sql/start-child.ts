@@ -24,6 +24,8 @@ export interface ChildToStart {
   workflowVersion: number | null;
   /** Flow control's key of the child's input; null for a workflow without limits. */
   concurrencyKey: string | null;
+  /** The parent's stored trace context (JSON), so the child's runs join the trace the parent was submitted in; null without one. */
+  traceContextJson: string | null;
 }
 
 /**
@@ -41,8 +43,8 @@ export async function startChild(tx: SqlExecutor, child: ChildToStart): Promise<
   const inserted = await tx.query<{ id: string }>(
     `WITH inserted AS (
        INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, idempotency_key, parent_task_id, parent_step_key,
-                                workflow_version, concurrency_key)
-       VALUES ($1, $2::jsonb, $3, $4, $5, $6, $7, $8, $9, $10)
+                                workflow_version, concurrency_key, trace_context)
+       VALUES ($1, $2::jsonb, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb)
        ON CONFLICT (workflow_name, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
        RETURNING id, workflow_name, scheduled_at
      )
@@ -60,6 +62,7 @@ export async function startChild(tx: SqlExecutor, child: ChildToStart): Promise<
       child.stepKey,
       child.workflowVersion,
       child.concurrencyKey,
+      child.traceContextJson,
     ],
   );
   let childTaskId = inserted.rows[0]?.id;
