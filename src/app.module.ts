@@ -15,6 +15,7 @@ import { DeadLettersController } from './http/dead-letters.controller';
 import { engineMetricsOptions } from './metrics/engine-metrics';
 import { MetricsController } from './metrics/metrics.controller';
 import { TasksController } from './http/tasks.controller';
+import { approvalBatchWorkflow } from './workflows/approval-batch.workflow';
 import { approvalWorkflow } from './workflows/approval.workflow';
 import { bookingWorkflow } from './workflows/booking.workflow';
 import { OrderGateway, OrderProcessingWorkflow } from './workflows/order-processing.workflow';
@@ -49,7 +50,7 @@ export class AppModule {
           maxInputBytes: config.maxInputBytes,
           heartbeatIntervalMs: config.heartbeatIntervalMs,
           reaper: { intervalMs: config.reaperIntervalMs, staleAfterMs: config.staleAfterMs },
-          workflows: [bookingWorkflow, approvalWorkflow],
+          workflows: [bookingWorkflow, approvalWorkflow, approvalBatchWorkflow],
           metrics: engineMetricsOptions(),
         }),
         ...api.imports,

@@ -95,4 +95,29 @@ describe('the engine’s signal APIs', () => {
     expect(task).toMatchObject({ parent_task_id: '', parent_step_key: '' });
     expect(await client.GetChildren({ task_id: submitted.id })).toEqual({ tasks: [] });
   });
+
+  it('a parent lists its children in its task shape (HTTP childTaskIds, gRPC child_task_ids), and each child names its parent', async () => {
+    const created = await http(engine, 'POST', '/tasks', {
+      body: { workflowName: 'approval-batch', input: { requests: ['laptop', 'desk'] } },
+    });
+    const parent = await finished(created.body.id);
+    expect(parent.status).toBe('completed');
+    const childIds: string[] = parent.output.children;
+    expect(childIds).toHaveLength(2);
+
+    expect((await http(engine, 'GET', `/tasks/${created.body.id}`)).body.childTaskIds).toEqual(childIds);
+    expect((await http(engine, 'GET', `/tasks/${created.body.id}/children`)).body.map((child: { id: string }) => child.id)).toEqual(
+      childIds,
+    );
+    const first = (await http(engine, 'GET', `/tasks/${childIds[0]}`)).body;
+    expect(first).toMatchObject({ workflowName: 'approval', parentTaskId: created.body.id, parentStepKey: 'approval-1', childTaskIds: [] });
+
+    expect((await client.GetTask({ id: created.body.id })).child_task_ids).toEqual(childIds);
+    expect(await client.GetTask({ id: childIds[1] })).toMatchObject({
+      parent_task_id: created.body.id,
+      parent_step_key: 'approval-2',
+      child_task_ids: [],
+    });
+    await Promise.all(childIds.map((id) => http(engine, 'POST', `/tasks/${id}/cancel`)));
+  });
 });

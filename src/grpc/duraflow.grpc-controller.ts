@@ -49,7 +49,8 @@ export class DuraflowGrpcController {
   async getTask(request: { id: string }) {
     const task = await this.workflows.get(requireUuid('id', request.id));
     if (!task) throw new TaskNotFoundError(request.id);
-    return toProtoTask(task);
+    const children = await this.workflows.getChildren(task.id);
+    return { ...toProtoTask(task), child_task_ids: children.map((child) => child.id) };
   }
 
   @GrpcMethod('Duraflow', 'GetSteps')

@@ -27,9 +27,12 @@ export class TasksController {
     return this.workflows.list(query);
   }
 
+  /** The task, with the ids of the children it started (`ctx.startChild` / `ctx.runChild`), oldest first. */
   @Get(':id')
-  async get(@Param('id', uuidParam('id')) id: string): Promise<AgentTask> {
-    return this.findTask(id);
+  async get(@Param('id', uuidParam('id')) id: string): Promise<AgentTask & { childTaskIds: string[] }> {
+    const task = await this.findTask(id);
+    const children = await this.workflows.getChildren(id);
+    return Object.assign(task, { childTaskIds: children.map((child) => child.id) });
   }
 
   @Get(':id/steps')
