@@ -14,10 +14,12 @@ import { RedisHealthIndicator } from './health/redis.health';
 import { DeadLettersController } from './http/dead-letters.controller';
 import { engineMetricsOptions } from './metrics/engine-metrics';
 import { MetricsController } from './metrics/metrics.controller';
+import { LimitsController } from './http/limits.controller';
 import { TasksController } from './http/tasks.controller';
 import { approvalBatchWorkflow } from './workflows/approval-batch.workflow';
 import { approvalWorkflow } from './workflows/approval.workflow';
 import { bookingWorkflow } from './workflows/booking.workflow';
+import { tenantExportWorkflow } from './workflows/tenant-export.workflow';
 import { OrderGateway, OrderProcessingWorkflow } from './workflows/order-processing.workflow';
 
 /**
@@ -29,7 +31,14 @@ export class AppModule {
   static forConfig(config: EngineConfig, databaseUrl: string): DynamicModule {
     const api: { controllers: Type[]; imports: DynamicModule[] } = config.http
       ? {
-          controllers: [TasksController, DeadLettersController, HealthController, MetricsController, DuraflowGrpcController],
+          controllers: [
+            TasksController,
+            DeadLettersController,
+            LimitsController,
+            HealthController,
+            MetricsController,
+            DuraflowGrpcController,
+          ],
           imports: [TerminusModule.forRoot(), EngineDashboardModule.forConfig(config)],
         }
       : { controllers: [], imports: [] };
@@ -50,7 +59,7 @@ export class AppModule {
           maxInputBytes: config.maxInputBytes,
           heartbeatIntervalMs: config.heartbeatIntervalMs,
           reaper: { intervalMs: config.reaperIntervalMs, staleAfterMs: config.staleAfterMs },
-          workflows: [bookingWorkflow, approvalWorkflow, approvalBatchWorkflow],
+          workflows: [bookingWorkflow, approvalWorkflow, approvalBatchWorkflow, tenantExportWorkflow],
           metrics: engineMetricsOptions(),
         }),
         ...api.imports,

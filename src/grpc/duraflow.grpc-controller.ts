@@ -1,7 +1,7 @@
 import { Controller, UseFilters } from '@nestjs/common';
 import { GrpcMethod } from '@nestjs/microservices';
 import { Metadata, ServerUnaryCall } from '@grpc/grpc-js';
-import { SagaService, TaskNotFoundError, WorkflowService } from '@duraflow/nestjs';
+import { SagaService, TaskNotFoundError, WorkerService, WorkflowService } from '@duraflow/nestjs';
 import { GrpcExceptionFilter } from './grpc-exception.filter';
 import { fromProtoStatus, parseJsonField, requireUuid, toProtoDeadLetter, toProtoStep, toProtoTask } from './grpc-messages';
 
@@ -27,6 +27,7 @@ export class DuraflowGrpcController {
   constructor(
     private readonly workflows: WorkflowService,
     private readonly saga: SagaService,
+    private readonly worker: WorkerService,
   ) {}
 
   /** The task; the response metadata `created` says whether this call made it (`true`) or found it by its idempotency key (`false`). */
@@ -95,6 +96,12 @@ export class DuraflowGrpcController {
   async getChildren(request: { task_id: string }) {
     if (!(await this.workflows.get(requireUuid('task_id', request.task_id)))) throw new TaskNotFoundError(request.task_id);
     return { tasks: (await this.workflows.getChildren(request.task_id)).map(toProtoTask) };
+  }
+
+  @GrpcMethod('Duraflow', 'ListLimits')
+  async listLimits() {
+    const limits = await this.worker.readLimits();
+    return { limits: limits.map((limit) => ({ ...limit, key: limit.key ?? '' })) };
   }
 
   @GrpcMethod('Duraflow', 'ListDeadLetters')
