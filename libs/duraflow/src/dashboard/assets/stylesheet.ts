@@ -82,6 +82,7 @@ details > summary { cursor: pointer; color: var(--accent); }
 .table-wrap { overflow-x: auto; }
 .timeline .values-cell { max-width: 21rem; }
 .timeline td.key code { white-space: nowrap; }
+.timeline td.key .kind { font-size: .8rem; }
 .timeline td code.small { overflow-wrap: anywhere; }
 .timeline details.value summary { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .timeline details.value[open] summary { white-space: normal; }

@@ -61,7 +61,7 @@ export function taskLiveContent(context: ViewContext, details: TaskDetails): Htm
   const { task, steps, deadLetters, children, signals } = details;
   const { links, options } = context;
   const entries = timelineEntries(steps, deadLetters);
-  return html`<h1><span>Task <code>${task.id}</code></span> ${statusBadge(task.status)}</h1>
+  return html`<h1><span>Task <code>${task.id}</code></span> ${statusBadge(task.status)}${isHeld(task) && html` ${statusBadge('held')}`}</h1>
 ${
   !isTerminalStatus(task.status) &&
   html`<div class="actions">
