@@ -86,6 +86,8 @@ describe('guards', () => {
       ['GET', `${MOUNT}/tasks/${task.id}/cancel`],
       ['POST', `${MOUNT}/tasks/${task.id}/cancel`],
       ['POST', `${MOUNT}/tasks/${task.id}/cancel?compensate=true`],
+      ['GET', `${MOUNT}/tasks/${task.id}/resume`],
+      ['POST', `${MOUNT}/tasks/${task.id}/resume`],
       ['POST', `${MOUNT}/tasks/${task.id}/dead-letters/00000000-0000-4000-8000-000000000000/retry`],
     ];
     for (const [method, path] of routes) {
