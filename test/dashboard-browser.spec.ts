@@ -9,8 +9,10 @@ import { AgentTask, TaskStatus, WorkflowService } from '@duraflow/nestjs';
 import { RunningEngine } from '../src/engine';
 import { launchBrowser, TestBrowser } from './support/browser';
 import { TestHttpApp, useTestBed } from './support/test-bed';
-import { OPERATOR_COOKIE, startDashboardApp } from './fixtures/dashboard/dashboard-app';
+import { eventually } from './support/waiting';
+import { crashedRunOnReorderedCode, OPERATOR_COOKIE, startDashboardApp } from './fixtures/dashboard/dashboard-app';
 import { startTestEngine } from './fixtures/engine/engine-app';
+import { deployed } from './fixtures/deploys/deployed-code';
 
 /**
  * The dashboard in a real headless Chromium against a real app and PostgreSQL: pages load
@@ -187,6 +189,42 @@ it('follows a task live while it runs, then cancels it with compensation once co
   expect(await text(page, '.notice')).toContain('cancelled and its completed steps were compensated');
   expect(await text(page, 'h1 .badge')).toBe('cancelled');
   expect((await workflows.getStep(task.id, 'prepare'))!.compensatedAt).toBeInstanceOf(Date);
+  expect(errors).toEqual([]);
+  await page.close();
+});
+
+it('finds a task the determinism guard holds from the list, and resumes it once confirmed on fixed code', async () => {
+  // A crashed run recovered on code that asks for C before the recorded B: held (determinism-guard.spec.ts).
+  const id = await crashedRunOnReorderedCode(bed.db.client);
+  await eventually(`task ${id} is held`, () => workflows.get(id), { until: (task) => task?.heldAt instanceof Date });
+  const { page, errors } = await openTab();
+  await page.goto(`${app.url}${MOUNT}`);
+  await tabTo(page, 'a[data-status="held"]');
+  expect(await pressEnter(page)).toBe(200);
+  expect(page.url()).toBe(`${app.url}${MOUNT}?held=true`);
+  expect(await page.$$eval('table tbody tr', (rows) => rows.map((row) => row.querySelector('a')?.textContent))).toEqual([id]);
+  await tabTo(page, `a[href="${MOUNT}/tasks/${id}"]`);
+  expect(await pressEnter(page)).toBe(200);
+  expect(await text(page, 'main')).toContain('held by the determinism guard');
+  await screenshot(page, 'task-held');
+
+  await tabTo(page, `a[href="${MOUNT}/tasks/${id}/resume"]`);
+  expect(await pressEnter(page)).toBe(200);
+  expect(await text(page, 'h1')).toBe('Resume this held task?');
+  const divergence = await page.$$eval('.confirm dl.facts dd', (cells) => cells.map((cell: any) => cell.innerText.trim()));
+  expect(divergence).toEqual(['B', 'C']);
+  expect((await workflows.get(id))!.heldAt).toBeInstanceOf(Date); // nothing happened yet
+  await screenshot(page, 'confirm-resume');
+
+  deployed.code = 'original'; // the fix is deployed
+  await tabTo(page, 'form button[type="submit"]');
+  expect(await pressEnter(page)).toBe(200);
+  expect(page.url()).toBe(`${app.url}${MOUNT}/tasks/${id}?notice=resumed`);
+  expect(await text(page, '.notice')).toContain('The hold was cleared');
+  // The page follows the resumed run live to its end.
+  await page.waitForFunction(() => document.querySelector('h1 .badge')?.textContent === 'completed', { timeout: 20_000 });
+  expect((await workflows.get(id))!.output).toEqual(['A-done', 'B-done', 'C-done']);
+  expect(deployed.ran).toEqual(['C']);
   expect(errors).toEqual([]);
   await page.close();
 });

@@ -49,6 +49,9 @@ describe('the dashboard and the durable primitives', () => {
     expect(page.text).toContain('Children (1)');
     expect(page.text).toContain(`${MOUNT}/tasks/${child.id}`);
     expect(page.text).toMatch(/Waiting.*signal.*signal:go#1/s);
+    // In the timeline, each primitive's row says what it is.
+    expect(page.text).toContain('<td class="key"><code>signal:go#1</code><br><span class="muted kind">signal wait</span></td>');
+    expect(page.text).toContain('<td class="key"><code>kid</code><br><span class="muted kind">child workflow</span></td>');
     expect(page.text).toContain(`${MOUNT}/tasks/${task.id}/signal`);
     const childPage = await request(`${MOUNT}/tasks/${child.id}`);
     expect(childPage.text).toContain(`${MOUNT}/tasks/${task.id}`);

@@ -6,7 +6,8 @@ import {
   TaskStatus,
   WorkflowService,
 } from '@duraflow/nestjs';
-import { ODD_STEP_KEY, OPERATOR_HEADERS, startDashboardApp } from './fixtures/dashboard/dashboard-app';
+import { crashedRunOnReorderedCode, ODD_STEP_KEY, OPERATOR_HEADERS, startDashboardApp } from './fixtures/dashboard/dashboard-app';
+import { deployed, resetDeployed } from './fixtures/deploys/deployed-code';
 import { TestHttpApp, useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
 
@@ -85,6 +86,8 @@ describe('guards', () => {
       ['GET', `${MOUNT}/tasks/${task.id}/cancel`],
       ['POST', `${MOUNT}/tasks/${task.id}/cancel`],
       ['POST', `${MOUNT}/tasks/${task.id}/cancel?compensate=true`],
+      ['GET', `${MOUNT}/tasks/${task.id}/resume`],
+      ['POST', `${MOUNT}/tasks/${task.id}/resume`],
       ['POST', `${MOUNT}/tasks/${task.id}/dead-letters/00000000-0000-4000-8000-000000000000/retry`],
     ];
     for (const [method, path] of routes) {
@@ -198,7 +201,13 @@ describe("a task's page", () => {
     expect(page.text).toContain('<code>trip</code> <span class="muted">v3</span>');
     expect(page.text).toContain('held by the determinism guard');
     expect(page.text).toContain('NON_DETERMINISM');
+    expect(page.text).toContain(`<a class="button" href="${MOUNT}/tasks/${task.id}/resume">Resume…</a>`);
     await workflows.cancel(task.id);
+    // Cancelled while held, it keeps its heldAt but is no longer held: no hold, no Resume.
+    expect((await workflows.get(task.id))!.heldAt).toBeInstanceOf(Date);
+    const cancelled = await request(`${MOUNT}/tasks/${task.id}`);
+    expect(cancelled.text).not.toContain('held by the determinism guard');
+    expect(cancelled.text).not.toContain('Resume…');
   });
 
   it('cuts a large output on the page and serves the whole value as JSON', async () => {
@@ -299,6 +308,121 @@ describe('actions', () => {
     expect(discard.headers.get('location')).toBe(`${MOUNT}/tasks/${second.id}?notice=discarded`);
     expect((await workflows.get(second.id))!.status).toBe(TaskStatus.ROLLED_BACK);
     expect((await workflows.getStep(second.id, 'reserve-stock'))!.compensatedAt).toBeNull();
+  });
+});
+
+describe('resuming a task the determinism guard holds', () => {
+  /**
+   * A run of the guarded workflow that crashed after recording A and B, recovered by this app's
+   * worker on code that asks for C before B: the guard holds it (as in determinism-guard.spec.ts).
+   */
+  async function heldTask(): Promise<AgentTask> {
+    const id = await crashedRunOnReorderedCode(bed.db.client);
+    return (await eventually(`task ${id} is held`, () => workflows.get(id), { until: (task) => task?.heldAt instanceof Date }))!;
+  }
+
+  afterAll(() => resetDeployed('original'));
+
+  it('shows the hold, asks for confirmation with the recorded and requested steps, and resumes only on the POST; the task then completes on fixed code', async () => {
+    const held = await heldTask();
+    expect(held.error).toMatchObject({ code: 'NON_DETERMINISM', recordedStep: 'B', requestedStep: 'C' });
+
+    // Findable from the list: a count and a filter of its own, and a marker in its row.
+    const list = await request(MOUNT);
+    expect(countOf(list.text, 'held')).toBe(1); // the earlier tests leave no task held
+    expect(await workflows.countHeld()).toBe(1);
+    const heldOnly = await request(`${MOUNT}?held=true`);
+    expect(heldOnly.status).toBe(200);
+    expect(listedTaskIds(heldOnly.text)).toEqual([held.id]);
+    expect((await workflows.list({ held: true })).items.map((task) => task.id)).toEqual([held.id]);
+    expect((await workflows.list({ held: false, limit: 1000 })).items.map((task) => task.id)).not.toContain(held.id);
+    expect(heldOnly.text).toMatch(
+      new RegExp(
+        `${held.id}</a></td>\\s*<td><code>guarded-trip</code></td>\\s*<td><span class="badge s-pending">pending</span> <span class="badge s-held">held</span>`,
+      ),
+    );
+    expect((await request(`${MOUNT}?held=yes`)).status).toBe(400);
+    await expect(workflows.list({ held: 'yes' as never })).rejects.toMatchObject({ code: 'INVALID_LIST_OPTIONS', option: 'held' });
+
+    const taskPage = await request(`${MOUNT}/tasks/${held.id}`);
+    expect(taskPage.text).toContain('held by the determinism guard');
+    expect(taskPage.text).toContain(`<a class="button" href="${MOUNT}/tasks/${held.id}/resume">Resume…</a>`);
+
+    const confirm = await request(`${MOUNT}/tasks/${held.id}/resume`);
+    expect(confirm.status).toBe(200);
+    expect(confirm.text).toContain('Resume this held task?');
+    expect(confirm.text).toContain(`<form method="post" action="${MOUNT}/tasks/${held.id}/resume"`);
+    expect(confirm.text).toMatch(/Recorded step not asked for<\/dt><dd><code>B<\/code>/);
+    expect(confirm.text).toMatch(/Step the code asked for instead<\/dt><dd><code>C<\/code>/);
+    expect(confirm.text).toContain('runs again on the code deployed now');
+    expect(confirm.text).toContain('held again');
+    expect((await workflows.get(held.id))!.heldAt).toBeInstanceOf(Date); // the GET changed nothing
+
+    // Resumed while the code still diverges: held again, nothing run.
+    const early = await request(`${MOUNT}/tasks/${held.id}/resume`, { method: 'POST', headers: SAME_ORIGIN });
+    expect(early.status).toBe(303);
+    expect(early.headers.get('location')).toBe(`${MOUNT}/tasks/${held.id}?notice=resumed`);
+    await eventually('held again', () => workflows.get(held.id), { until: (task) => task?.heldAt instanceof Date && task.error !== null });
+    expect(deployed.ran).toEqual([]);
+
+    // The fix is deployed: resumed from the dashboard, it runs to its end.
+    deployed.code = 'original';
+    const resumed = await request(`${MOUNT}/tasks/${held.id}/resume`, { method: 'POST', headers: SAME_ORIGIN });
+    expect(resumed.status).toBe(303);
+    expect(resumed.headers.get('location')).toBe(`${MOUNT}/tasks/${held.id}?notice=resumed`);
+    expect((await request(resumed.headers.get('location')!)).text).toContain('The hold was cleared');
+    const done = await workflows.waitFor(held.id, { timeoutMs: 20_000 });
+    expect(done).toMatchObject({ status: TaskStatus.COMPLETED, heldAt: null, output: ['A-done', 'B-done', 'C-done'] });
+    expect(deployed.ran).toEqual(['C']);
+  });
+
+  it('shows no Resume for a task it does not hold, and answers a resume of one with TaskNotHeldError', async () => {
+    const task = await runningApproval();
+    const taskPage = await request(`${MOUNT}/tasks/${task.id}`);
+    expect(taskPage.text).toContain('Cancel…');
+    expect(taskPage.text).not.toContain('Resume…');
+    expect(taskPage.text).not.toContain(`${MOUNT}/tasks/${task.id}/resume`);
+
+    const confirm = await request(`${MOUNT}/tasks/${task.id}/resume`);
+    expect(confirm.status).toBe(409);
+    expect(confirm.text).toContain('Nothing to resume');
+    const refused = await request(`${MOUNT}/tasks/${task.id}/resume`, { method: 'POST', headers: SAME_ORIGIN });
+    expect(refused.status).toBe(409);
+    expect(refused.text).toContain('TASK_NOT_HELD');
+    expect(refused.text).toContain(`Task ${task.id} is not held by the determinism guard (status running): there is nothing to resume.`);
+    expect((await workflows.get(task.id))!.status).toBe(TaskStatus.RUNNING);
+
+    const unknown = await request(`${MOUNT}/tasks/00000000-0000-4000-8000-000000000000/resume`, { method: 'POST', headers: SAME_ORIGIN });
+    expect(unknown.status).toBe(404);
+    expect(unknown.text).toContain('TASK_NOT_FOUND');
+    await workflows.cancel(task.id);
+  });
+
+  it('answers a resume of a task that is no longer held (cancelled meanwhile) with TaskNotHeldError', async () => {
+    const held = await heldTask();
+    const confirm = await request(`${MOUNT}/tasks/${held.id}/resume`);
+    expect(confirm.status).toBe(200);
+    await workflows.cancel(held.id); // another operator, between the confirmation page and its button
+    const refused = await request(`${MOUNT}/tasks/${held.id}/resume`, { method: 'POST', headers: SAME_ORIGIN });
+    expect(refused.status).toBe(409);
+    expect(refused.text).toContain('TASK_NOT_HELD');
+    expect(refused.text).toContain('(status cancelled)');
+    expect(refused.text).toContain(`href="${MOUNT}/tasks/${held.id}"`);
+    expect((await workflows.get(held.id))!.status).toBe(TaskStatus.CANCELLED);
+  });
+
+  it('refuses a resume another site made the browser send (CSRF), and the task stays held', async () => {
+    const held = await heldTask();
+    const forged: Array<Record<string, string>> = [{ 'sec-fetch-site': 'cross-site' }, { origin: 'http://evil.example' }];
+    for (const headers of forged) {
+      const answer = await request(`${MOUNT}/tasks/${held.id}/resume`, { method: 'POST', headers });
+      expect([headers, answer.status]).toEqual([headers, 403]);
+      expect(answer.text).toContain('This action was sent from another site and was refused.');
+    }
+    const still = (await workflows.get(held.id))!;
+    expect(still.heldAt).toBeInstanceOf(Date);
+    expect(still.error).toMatchObject({ code: 'NON_DETERMINISM' });
+    await workflows.cancel(held.id);
   });
 });
 

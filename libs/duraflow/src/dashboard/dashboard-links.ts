@@ -49,6 +49,11 @@ export class DashboardLinks {
     return this.to(`tasks/${seg(id)}/signal`);
   }
 
+  /** The confirmation of a held task's resume (GET), and where it posts (POST). */
+  resume(id: string): string {
+    return this.to(`tasks/${seg(id)}/resume`);
+  }
+
   deadLetter(taskId: string, deadLetterId: string, action: DeadLetterAction): string {
     return this.to(`tasks/${seg(taskId)}/dead-letters/${seg(deadLetterId)}/${action}`);
   }

@@ -27,6 +27,7 @@ export class DashboardReader {
       filters,
       problems,
       counts: undefined,
+      heldCount: undefined,
       tasks: [],
       nextCursor: null,
       workflows: this.registry.names().sort(),
@@ -35,7 +36,14 @@ export class DashboardReader {
     const range = { workflowName: filters.workflow, createdAfter: filters.from, createdBefore: filters.to };
     try {
       data.counts = await this.workflows.countByStatus(range);
-      const page = await this.workflows.list({ ...range, status: filters.status, limit: this.options.pageSize, cursor: filters.cursor });
+      data.heldCount = await this.workflows.countHeld(range);
+      const page = await this.workflows.list({
+        ...range,
+        status: filters.status,
+        held: filters.held,
+        limit: this.options.pageSize,
+        cursor: filters.cursor,
+      });
       data.tasks = page.items;
       data.nextCursor = page.nextCursor;
     } catch (error) {

@@ -28,9 +28,9 @@ import { LiveTaskFeed } from './live-task-feed';
 import { RequestLinks } from './request-links';
 import { SameOriginGuard } from './same-origin.guard';
 import { parseTaskFilters } from './task-filters';
-import { confirmCancelPage, confirmDeadLetterPage, signalFormPage } from './views/confirm.page';
+import { confirmCancelPage, confirmDeadLetterPage, confirmResumePage, signalFormPage } from './views/confirm.page';
 import { deadLettersPage } from './views/dead-letters.page';
-import { ViewContext } from './views/layout';
+import { isHeld, ViewContext } from './views/layout';
 import { messagePage } from './views/message.page';
 import { isTaskNotice, taskLiveContent, taskPage } from './views/task.page';
 import { taskListPage } from './views/task-list.page';
@@ -159,6 +159,29 @@ export class DashboardController {
     await this.act(response, links, [['Back to the task', links.task(id)]], async () => {
       await this.workflows.cancel(id, { compensate: withCompensation });
       return redirect(links.task(id, { notice: withCompensation ? 'cancelled-compensated' : 'cancelled' }));
+    });
+  }
+
+  /** What resuming a task the determinism guard holds does, and the divergence that held it. */
+  @Get('tasks/:id/resume')
+  async confirmResume(@Param('id') id: string, @RequestLinks() links: DashboardLinks, @Res() response: unknown): Promise<void> {
+    const context = this.context(links);
+    const task = await this.workflows.get(id);
+    if (!task) return this.send(response, this.taskMissing(context, id));
+    if (!isHeld(task)) {
+      const message = `Task ${task.id} is not held by the determinism guard (status ${task.status}): there is nothing to resume.`;
+      return this.send(response, this.missing(links, id, 'Nothing to resume', message, 409));
+    }
+    this.send(response, page(confirmResumePage(context, task)));
+  }
+
+  /** Resumes it through WorkflowService.resume: it runs again on the code deployed now. */
+  @Post('tasks/:id/resume')
+  @UseGuards(SameOriginGuard)
+  async resume(@Param('id') id: string, @RequestLinks() links: DashboardLinks, @Res() response: unknown): Promise<void> {
+    await this.act(response, links, [['Back to the task', links.task(id)]], async () => {
+      await this.workflows.resume(id);
+      return redirect(links.task(id, { notice: 'resumed' }));
     });
   }
 
@@ -295,6 +318,7 @@ function statusOf(error: DuraflowError): number {
   if (error.code.endsWith('_NOT_FOUND') || error.code === 'UNKNOWN_WORKFLOW') return 404;
   const conflicts = [
     'TASK_ALREADY_FINISHED',
+    'TASK_NOT_HELD',
     'COMPENSATION_NOT_REGISTERED',
     'DEAD_LETTER_BUSY',
     'DEAD_LETTER_TASK_ACTIVE',

@@ -9,6 +9,8 @@ export interface TaskFilters {
   from?: Date;
   /** Created before (UTC). */
   to?: Date;
+  /** Only the tasks the determinism guard holds (`held=true`). */
+  held?: boolean;
   /** Go straight to this task. */
   id?: string;
   cursor?: string;
@@ -43,6 +45,11 @@ export function parseTaskFilters(query: Record<string, unknown>): { filters: Tas
     if (time && !Number.isNaN(time.getTime())) filters[name] = time;
     else problems.push(`"${value}" is not a time: use YYYY-MM-DDTHH:MM (UTC) for "${name}".`);
   }
+  const held = text('held');
+  if (held !== undefined) {
+    if (held === 'true') filters.held = true;
+    else problems.push(`"held=${held}" is not a filter: use held=true for the tasks the determinism guard holds, or leave it out.`);
+  }
   const id = text('id');
   if (id !== undefined) {
     if (UUID_PATTERN.test(id)) filters.id = id.toLowerCase();
@@ -57,6 +64,7 @@ export function filterQuery(filters: TaskFilters, except: Array<keyof TaskFilter
   const query: Record<string, string | undefined> = {
     status: filters.status,
     workflow: filters.workflow,
+    held: filters.held ? 'true' : undefined,
     from: filters.from?.toISOString(),
     to: filters.to?.toISOString(),
     cursor: filters.cursor,

@@ -50,6 +50,8 @@ export interface TaskListFilter {
   createdAfter?: Date;
   /** Created before this time. */
   createdBefore?: Date;
+  /** Only tasks the determinism guard holds (true) or does not hold (false). */
+  held?: boolean;
   limit: number;
   /** Bytes a page may hold (its first row always). */
   maxBytes: number;
@@ -220,6 +222,9 @@ export class TaskStore {
       where.push(`status = $${values.length}`);
     }
     where.push(...taskFilterConditions(filter, values));
+    // A held task is pending; a cancelled one keeps its held_at but is no longer held.
+    if (filter.held !== undefined)
+      where.push(filter.held ? "(status = 'pending' AND held_at IS NOT NULL)" : "(status <> 'pending' OR held_at IS NULL)");
     if (filter.after) {
       values.push(filter.after.createdAtMicros, filter.after.id);
       where.push(olderThan(values.length - 1));
@@ -402,6 +407,17 @@ export class TaskStore {
       values,
     );
     return new Map(rows.map((row) => [row.status, Number(row.count)]));
+  }
+
+  /** How many tasks the determinism guard holds (pending, held_at set), with the list's workflow and time filters. */
+  async countHeldTasks(filter: Pick<TaskListFilter, 'workflowName' | 'createdAfter' | 'createdBefore'>): Promise<number> {
+    const values: unknown[] = [];
+    const where = ['deleted_at IS NULL', "status = 'pending'", 'held_at IS NOT NULL', ...taskFilterConditions(filter, values)];
+    const { rows } = await this.db.query<{ count: string }>(
+      `SELECT count(*) AS count FROM agent_tasks WHERE ${where.join(' AND ')}`,
+      values,
+    );
+    return Number(rows[0].count);
   }
 }
 

@@ -79,6 +79,11 @@ export interface ListTasksOptions {
   createdAfter?: Date | string;
   /** Only tasks created before this time. */
   createdBefore?: Date | string;
+  /**
+   * true: only tasks the determinism guard holds (pending, `heldAt` set); false: only tasks it
+   * does not hold. Default: both.
+   */
+  held?: boolean;
   /** 1..1000, default 50. */
   limit?: number;
   /** `nextCursor` of the previous page. */
@@ -231,10 +236,14 @@ export class WorkflowService {
     if (options.status !== undefined && !Object.values(TaskStatus).includes(options.status as TaskStatus)) {
       throw new InvalidListOptionsError('status', `must be one of ${Object.values(TaskStatus).join(', ')}.`);
     }
+    if (options.held !== undefined && typeof options.held !== 'boolean') {
+      throw new InvalidListOptionsError('held', 'must be true (only held tasks), false (none held) or left out.');
+    }
     const page = await this.tasks.listTasks({
       status: options.status,
       workflowName: options.workflowName,
       ...createdRange(options),
+      held: options.held,
       limit,
       maxBytes: this.options.maxListPageBytes,
       after: options.cursor ? decodeCursor(options.cursor) : undefined,
@@ -253,6 +262,16 @@ export class WorkflowService {
     const counts = {} as TaskCounts;
     for (const status of Object.values(TaskStatus)) counts[status] = found.get(status) ?? 0;
     return counts;
+  }
+
+  /**
+   * How many tasks the determinism guard holds (they are among the `pending` of countByStatus),
+   * with the same workflow and time filters. Find them with `list({ held: true })`.
+   *
+   * @throws InvalidListOptionsError for a time that is not a Date or an ISO-8601 string
+   */
+  async countHeld(filter: TaskCountFilter = {}): Promise<number> {
+    return this.tasks.countHeldTasks({ workflowName: filter.workflowName, ...createdRange(filter) });
   }
 
   /** One step of the task by its key, with its whole input and output; null when there is none. */

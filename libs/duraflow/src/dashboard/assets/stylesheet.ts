@@ -46,7 +46,7 @@ tbody tr:hover { background: color-mix(in srgb, var(--accent) 6%, transparent); 
 .s-failed, .s-partial_rollback { color: var(--bad); }
 .s-running { color: var(--run); }
 .s-pending { color: var(--wait); }
-.s-cancelled { color: var(--warn); }
+.s-cancelled, .s-held { color: var(--warn); }
 .s-compensated { color: var(--undo); }
 .counts { display: flex; gap: .5rem; flex-wrap: wrap; margin: .4rem 0 1rem; padding: 0; list-style: none; }
 .counts a { display: flex; gap: .45rem; align-items: baseline; padding: .35rem .7rem; border: 1px solid var(--line);
@@ -55,6 +55,7 @@ tbody tr:hover { background: color-mix(in srgb, var(--accent) 6%, transparent); 
 .counts strong { font-size: 1.15rem; font-variant-numeric: tabular-nums; }
 form.filters { display: flex; gap: .75rem; flex-wrap: wrap; align-items: end; margin-bottom: .5rem; }
 form.filters label { display: flex; flex-direction: column; font-size: .8rem; color: var(--muted); gap: .15rem; }
+form.filters label.check { flex-direction: row; align-items: center; gap: .35rem; padding-bottom: .4rem; }
 input, select, button { font: inherit; padding: .3rem .5rem; border: 1px solid var(--line); border-radius: 4px;
   background: var(--panel); color: var(--text); }
 input[name="id"] { width: 22rem; }
@@ -81,6 +82,7 @@ details > summary { cursor: pointer; color: var(--accent); }
 .table-wrap { overflow-x: auto; }
 .timeline .values-cell { max-width: 21rem; }
 .timeline td.key code { white-space: nowrap; }
+.timeline td.key .kind { font-size: .8rem; }
 .timeline td code.small { overflow-wrap: anywhere; }
 .timeline details.value summary { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .timeline details.value[open] summary { white-space: normal; }

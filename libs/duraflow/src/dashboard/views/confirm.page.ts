@@ -1,7 +1,8 @@
-import { AgentTask } from '../../entities/agent-task.entity';
+import { AgentTask, TaskError } from '../../entities/agent-task.entity';
 import { DeadLetter } from '../../entities/dead-letter.entity';
 import { StepSummary } from '../../interfaces/task-summaries';
 import { DeadLetterAction } from '../dashboard-links';
+import { timeElement } from './format';
 import { html, Html } from './html';
 import { layout, statusBadge, ViewContext } from './layout';
 
@@ -77,6 +78,40 @@ export function confirmDeadLetterPage(
     button: action === 'retry' ? 'Retry the compensation' : 'Discard the entry',
     back: links.task(task.id),
     backLabel: 'Back to the task',
+  });
+}
+
+/**
+ * Resuming a task the determinism guard holds: what it does, and the divergence that held it
+ * (the NonDeterminismError's recorded and requested steps, as `task.error` keeps them).
+ */
+export function confirmResumePage(context: ViewContext, task: AgentTask): Html {
+  const { links } = context;
+  const error = (task.error ?? {}) as Partial<TaskError>;
+  const requested =
+    error.requestedStep === null
+      ? html`<span class="muted">none: the run returned without asking for the recorded step</span>`
+      : error.requestedStep !== undefined
+        ? html`<code>${error.requestedStep}</code>`
+        : html`<span class="muted">not recorded</span>`;
+  const what = html`<p>Task <code>${task.id}</code> (<code>${task.workflowName}</code> <span class="muted">v${task.workflowVersion ?? 1}</span>) is held by the
+  determinism guard since ${timeElement(task.heldAt)}: on recovery its code took another path than the one the run recorded.</p>
+<dl class="facts" aria-label="The divergence">
+  <div><dt>Recorded step not asked for</dt><dd>${error.recordedStep !== undefined ? html`<code>${error.recordedStep}</code>` : html`<span class="muted">not recorded</span>`}</dd></div>
+  <div><dt>Step the code asked for instead</dt><dd>${requested}</dd></div>
+</dl>
+${error.message && html`<p class="muted">${error.message}</p>`}
+<p>Resume clears the hold and this error and wakes the workers: the task <strong>runs again on the code deployed now</strong>, replaying its
+  recorded steps (their saved outputs, nothing run twice) and going on from there. Resume only once a deploy that takes the recorded path is
+  out (<code>ctx.patched(id)</code> around the change, or new runs on a new workflow version).</p>
+<p>If the code deployed now still takes another path, the task is <strong>held again</strong>, with nothing run and nothing undone.</p>`;
+  return confirmPage(context, {
+    title: 'Resume this held task?',
+    what,
+    action: links.resume(task.id),
+    button: 'Resume the task',
+    back: links.task(task.id),
+    backLabel: 'Keep it held',
   });
 }
 

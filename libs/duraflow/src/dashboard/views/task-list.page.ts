@@ -4,13 +4,15 @@ import { TaskCounts } from '../../interfaces/task-summaries';
 import { filterQuery, TaskFilters } from '../task-filters';
 import { durationBetween, formatDuration, timeElement, timeOfDayElement, toDateTimeLocal } from './format';
 import { html, Html } from './html';
-import { layout, statusBadge, ViewContext } from './layout';
+import { isHeld, layout, statusBadge, ViewContext } from './layout';
 
 export interface TaskListData {
   filters: TaskFilters;
   /** What could not be read or was refused, as messages for the operator. */
   problems: string[];
   counts: TaskCounts | undefined;
+  /** How many of the pending ones the determinism guard holds (same filters but status). */
+  heldCount: number | undefined;
   tasks: AgentTask[];
   nextCursor: string | null;
   /** The workflows this process registers, offered in the workflow field. */
@@ -38,6 +40,7 @@ export function taskListPage(context: ViewContext, data: TaskListData): Html {
       ${Object.values(TaskStatus).map((status) => html`<option value="${status}" ${filters.status === status && html`selected`}>${status.replace(/_/g, ' ')}</option>`)}
     </select>
   </label>
+  <label class="check"><input type="checkbox" name="held" value="true" ${filters.held && html`checked`}> Held only</label>
   <label>Workflow <input name="workflow" list="workflow-names" value="${filters.workflow ?? ''}" autocomplete="off"></label>
   <datalist id="workflow-names">${data.workflows.map((name) => html`<option value="${name}"></option>`)}</datalist>
   <label>Created from (UTC) <input type="datetime-local" step="1" name="from" value="${toDateTimeLocal(filters.from)}"></label>
@@ -50,7 +53,7 @@ export function taskListPage(context: ViewContext, data: TaskListData): Html {
   ${PRESETS.map(([label, ms], index) => html`${index > 0 && ' · '}<a href="${links.home({ ...filterQuery(filters, ['cursor', 'to']), from: new Date(now.getTime() - ms).toISOString() })}">${label}</a>`)}
 </p>
 ${data.problems.map((problem) => html`<p class="notice error" role="alert">${problem}</p>`)}
-${data.counts && countsList(context, filters, data.counts)}
+${data.counts && countsList(context, filters, data.counts, data.heldCount ?? 0)}
 ${taskTable(context, data.tasks)}
 <nav class="pager" aria-label="Pages">
   ${filters.cursor && html`<a href="${links.home(filterQuery(filters, ['cursor']))}">← Newest</a>`}
@@ -60,16 +63,17 @@ ${taskTable(context, data.tasks)}
 }
 
 /** Counts by status for the other filters; each one a link that adds its status to them. */
-function countsList(context: ViewContext, filters: TaskFilters, counts: TaskCounts): Html {
+function countsList(context: ViewContext, filters: TaskFilters, counts: TaskCounts, held: number): Html {
   const { links } = context;
   const total = Object.values(counts).reduce((sum, count) => sum + count, 0);
-  const base = filterQuery(filters, ['cursor', 'status']);
+  const base = filterQuery(filters, ['cursor', 'status', 'held']);
   return html`<ul class="counts" aria-label="Tasks by status">
-  <li><a href="${links.home(base)}" aria-current="${filters.status === undefined}" data-status="all"><span>all</span> <strong>${total}</strong></a></li>
+  <li><a href="${links.home(base)}" aria-current="${filters.status === undefined && !filters.held}" data-status="all"><span>all</span> <strong>${total}</strong></a></li>
   ${(Object.keys(counts) as TaskStatus[]).map(
     (status) =>
-      html`<li><a href="${links.home({ ...base, status })}" aria-current="${filters.status === status}" data-status="${status}">${statusBadge(status)} <strong>${counts[status]}</strong></a></li>`,
+      html`<li><a href="${links.home({ ...base, status })}" aria-current="${filters.status === status && !filters.held}" data-status="${status}">${statusBadge(status)} <strong>${counts[status]}</strong></a></li>`,
   )}
+  <li><a href="${links.home({ ...base, held: 'true' })}" title="Pending tasks the determinism guard holds: resume or cancel them" aria-current="${filters.held === true}" data-status="held">${statusBadge('held')} <strong>${held}</strong></a></li>
 </ul>`;
 }
 
@@ -85,7 +89,7 @@ function taskTable(context: ViewContext, tasks: AgentTask[]): Html {
     (task) => html`<tr>
     <td><a class="mono" href="${links.task(task.id)}">${task.id}</a></td>
     <td><code>${task.workflowName}</code></td>
-    <td>${statusBadge(task.status)}${task.error?.code && html` <code class="muted">${task.error.code}</code>`}</td>
+    <td>${statusBadge(task.status)}${isHeld(task) && html` ${statusBadge('held')}`}${task.error?.code && html` <code class="muted">${task.error.code}</code>`}</td>
     <td>${timeElement(task.createdAt)}</td>
     <td>${timeOfDayElement(task.startedAt, task.createdAt)}</td>
     <td>${timeOfDayElement(task.completedAt, task.createdAt)}</td>

@@ -5,7 +5,7 @@ import { StepSummary } from '../../interfaces/task-summaries';
 import { TaskSignal } from '../../persistence/wait.store';
 import { durationBetween, formatDuration, timeElement } from './format';
 import { html, Html, HtmlValue } from './html';
-import { layout, statusBadge, ViewContext } from './layout';
+import { isHeld, layout, statusBadge, ViewContext } from './layout';
 import { timelineEntries, timelineTable } from './timeline';
 import { errorBlock, previewOf, valueBlock } from './values';
 
@@ -30,6 +30,8 @@ export const TASK_NOTICES = {
   'retry-failed': 'The compensation failed again: the dead letter stays, with the new error and one more retry counted.',
   discarded: 'The dead letter was discarded: its compensation was not run.',
   signalled: 'The signal was sent: the task takes it at its next wait for that name.',
+  resumed:
+    'The hold was cleared: a worker runs the task again on the code deployed now. If it still takes another path than the one it recorded, it is held again.',
 } as const;
 
 export type TaskNotice = keyof typeof TASK_NOTICES;
@@ -59,11 +61,12 @@ export function taskLiveContent(context: ViewContext, details: TaskDetails): Htm
   const { task, steps, deadLetters, children, signals } = details;
   const { links, options } = context;
   const entries = timelineEntries(steps, deadLetters);
-  return html`<h1><span>Task <code>${task.id}</code></span> ${statusBadge(task.status)}</h1>
+  return html`<h1><span>Task <code>${task.id}</code></span> ${statusBadge(task.status)}${isHeld(task) && html` ${statusBadge('held')}`}</h1>
 ${
   !isTerminalStatus(task.status) &&
   html`<div class="actions">
-  <a class="button" href="${links.cancel(task.id, false)}">Cancel…</a>
+  ${isHeld(task) && html`<a class="button" href="${links.resume(task.id)}">Resume…</a>`}
+  <a class="button${isHeld(task) && ' secondary'}" href="${links.cancel(task.id, false)}">Cancel…</a>
   <a class="button secondary" href="${links.cancel(task.id, true)}">Cancel and compensate…</a>
   <a class="button secondary" href="${links.signal(task.id)}">Send a signal…</a>
 </div>`
@@ -141,7 +144,8 @@ function taskFacts(task: AgentTask, steps: StepSummary[], deadLetters: DeadLette
     [
       'Status',
       html`${statusBadge(task.status)}${task.rollbackReason && html` <span class="muted">(rollback: ${task.rollbackReason})</span>`}${
-        task.heldAt && html` <span class="muted">(held by the determinism guard: resume it after a fixed deploy)</span>`
+        isHeld(task) &&
+        html` <span class="muted">(held by the determinism guard since ${timeElement(task.heldAt)}: resume it after a fixed deploy)</span>`
       }`,
     ],
     ['Progress', `${completed} of ${steps.length} steps completed · ${compensated} compensated · ${deadLetters.length} dead letters`],

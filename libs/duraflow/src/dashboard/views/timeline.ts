@@ -60,7 +60,7 @@ function stepRow(entry: TimelineEntry, index: number, task: AgentTask, span: Spa
   const duration = step.completedAt ? durationBetween(step.startedAt, step.completedAt) : null;
   return html`<tr id="step-${step.id}">
   <td class="num">${index + 1}</td>
-  <td class="key"><code>${step.stepKey}</code></td>
+  <td class="key"><code>${step.stepKey}</code>${primitiveLabel(step, day)}</td>
   <td>${statusBadge(step.status)}</td>
   <td>${timeOfDayElement(step.startedAt, day)}</td>
   <td>${timeOfDayElement(step.completedAt, day)}</td>
@@ -74,6 +74,20 @@ function stepRow(entry: TimelineEntry, index: number, task: AgentTask, span: Spa
   </div></td>
   <td>${compensationCell(step, entry.deadLetter, day)}</td>
 </tr>`;
+}
+
+/** What a durable primitive's row is (a sleep and its end, a signal wait and its deadline, a child); nothing for a step. */
+function primitiveLabel(step: StepSummary, day: Date): Html {
+  if (!step.kind) return html``;
+  const label =
+    step.kind === 'sleep'
+      ? html`sleep${step.wakeAt && html` until ${timeOfDayElement(step.wakeAt, day)}`}`
+      : step.kind === 'signal'
+        ? html`signal wait${step.wakeAt && html` (deadline ${timeOfDayElement(step.wakeAt, day)})`}`
+        : step.kind === 'child'
+          ? html`child workflow`
+          : html`${step.kind}`;
+  return html`<br><span class="muted kind">${label}</span>`;
 }
 
 /** Whether and when the step was undone; its compensation's name is in the title (and in the Compensations table). */
