@@ -1,4 +1,4 @@
-import { claimLimitedTasksSql } from '../libs/duraflow/src/persistence/sql/claim-limited-tasks';
+import { claimLimitedTasksSql, preparedLimitedClaim } from '../libs/duraflow/src/persistence/sql/claim-limited-tasks';
 import { CLAIM_SETTINGS } from '../libs/duraflow/src/persistence/task.store';
 import { FlowLimits } from '../libs/duraflow/src/validation/flow-limits';
 import { useTestBed } from './support/test-bed';
@@ -71,6 +71,22 @@ describe('The limited claim', () => {
     }
   }
 
+  /** The generic plan of the prepared claim (what a connection caches and reuses: FlowLimitsStore.claimLimitedTasks), rolled back. */
+  async function genericPlanOf(flow: FlowLimits, limit: number): Promise<PlanNode[]> {
+    const statement = preparedLimitedClaim(flow, [1]);
+    await bed.db.client.query(`PREPARE ${statement.name}(text, int) AS ${statement.text}`);
+    await bed.db.client.query('BEGIN');
+    try {
+      await bed.db.client.query(`${CLAIM_SETTINGS}, set_config('plan_cache_mode', 'force_generic_plan', true)`);
+      await bed.db.client.query(statement.lock);
+      const { rows } = await bed.db.client.query(`EXPLAIN (FORMAT JSON) EXECUTE ${statement.name}('plan-test', ${limit})`);
+      return nodes(rows[0]['QUERY PLAN'][0].Plan);
+    } finally {
+      await bed.db.client.query('ROLLBACK');
+      await bed.db.client.query(`DEALLOCATE ${statement.name}`);
+    }
+  }
+
   function expectIndexWalks(plan: PlanNode[]): void {
     expect(plan.filter((node) => /Sort|Seq Scan|Bitmap/.test(node['Node Type'])).map((node) => node['Node Type'])).toEqual([]);
     const scans = plan.filter((node) => node['Index Name']);
@@ -88,6 +104,14 @@ describe('The limited claim', () => {
   ])('walks the flow-control indexes, never a sort or a scan of the backlog (statistics %s)', async (_, analyze) => {
     if (analyze) await bed.db.client.query('ANALYZE agent_tasks');
     for (const flow of [CAPPED, KEYED]) for (const limit of [1, 10, 100]) expectIndexWalks(await planOf(flow, limit));
+  });
+
+  it.each([
+    ['never analyzed', false],
+    ['analyzed', true],
+  ])('prepared, its generic plan walks the same indexes (statistics %s)', async (_, analyze) => {
+    if (analyze) await bed.db.client.query('ANALYZE agent_tasks');
+    for (const flow of [CAPPED, KEYED]) for (const limit of [1, 10, 100]) expectIndexWalks(await genericPlanOf(flow, limit));
   });
 
   it('takes at most the workflow limit, in the claim order, and leaves every other task pending', async () => {
