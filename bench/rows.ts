@@ -147,7 +147,7 @@ export const ROWS: RowDefinition[] = [
   // Flow control (issue 17), after the drift check so the rows above keep their numbers.
   {
     id: 'flow.drain.unlimited',
-    figure: 'Drain 0-step, concurrency 10, 1 process, no limits (flow-control baseline, same minutes; median of 3 rounds)',
+    figure: 'Drain 0-step, concurrency 10, 1 process, no limits (flow-control baseline, same minutes; median of the rounds)',
     unit: 'tasks/s',
     ratio: 'tps4',
     vsClaim: true,

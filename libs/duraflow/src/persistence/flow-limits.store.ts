@@ -32,10 +32,17 @@ export class FlowLimitsStore {
       rows = (await this.db.query(claimLimitedTasksSql(CLAIM_SETTINGS, workerId, flow, versions, limit))).rows;
     } else {
       const statement = this.statementOf(flow, versions);
-      rows = await this.db.onConnection((client) => {
-        let prepared = this.prepared.get(client);
-        if (!prepared) this.prepared.set(client, (prepared = new Set()));
-        return claimPreparedLimitedTasks(client, prepared, CLAIM_SETTINGS, statement, workerId, limit);
+      const claim = () =>
+        this.db.onConnection((client) => {
+          let prepared = this.prepared.get(client);
+          if (!prepared) this.prepared.set(client, (prepared = new Set()));
+          return claimPreparedLimitedTasks(client, prepared, CLAIM_SETTINGS, statement, workerId, limit);
+        });
+      // 26000: the connection lost its prepared statements (someone ran DEALLOCATE ALL or DISCARD
+      // ALL on it). Nothing was claimed and that connection is destroyed: once more on another.
+      rows = await claim().catch((error: unknown) => {
+        if ((error as { code?: string }).code !== '26000') throw error;
+        return claim();
       });
     }
     return rows
