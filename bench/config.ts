@@ -36,6 +36,8 @@ export interface BenchSizes {
   submittedDrainTasks: number;
   /** 0-step tasks of each flow-control drain (no limits, a workflow limit, many keys). */
   flowDrainTasks: number;
+  /** Rounds of the four flow-control drains, back to back: each row is the median, each ratio the median of the rounds' ratios. */
+  flowDrainRounds: number;
   /** Keys of the keyed flow-control drain (keyConcurrency 1). */
   flowKeys: number;
 }
@@ -69,6 +71,7 @@ export const FULL_SIZES: BenchSizes = {
   rssTasks: 100_000,
   submittedDrainTasks: 20_000,
   flowDrainTasks: 8_000,
+  flowDrainRounds: 3,
   flowKeys: 1_000,
 };
 
@@ -98,6 +101,7 @@ export const QUICK_SIZES: BenchSizes = {
   rssTasks: 2_000,
   submittedDrainTasks: 300,
   flowDrainTasks: 300,
+  flowDrainRounds: 1,
   flowKeys: 50,
 };
 

@@ -1,7 +1,10 @@
-import { claimLimitedTasksSql } from '../libs/duraflow/src/persistence/sql/claim-limited-tasks';
+import { Pool } from 'pg';
+import { claimLimitedTasksSql, preparedLimitedClaim } from '../libs/duraflow/src/persistence/sql/claim-limited-tasks';
 import { CLAIM_SETTINGS } from '../libs/duraflow/src/persistence/task.store';
 import { FlowLimits } from '../libs/duraflow/src/validation/flow-limits';
-import { useTestBed } from './support/test-bed';
+import { DuraflowDatabase } from '../libs/duraflow/src/persistence/duraflow-database';
+import { FlowLimitsStore } from '../libs/duraflow/src/persistence/flow-limits.store';
+import { SUBMIT_ONLY, useTestBed } from './support/test-bed';
 
 /*
  * The limited claim's plan: whatever the statistics say and however deep the backlog, it reads
@@ -71,6 +74,22 @@ describe('The limited claim', () => {
     }
   }
 
+  /** The generic plan of the prepared claim (what a connection caches and reuses: FlowLimitsStore.claimLimitedTasks), rolled back. */
+  async function genericPlanOf(flow: FlowLimits, limit: number): Promise<PlanNode[]> {
+    const statement = preparedLimitedClaim(flow, [1]);
+    await bed.db.client.query(`PREPARE ${statement.name}(text, int) AS ${statement.text}`);
+    await bed.db.client.query('BEGIN');
+    try {
+      await bed.db.client.query(`${CLAIM_SETTINGS}, set_config('plan_cache_mode', 'force_generic_plan', true)`);
+      await bed.db.client.query(statement.lock);
+      const { rows } = await bed.db.client.query(`EXPLAIN (FORMAT JSON) EXECUTE ${statement.name}('plan-test', ${limit})`);
+      return nodes(rows[0]['QUERY PLAN'][0].Plan);
+    } finally {
+      await bed.db.client.query('ROLLBACK');
+      await bed.db.client.query(`DEALLOCATE ${statement.name}`);
+    }
+  }
+
   function expectIndexWalks(plan: PlanNode[]): void {
     expect(plan.filter((node) => /Sort|Seq Scan|Bitmap/.test(node['Node Type'])).map((node) => node['Node Type'])).toEqual([]);
     const scans = plan.filter((node) => node['Index Name']);
@@ -88,6 +107,14 @@ describe('The limited claim', () => {
   ])('walks the flow-control indexes, never a sort or a scan of the backlog (statistics %s)', async (_, analyze) => {
     if (analyze) await bed.db.client.query('ANALYZE agent_tasks');
     for (const flow of [CAPPED, KEYED]) for (const limit of [1, 10, 100]) expectIndexWalks(await planOf(flow, limit));
+  });
+
+  it.each([
+    ['never analyzed', false],
+    ['analyzed', true],
+  ])('prepared, its generic plan walks the same indexes (statistics %s)', async (_, analyze) => {
+    if (analyze) await bed.db.client.query('ANALYZE agent_tasks');
+    for (const flow of [CAPPED, KEYED]) for (const limit of [1, 10, 100]) expectIndexWalks(await genericPlanOf(flow, limit));
   });
 
   it('takes at most the workflow limit, in the claim order, and leaves every other task pending', async () => {
@@ -128,5 +155,58 @@ describe('The limited claim', () => {
     } finally {
       await bed.db.client.query('ROLLBACK');
     }
+  });
+
+  describe('through FlowLimitsStore (prepared once per connection)', () => {
+    let store: FlowLimitsStore;
+    let db: DuraflowDatabase;
+    const PREPARED: FlowLimits = { ...CAPPED, workflowName: 'prepared-capped', concurrency: 2 };
+
+    beforeAll(async () => {
+      const app = await bed.start({ duraflow: SUBMIT_ONLY });
+      store = app.get(FlowLimitsStore);
+      db = app.get(DuraflowDatabase);
+      await bed.db.client.query(
+        `INSERT INTO agent_tasks (workflow_name, input, concurrency_key) SELECT 'prepared-capped', '{}', '' FROM generate_series(1, 5)`,
+      );
+    });
+
+    it('claims within the limit on each call, also on a connection whose statements were deallocated', async () => {
+      expect(await store.claimLimitedTasks('p1', PREPARED, [1], 10)).toHaveLength(2);
+      // The limit is full: the same prepared statement (cached plan) on the next call sees it.
+      expect(await store.claimLimitedTasks('p1', PREPARED, [1], 10)).toHaveLength(0);
+      await bed.db.client.query(
+        `UPDATE agent_tasks SET status = 'completed' WHERE workflow_name = 'prepared-capped' AND status = 'running'`,
+      );
+      // DEALLOCATE ALL on every connection of the pool (each held until all ran), until the one
+      // that prepared the claim was among them (the app's own work may hold one for a moment).
+      const pool = (db as unknown as { pool: Pool }).pool;
+      let deallocated = 0;
+      for (let attempt = 0; attempt < 50 && !deallocated; attempt++) {
+        let release!: () => void;
+        const allHeld = new Promise<void>((resolve) => (release = resolve));
+        const held = Array.from({ length: pool.totalCount }, () =>
+          db.onConnection(async (client) => {
+            const { rows } = await client.query(`SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name LIKE 'duraflow_flow_%'`);
+            await client.query('DEALLOCATE ALL');
+            await allHeld;
+            return rows[0].n as number;
+          }),
+        );
+        while (pool.idleCount > 0) await new Promise((resolve) => setTimeout(resolve, 5));
+        release();
+        deallocated = (await Promise.all(held)).reduce((sum, n) => sum + n, 0);
+      }
+      expect(deallocated).toBe(1);
+      expect(await store.claimLimitedTasks('p1', PREPARED, [1], 10)).toHaveLength(2);
+      const { rows } = await bed.db.client.query(
+        `SELECT status, count(*)::int AS n FROM agent_tasks WHERE workflow_name = 'prepared-capped' GROUP BY status ORDER BY status`,
+      );
+      expect(rows).toEqual([
+        { status: 'completed', n: 2 },
+        { status: 'pending', n: 1 },
+        { status: 'running', n: 2 },
+      ]);
+    });
   });
 });

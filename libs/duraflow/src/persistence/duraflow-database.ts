@@ -1,7 +1,7 @@
 import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { getDataSourceToken } from '@nestjs/typeorm';
-import { Client, ClientBase, Pool, PoolConfig, QueryResult, QueryResultRow } from 'pg';
+import { Client, ClientBase, Pool, PoolClient, PoolConfig, QueryResult, QueryResultRow } from 'pg';
 import { DataSource, EntityManager } from 'typeorm';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
 import { ResolvedDuraflowOptions } from '../duraflow.options';
@@ -148,6 +148,27 @@ export class DuraflowDatabase implements SqlExecutor, OnModuleInit {
     client.on('error', onConnectionError);
     try {
       return await transactionOn(client, work, (error) => (broken = error), !this.pooled);
+    } finally {
+      client.off('error', onConnectionError);
+      client.release(broken);
+    }
+  }
+
+  /**
+   * Runs `work` on one pooled connection, then returns it to the pool; a connection whose work
+   * failed is destroyed (as `pool.query` does), so what `work` leaves on it (a `PREPARE`) is
+   * known to hold on the next use. Session state: not behind a transaction-mode pooler.
+   */
+  async onConnection<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    let broken: Error | undefined;
+    const onConnectionError = (error: Error) => (broken = error);
+    client.on('error', onConnectionError);
+    try {
+      return await work(client);
+    } catch (error) {
+      broken = error as Error;
+      throw error;
     } finally {
       client.off('error', onConnectionError);
       client.release(broken);

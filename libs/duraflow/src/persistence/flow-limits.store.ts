@@ -3,7 +3,8 @@ import { FlowLimitStats } from '../interfaces/flow-control';
 import { FlowLimits } from '../validation/flow-limits';
 import { DuraflowDatabase } from './duraflow-database';
 import { toAgentTask } from './row-mappers';
-import { claimLimitedTasksSql } from './sql/claim-limited-tasks';
+import { ClientBase, QueryResultRow } from 'pg';
+import { claimLimitedTasksSql, claimPreparedLimitedTasks, PreparedLimitedClaim, preparedLimitedClaim } from './sql/claim-limited-tasks';
 import { readFlowLimits } from './sql/read-flow-limits';
 import { ClaimedTask, CLAIM_SETTINGS } from './task.store';
 
@@ -13,11 +14,37 @@ import { ClaimedTask, CLAIM_SETTINGS } from './task.store';
  */
 @Injectable()
 export class FlowLimitsStore {
+  /** The statement names each pooled connection has prepared (the limited claims). */
+  private readonly prepared = new WeakMap<ClientBase, Set<string>>();
+  /** Each limited workflow's prepared claim, by its limits and then its versions. */
+  private readonly statements = new WeakMap<FlowLimits, Map<string, PreparedLimitedClaim>>();
+
   constructor(private readonly db: DuraflowDatabase) {}
 
-  /** Claims up to `limit` tasks of a limited workflow, within its limits (see the statement's header). */
+  /**
+   * Claims up to `limit` tasks of a limited workflow, within its limits (see the statement's
+   * header): as a statement each connection prepares once, or, behind a transaction-mode pooler
+   * (no session state), as its full text planned on each call.
+   */
   async claimLimitedTasks(workerId: string, flow: FlowLimits, versions: number[], limit: number): Promise<ClaimedTask[]> {
-    const { rows } = await this.db.query(claimLimitedTasksSql(CLAIM_SETTINGS, workerId, flow, versions, limit));
+    let rows: QueryResultRow[];
+    if (this.db.pooled) {
+      rows = (await this.db.query(claimLimitedTasksSql(CLAIM_SETTINGS, workerId, flow, versions, limit))).rows;
+    } else {
+      const statement = this.statementOf(flow, versions);
+      const claim = () =>
+        this.db.onConnection((client) => {
+          let prepared = this.prepared.get(client);
+          if (!prepared) this.prepared.set(client, (prepared = new Set()));
+          return claimPreparedLimitedTasks(client, prepared, CLAIM_SETTINGS, statement, workerId, limit);
+        });
+      // 26000: the connection lost its prepared statements (someone ran DEALLOCATE ALL or DISCARD
+      // ALL on it). Nothing was claimed and that connection is destroyed: once more on another.
+      rows = await claim().catch((error: unknown) => {
+        if ((error as { code?: string }).code !== '26000') throw error;
+        return claim();
+      });
+    }
     return rows
       .map((row) => ({
         task: toAgentTask(row),
@@ -26,6 +53,15 @@ export class FlowLimitsStore {
         traceContext: row.trace_context as Record<string, string> | null,
       }))
       .sort((a, b) => b.task.priority - a.task.priority || a.task.createdAt.getTime() - b.task.createdAt.getTime());
+  }
+
+  private statementOf(flow: FlowLimits, versions: number[]): PreparedLimitedClaim {
+    let byVersions = this.statements.get(flow);
+    if (!byVersions) this.statements.set(flow, (byVersions = new Map()));
+    const key = versions.join(',');
+    let statement = byVersions.get(key);
+    if (!statement) byVersions.set(key, (statement = preparedLimitedClaim(flow, versions)));
+    return statement;
   }
 
   /**

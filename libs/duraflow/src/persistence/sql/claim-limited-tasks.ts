@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+import { ClientBase, QueryResult, QueryResultRow } from 'pg';
 import { FlowLimits } from '../../validation/flow-limits';
 import { advisoryLockId } from '../../util/advisory-lock-id';
 import { countLiteral, textLiteral } from '../literals';
@@ -29,8 +31,73 @@ import { TASK_COLUMNS_OF_T } from '../row-mappers';
  * tasks), so a claim costs what its batch and the keys it passes cost, not the backlog.
  *
  * A task held back by a limit is not touched: it stays `pending`, no retry counted.
+ *
+ * Statement 3 is the largest the library sends, and planning it cost as much as running it (the
+ * keyed walk: 0.5–1 ms of planning a claim). So a process sends it prepared
+ * (`claimPreparedLimitedTasks`: `PREPARE` once per connection, in the same round trip as its
+ * first claim, then `EXECUTE` with the connection's cached generic plan, still one round trip),
+ * and this full text only behind a transaction-mode pooler, where a connection keeps nothing.
  */
 export function claimLimitedTasksSql(settings: string, workerId: string, flow: FlowLimits, versions: number[], limit: number): string {
+  return `${LIMITED_CLAIM_TAG} ${settings};
+    ${limitedClaimLockSql(flow)};
+    ${limitedClaimStatement(flow, versions, textLiteral(workerId), countLiteral(limit))}`;
+}
+
+/** What names the limited claim's round trip (its first statement) in pg_stat_statements and pg_stat_activity. */
+export const LIMITED_CLAIM_TAG = '/* duraflow_claim_limited_tasks */';
+
+/** Statement 2 above: the workflow's advisory lock, held until the claim's transaction ends. */
+export function limitedClaimLockSql(flow: FlowLimits): string {
+  return `SELECT pg_advisory_xact_lock(${advisoryLockId(`duraflow:flow:${flow.workflowName}`)})`;
+}
+
+/**
+ * The limited claim of a workflow as a prepared statement: statement 3 above with the worker's
+ * id as $1 and the batch as $2, named after its text (its workflow, limits and versions), so
+ * a connection that prepared it once runs it again with the plan it cached (see
+ * FlowLimitsStore.claimLimitedTasks).
+ */
+export function preparedLimitedClaim(flow: FlowLimits, versions: number[]): PreparedLimitedClaim {
+  const text = limitedClaimStatement(flow, versions, '$1::text', '$2::int');
+  return { name: `duraflow_flow_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`, text, lock: limitedClaimLockSql(flow) };
+}
+
+/** A limited claim prepared for its workflow (`preparedLimitedClaim`). */
+export interface PreparedLimitedClaim {
+  name: string;
+  text: string;
+  lock: string;
+}
+
+/**
+ * The limited claim on one connection, in one round trip, with its plan cached there: the
+ * statement is `PREPARE`d (simple protocol, in the same round trip) the first time this
+ * connection runs it, then `EXECUTE`d with the generic plan the connection keeps (planning the
+ * keyed walk costs as much as running it). `prepared` holds the names this connection prepared:
+ * session state, so never behind a transaction-mode pooler (`claimLimitedTasksSql` there).
+ * Returns the claimed rows.
+ */
+export async function claimPreparedLimitedTasks(
+  client: ClientBase,
+  prepared: Set<string>,
+  settings: string,
+  statement: PreparedLimitedClaim,
+  workerId: string,
+  limit: number,
+): Promise<QueryResultRow[]> {
+  const prepare = prepared.has(statement.name) ? '' : `PREPARE ${statement.name}(text, int) AS ${statement.text};\n`;
+  const results = (await client.query(
+    `${prepare}${LIMITED_CLAIM_TAG} ${settings}, set_config('plan_cache_mode', 'force_generic_plan', true);
+    ${statement.lock};
+    EXECUTE ${statement.name}(${textLiteral(workerId)}, ${countLiteral(limit)})`,
+  )) as unknown as QueryResult[];
+  prepared.add(statement.name);
+  return results[results.length - 1].rows;
+}
+
+/** Statement 3: the claim; `workerId` and `limit` are SQL expressions (literals, or parameters). */
+function limitedClaimStatement(flow: FlowLimits, versions: number[], workerId: string, limit: string): string {
   const workflow = textLiteral(flow.workflowName);
   // Only versions this process registers, and no task the determinism guard holds (claimable-workflows.ts).
   const versionList = versions.length ? versions : [1];
@@ -42,7 +109,7 @@ export function claimLimitedTasksSql(settings: string, workerId: string, flow: F
     `${alias}.status = 'pending' AND ${alias}.deleted_at IS NULL AND (${alias}.scheduled_at IS NULL OR ${alias}.scheduled_at <= now()) AND ${claimableVersion(alias)}`;
 
   // What the whole workflow may still start now.
-  const workflowCaps = [countLiteral(limit)];
+  const workflowCaps = [limit];
   if (flow.concurrency !== null) {
     workflowCaps.push(
       `${countLiteral(flow.concurrency)} - (SELECT count(*) FROM agent_tasks r
@@ -58,15 +125,13 @@ export function claimLimitedTasksSql(settings: string, workerId: string, flow: F
 
   const pick = flow.concurrencyKey ? keyedPick(workflow, flow, limit, runnable, window) : unkeyedPick(workflow, runnable);
   const rateKey = rate?.perKey ? 'claimed.concurrency_key' : `''`;
-  return `/* duraflow_claim_limited_tasks */ ${settings};
-    SELECT pg_advisory_xact_lock(${advisoryLockId(`duraflow:flow:${flow.workflowName}`)});
-    WITH RECURSIVE
+  return `WITH RECURSIVE
     clock AS MATERIALIZED (SELECT clock_timestamp() AS at),
     budget AS MATERIALIZED (SELECT GREATEST(0, LEAST(${workflowCaps.join(', ')}))::bigint AS n),
     ${pick},
     claimed AS (
       UPDATE agent_tasks t
-      SET status = 'running', worker_id = ${textLiteral(workerId)}, claim_token = gen_random_uuid(),
+      SET status = 'running', worker_id = ${workerId}, claim_token = gen_random_uuid(),
           started_at = COALESCE(t.started_at, clock.at), heartbeat_at = now(), updated_at = now()
       FROM picked, clock
       WHERE t.id = picked.id
@@ -105,15 +170,16 @@ const MAX_KEYS_VISITED = 200;
  * idx_agent_tasks_flow_pending from the cursor, wrapping around once), then each visited key's
  * first tasks, locked SKIP LOCKED; the cursor moves to the last key visited.
  */
-function keyedPick(workflow: string, flow: FlowLimits, limit: number, runnable: (alias: string) => string, window: string): string {
+function keyedPick(workflow: string, flow: FlowLimits, limit: string, runnable: (alias: string) => string, window: string): string {
   const rate = flow.rateLimit;
   // No key ever gives more than this in one claim: its runnable tasks are counted up to it only.
-  const mostPerKey = Math.min(limit, flow.keyConcurrency ?? limit, rate?.perKey ? rate.limit : limit);
+  const perKeyCaps = [flow.keyConcurrency, rate?.perKey ? rate.limit : null].filter((cap): cap is number => cap !== null);
+  const mostPerKey = perKeyCaps.length ? `LEAST(${limit}, ${perKeyCaps.map(countLiteral).join(', ')})` : limit;
   // What one key may still start now, beyond the room left in the batch.
   const keyCaps: string[] = [
     `(SELECT count(*) FROM (SELECT 1 FROM agent_tasks p
        WHERE p.workflow_name = ${workflow} AND p.concurrency_key = nk.k AND ${runnable('p')}
-       LIMIT ${countLiteral(mostPerKey)}) AS runnable)`,
+       LIMIT ${mostPerKey}) AS runnable)`,
   ];
   if (flow.keyConcurrency !== null) {
     keyCaps.push(
