@@ -334,7 +334,7 @@ describe('Cross-feature behaviour', () => {
       expect(ranFor(fresh.id)).toEqual(['a', 'b']);
     });
 
-    it('counts a completed sleep as a recorded step: a new sleep before it holds the run woken by a signal, which stays untaken', async () => {
+    it('counts a completed sleep as a recorded step: a new sleep before it holds the run woken by a signal, which its recorded wait took', async () => {
       const first = await startApp();
       const task = await first.get(WorkflowService).submit('two-waits');
       await untilWaitingAt(task.id, 'signal:finish#1');
@@ -348,16 +348,22 @@ describe('Cross-feature behaviour', () => {
       expect(receipt.wokeTask).toBe(true);
       const held = await heldTask(task.id);
       expect(held.error).toMatchObject({ code: 'NON_DETERMINISM', recordedStep: 'nap', requestedStep: 'extra' });
+      // The send hands the signal to the wait the run recorded and was suspended at (data of the
+      // recorded path: no code of the new one ran); the woken run then diverges before it.
       const after = await written(task.id);
-      expect(after.steps).toEqual(before.steps);
-      expect(after.signals).toEqual([{ name: 'finish', consumed_at: null, consumed_by_step: null }]);
+      expect(after.steps).toEqual(
+        before.steps.map((step) =>
+          step.step_key === 'signal:finish#1' ? { ...step, status: 'completed', completion_seq: expect.any(Number) } : step,
+        ),
+      );
+      expect(after.signals).toEqual([{ name: 'finish', consumed_at: expect.any(Date), consumed_by_step: 'signal:finish#1' }]);
       // Another signal for the wait it is held at does not release it.
       await second.get(WorkflowService).signal(task.id, 'finish', 'again');
       await sleep(300);
       const stillHeld = await bed.rows.task(task.id);
       expect(stillHeld.held_at).not.toBeNull();
       expect(stillHeld.error).toMatchObject({ code: 'NON_DETERMINISM' });
-      expect((await written(task.id)).steps).toEqual(before.steps);
+      expect((await written(task.id)).steps).toEqual(after.steps);
       expect(ranFor(task.id)).toEqual(['a']);
 
       code = 'original';
@@ -539,7 +545,8 @@ describe('Cross-feature behaviour', () => {
       expect(stillHeld).toMatchObject({ status: 'pending', worker_id: null });
       expect(stillHeld.held_at).not.toBeNull();
       expect(ranFor(waiter.id)).toEqual(['a']);
-      expect((await written(waiter.id)).signals).toEqual([{ name: 'go', consumed_at: null, consumed_by_step: null }]);
+      // Taken at the send by the wait the run was suspended at (its recorded path), before the new code diverged.
+      expect((await written(waiter.id)).signals).toEqual([{ name: 'go', consumed_at: expect.any(Date), consumed_by_step: 'signal:go#1' }]);
 
       await secondWorkflows.resume(waiter.id);
       const done = await secondWorkflows.waitFor(waiter.id, { timeoutMs: 20_000 });

@@ -99,6 +99,31 @@ describe('signals', () => {
     console.log(`signal sent -> task completed: ${Date.now() - sentAt} ms`);
   });
 
+  it('hands a signal to the wait its suspended task is at in the send itself: the woken run finds the wait over', async () => {
+    const app = await startApp();
+    const workflows = app.get(WorkflowService);
+    const task = await workflows.submit('approval');
+    await eventually('the task waits', () => waitingFor(task.id, 'signal:approval#1'));
+    await app.get(WorkerService).stop();
+
+    await workflows.signal(task.id, 'approval', { ok: 'sent' });
+
+    // Settled by the send, before any worker claimed the task: the wait completed with the payload, the signal taken by it.
+    const wait = (await bed.rows.steps(task.id)).find((step) => step.step_key === 'signal:approval#1');
+    expect(wait).toMatchObject({ status: 'completed', output: { ok: 'sent' } });
+    expect(wait!.completion_seq).not.toBeNull();
+    expect(await signalRows(task.id)).toEqual([
+      expect.objectContaining({ consumed_by_step: 'signal:approval#1', consumed_at: expect.any(Date) }),
+    ]);
+    expect(await bed.rows.task(task.id)).toMatchObject({ status: 'pending', worker_id: null });
+
+    await app.get(WorkerService).start();
+    expect(await workflows.waitFor(task.id, { timeoutMs: 10_000 })).toMatchObject({
+      status: 'completed',
+      output: { decision: { ok: 'sent' } },
+    });
+  });
+
   it('keeps a signal sent before the wait is reached, and delivers it when it is', async () => {
     const submitter = await startApp(SUBMIT_ONLY);
     const task = await submitter.get(WorkflowService).submit('approval');

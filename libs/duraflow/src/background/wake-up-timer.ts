@@ -1,7 +1,12 @@
 import { Injectable, OnApplicationShutdown } from '@nestjs/common';
 
-/** Past a wake-up time, by this much: the claim compares `scheduled_at` with the start of its transaction, on the same clock, which is then later still. */
-const LATE_BY_MS = 1;
+/**
+ * Past a wake-up time, by this much. None is added here: the run arms its wake-ups a whole
+ * millisecond past the time the database gave (RunPrimitives.armWakeUp), `fire` tells only the
+ * wake-ups now due (a timer that fires early re-arms), and the claim compares `scheduled_at`
+ * with the start of its transaction, later still.
+ */
+const LATE_BY_MS = 0;
 /** Wake-ups remembered at once; later ones are left to the poll. */
 const MAX_WAKE_UPS = 10_000;
 /** setTimeout's longest delay; a wake-up further off is re-armed on the way. */

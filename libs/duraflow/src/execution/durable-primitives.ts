@@ -233,11 +233,27 @@ export class RunPrimitives {
     if (settled.outcome === 'lost') throw this.lost();
     if (settled.outcome === 'waiting') {
       this.suspendedUntil = settled.wakeAt;
-      // Armed by the database's clock (the claim's), whatever this host's clock says.
-      if (settled.wakeAt.getTime() < NO_WAKE_UP.getTime()) this.wakeUps.wakeAt(new Date(Date.now() + settled.wakeInMs));
+      if (settled.wakeAt.getTime() < NO_WAKE_UP.getTime()) this.armWakeUp(settled.wakeAt, Date.now(), settled.wakeInMs);
       throw new RunSuspended(this.task.id, settled.wakeAt);
     }
     return settled;
+  }
+
+  /**
+   * Arms this process's timer for the wake-up. `receivedAt + wakeInMs` is sure never to be early
+   * whatever this host's clock says (the server read its own clock `wakeInMs` before the wake-up,
+   * before this reply), but it is late by the time the settle waited for a connection and its
+   * reply for the event loop. So the wake-up's own time (`wake_at`, the server's clock) is armed
+   * too when it is earlier: with the clocks in step (one host, or NTP) it claims the task on
+   * time; a server clock behind this one makes it fire early, find nothing due, and the first
+   * claims it.
+   */
+  private armWakeUp(wakeAt: Date, receivedAt: number, wakeInMs: number): void {
+    // + 1: a Date holds whole milliseconds (wake_at's microseconds and the reply's arrival are cut).
+    const certain = Math.ceil(receivedAt + wakeInMs) + 1;
+    const own = wakeAt.getTime() + 1;
+    this.wakeUps.wakeAt(new Date(certain));
+    if (own < certain - 1) this.wakeUps.wakeAt(new Date(own));
   }
 
   /** A statement of the run through its lease; an unreachable database aborts the run as a checkpoint's failure does. */

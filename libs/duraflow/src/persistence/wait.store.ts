@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { AgentTask } from '../entities/agent-task.entity';
 import { DuraflowDatabase, SqlExecutor } from './duraflow-database';
 import { ownedTaskRow } from './fencing';
+import { countLiteral, textLiteral } from './literals';
 import { TASK_COLUMNS, toAgentTask } from './row-mappers';
 import { markCompensatedSql } from './step.store';
 import { cancelDescendants } from './sql/cancel-descendants';
@@ -42,12 +43,17 @@ export class WaitStore {
    * to lock first). False when the claim no longer owns the task or the row is not waiting.
    */
   async completeDueSleep(taskId: string, claimToken: string, stepKey: string, completionSeq: number): Promise<boolean> {
+    // Committed without waiting for its WAL flush, as the claim and a wait's settle are: losing it
+    // in a crash leaves the row `waiting` with its wake-up passed, so the replay completes the same
+    // sleep again (its end was fixed when it was first reached); every later synchronous commit of
+    // the run (a checkpoint, the completion) flushes the WAL past it. One round trip, simple protocol.
+    const task = textLiteral(taskId);
     const { rowCount } = await this.db.query(
-      `UPDATE step_runs SET status = 'completed', completed_at = clock_timestamp(), completion_seq = $4
-       WHERE task_id = $1 AND step_key = $3 AND kind = 'sleep' AND status = 'waiting' AND wake_at <= clock_timestamp()
-         AND EXISTS (${ownedTaskRow('$1', '$2')})`,
-      [taskId, claimToken, stepKey, completionSeq],
-      'duraflow_complete_sleep',
+      `/* duraflow_complete_sleep */ SELECT set_config('synchronous_commit', 'off', true);
+       UPDATE step_runs SET status = 'completed', completed_at = clock_timestamp(), completion_seq = ${countLiteral(completionSeq)}
+       WHERE task_id = ${task} AND step_key = ${textLiteral(stepKey)} AND kind = 'sleep' AND status = 'waiting'
+         AND wake_at <= clock_timestamp()
+         AND EXISTS (${ownedTaskRow(task, textLiteral(claimToken))})`,
     );
     return rowCount > 0;
   }

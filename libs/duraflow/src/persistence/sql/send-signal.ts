@@ -13,24 +13,52 @@ export interface SentSignal {
 /**
  * Keeps a signal for a task, in one round trip and one transaction (two statements sent
  * together over the simple query protocol, one implicit transaction): the first locks the task
- * row (as a run that settles a wait locks it); the second, with a snapshot taken after that
- * lock, keeps the signal unless the task finished and, when the task is suspended waiting for
- * this name, wakes it (`scheduled_at = now()` and a NOTIFY, so a worker claims it at once). So a
- * run either takes the signal in its wait or has suspended already and is woken here. A
- * finished task keeps nothing. Values go in as literals (the protocol carries no parameters).
+ * row (as a run that settles a wait locks it, and a claim that takes it); the second, with a
+ * snapshot taken after that lock, keeps the signal unless the task finished and, when the task
+ * is suspended waiting for this name, wakes it (`scheduled_at = now()` and a NOTIFY, so a worker
+ * claims it at once). So a run either takes the signal in its wait or has suspended already and
+ * is woken here. A finished task keeps nothing. Values go in as literals (the protocol carries
+ * no parameters).
+ *
+ * Delivered at once: when the suspended task's oldest waiting wait of this name is still before
+ * its deadline and no older signal of the name is kept, this send settles that wait itself, as
+ * the run's settle would (the signal is taken by that wait, the wait's row completed with the
+ * payload), so the woken run finds the wait over in the steps it reads and goes on without a
+ * settle of its own. Only while the task is `pending` (no claim, so no run can settle the wait
+ * meanwhile: a claim waits for this lock, and a run that claimed it first makes the task
+ * `running`, and then its own settle takes the kept signal).
  */
 export async function sendSignal(executor: SqlExecutor, taskId: string, name: string, payloadJson: string | null): Promise<SentSignal> {
   const task = `${textLiteral(taskId)}::uuid`;
   const signal = textLiteral(name);
+  const payload = payloadJson === null ? 'NULL::jsonb' : `${textLiteral(payloadJson)}::jsonb`;
   const { rows } = await executor.query(
     `/* duraflow_send_signal */ SELECT 1 FROM agent_tasks WHERE id = ${task} FOR NO KEY UPDATE;
      WITH target AS (
-       SELECT status, workflow_name, rollback_reason FROM agent_tasks WHERE id = ${task}
+       SELECT status, workflow_name, rollback_reason, held_at FROM agent_tasks WHERE id = ${task}
+     ), waiting AS (
+       SELECT s.id, s.step_key, s.wake_at FROM step_runs s, target
+       WHERE s.task_id = ${task} AND s.kind = 'signal' AND s.status = 'waiting' AND s.input->>'name' = ${signal}
+         AND target.status = 'pending' AND target.rollback_reason IS NULL AND target.held_at IS NULL
+       ORDER BY s.created_at, s.id
+       LIMIT 1
+     ), deliver AS (
+       SELECT w.id, w.step_key FROM waiting w
+       WHERE (w.wake_at IS NULL OR w.wake_at > clock_timestamp())
+         AND NOT EXISTS (SELECT 1 FROM task_signals k WHERE k.task_id = ${task} AND k.name = ${signal} AND k.consumed_at IS NULL)
      ), kept AS (
-       INSERT INTO task_signals (task_id, name, payload)
-       SELECT ${task}, ${signal}, ${payloadJson === null ? 'NULL' : `${textLiteral(payloadJson)}::jsonb`}
+       INSERT INTO task_signals (task_id, name, payload, consumed_at, consumed_by_step)
+       SELECT ${task}, ${signal}, ${payload},
+              CASE WHEN EXISTS (SELECT 1 FROM deliver) THEN clock_timestamp() END, (SELECT step_key FROM deliver)
        FROM target WHERE status IN ('pending', 'running')
        RETURNING id
+     ), delivered AS (
+       UPDATE step_runs s
+       SET status = 'completed', output = ${payload}, completed_at = clock_timestamp(),
+           completion_seq = (SELECT COALESCE(max(completion_seq), 0) + 1 FROM step_runs WHERE task_id = ${task})
+       FROM deliver d
+       WHERE s.id = d.id AND EXISTS (SELECT 1 FROM kept)
+       RETURNING s.id
      ), woken AS (
        UPDATE agent_tasks t SET scheduled_at = now(), updated_at = now()
        FROM target
@@ -39,7 +67,9 @@ export async function sendSignal(executor: SqlExecutor, taskId: string, name: st
                      WHERE s.task_id = ${task} AND s.kind = 'signal' AND s.status = 'waiting' AND s.input->>'name' = ${signal})
        RETURNING pg_notify('${TASK_SUBMITTED_CHANNEL}', t.workflow_name)
      )
-     SELECT target.status, (SELECT id FROM kept) AS signal_id, (SELECT count(*) FROM woken) AS woke FROM target`,
+     SELECT target.status, (SELECT id FROM kept) AS signal_id, (SELECT count(*) FROM woken) AS woke,
+            (SELECT count(*) FROM delivered) AS delivered
+     FROM target`,
   );
   if (!rows.length) return { status: null, signalId: null, woke: false };
   const row = rows[0];
