@@ -9,20 +9,11 @@ import { eventually } from './support/waiting';
 import { databaseUrl, TestDatabase } from './support/database';
 import { useTestBed } from './support/test-bed';
 import { SHARED_REDIS_URL } from './support/redis-server';
+import { DURAFLOW_MIGRATION_NAMES } from './support/migration-names';
 
 const execFileAsync = promisify(execFile);
 const CLI = path.join(__dirname, '..', 'libs', 'duraflow', 'src', 'cli', 'main.ts');
-const MIGRATIONS = [
-  'SeedSchema1700000000000',
-  'EngineColumns1700000000001',
-  'SagaColumns1700000000002',
-  'LeaderLease1700000000100',
-  'DurablePrimitives1700000000200',
-  'TraceContext1700000000300',
-  'FlowControl1700000000400',
-  'SafeDeploys1700000000500',
-  'Schedules1700000000700',
-];
+const MIGRATIONS = DURAFLOW_MIGRATION_NAMES;
 const CHILD_TIMEOUT_MS = 60_000;
 
 interface CliRun {

@@ -14,20 +14,11 @@ import {
   SEED_TEXT,
 } from './fixtures/schema/seed-queries';
 import { useTestBed } from './support/test-bed';
+import { DURAFLOW_MIGRATION_NAMES } from './support/migration-names';
 
 const execFileAsync = promisify(execFile);
 const REPO_ROOT = join(__dirname, '..');
-const MIGRATIONS = [
-  'SeedSchema1700000000000',
-  'EngineColumns1700000000001',
-  'SagaColumns1700000000002',
-  'LeaderLease1700000000100',
-  'DurablePrimitives1700000000200',
-  'TraceContext1700000000300',
-  'FlowControl1700000000400',
-  'SafeDeploys1700000000500',
-  'Schedules1700000000700',
-];
+const MIGRATIONS = DURAFLOW_MIGRATION_NAMES;
 /** The seed's tables, TypeORM's migrations table, and the tables later migrations add (never a seed table changed). */
 const TABLES = [
   'agent_tasks',
