@@ -29,7 +29,9 @@ describe('metrics', () => {
     const registry = new Registry();
     const app = await bed.start({
       duraflow: {
-        ...(options.submitOnly ? SUBMIT_ONLY : {}),
+        // Submit-only: no worker, and no reaper of its own (a test reaps by hand, and a reaping
+        // pass of the app's leader would otherwise race it for the stale tasks).
+        ...(options.submitOnly ? { ...SUBMIT_ONLY, reaper: { enabled: false } } : {}),
         workflows: [quickWorkflow, checkoutWorkflow(), brokenWorkflow],
         metrics: { registry, prefix: options.prefix },
       },
