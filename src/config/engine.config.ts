@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
-import { DURAFLOW_DEFAULTS, DuraflowPooler, defaultLeaseConfirmAfterMs } from '@duraflow/nestjs';
+import { DURAFLOW_DEFAULTS, DuraflowPooler, ResolvedRetention, defaultLeaseConfirmAfterMs } from '@duraflow/nestjs';
 import { redactPassword } from './redact-password';
 
 /** The engine's settings, read once from the environment; a bad value stops the start. */
@@ -48,17 +48,8 @@ export interface EngineConfig {
   pooler: DuraflowPooler;
   /** A direct connection past the pooler for LISTEN and the sessions that hold state (`listenUrl`). */
   listenUrl: string | undefined;
-  retention: EngineRetention;
-}
-
-/** The library's `retention`: ms kept after finishing per final status, undefined = forever. */
-export interface EngineRetention {
-  completed: number | undefined;
-  failed: number | undefined;
-  rolledBack: number | undefined;
-  cancelled: number | undefined;
-  batchSize: number;
-  intervalMs: number;
+  /** The library's `retention`: ms kept after finishing per final status (undefined: forever), batch size, interval. */
+  retention: ResolvedRetention;
 }
 
 export class EngineConfigError extends Error {
