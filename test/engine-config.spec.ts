@@ -1,6 +1,14 @@
 import { resolve } from 'node:path';
+import { DURAFLOW_MODULE_OPTIONS, DuraflowModuleOptions } from '@duraflow/nestjs';
 import { EngineConfigError, loadEngineConfig } from '../src/config/engine.config';
+import { http, startTestEngine } from './fixtures/engine/engine-app';
 import { EngineProcess } from './fixtures/engine/engine-process';
+import { PgBouncer } from './support/pgbouncer';
+import { useTestBed } from './support/test-bed';
+import { eventually } from './support/waiting';
+
+const bed = useTestBed();
+const BOOKING = { customer: 'ada', from: 'AMS', to: 'LIS' };
 
 describe('the engine configuration (environment variables)', () => {
   it('reads DURAFLOW_PREFETCH as auto (any case) or a whole number', () => {
@@ -29,6 +37,18 @@ describe('the engine configuration (environment variables)', () => {
       heartbeatIntervalMs: 5_000,
       reaperIntervalMs: 10_000,
       staleAfterMs: 30_000,
+      maxIdlePollIntervalMs: 30_000,
+      leaseConfirmAfterMs: 10_000,
+      pooler: 'none',
+      listenUrl: undefined,
+      retention: {
+        completed: undefined,
+        failed: undefined,
+        rolledBack: undefined,
+        cancelled: undefined,
+        batchSize: 500,
+        intervalMs: 60_000,
+      },
     });
   });
 
@@ -53,6 +73,16 @@ describe('the engine configuration (environment variables)', () => {
       DURAFLOW_HEARTBEAT_INTERVAL_MS: '1000',
       DURAFLOW_REAPER_INTERVAL_MS: '2000',
       DURAFLOW_STALE_AFTER_MS: '6000',
+      DURAFLOW_MAX_IDLE_POLL_INTERVAL_MS: '5000',
+      DURAFLOW_LEASE_CONFIRM_AFTER_MS: '0',
+      DURAFLOW_POOLER: 'PgBouncer-Transaction',
+      DURAFLOW_LISTEN_URL: 'postgres://app:secret@db-direct.internal:5432/duraflow',
+      DURAFLOW_RETENTION_COMPLETED: '7d',
+      DURAFLOW_RETENTION_FAILED: '12h',
+      DURAFLOW_RETENTION_ROLLED_BACK: '30m',
+      DURAFLOW_RETENTION_CANCELLED: '45 s',
+      DURAFLOW_RETENTION_BATCH_SIZE: '100',
+      DURAFLOW_RETENTION_INTERVAL_MS: '15000',
     });
     expect(config).toEqual({
       port: 8080,
@@ -74,7 +104,31 @@ describe('the engine configuration (environment variables)', () => {
       heartbeatIntervalMs: 1000,
       reaperIntervalMs: 2000,
       staleAfterMs: 6000,
+      maxIdlePollIntervalMs: 5000,
+      leaseConfirmAfterMs: 0,
+      pooler: 'pgbouncer-transaction',
+      listenUrl: 'postgres://app:secret@db-direct.internal:5432/duraflow',
+      retention: {
+        completed: 7 * 86_400_000,
+        failed: 12 * 3_600_000,
+        rolledBack: 30 * 60_000,
+        cancelled: 45_000,
+        batchSize: 100,
+        intervalMs: 15_000,
+      },
     });
+  });
+
+  it('reads a retention in ms, s, m, h or d, any case; 0 removes a finished task at its next sweep', () => {
+    expect(loadEngineConfig({ DURAFLOW_RETENTION_COMPLETED: '1500ms' }).retention.completed).toBe(1_500);
+    expect(loadEngineConfig({ DURAFLOW_RETENTION_COMPLETED: '2D' }).retention.completed).toBe(172_800_000);
+    expect(loadEngineConfig({ DURAFLOW_RETENTION_FAILED: '0s' }).retention.failed).toBe(0);
+    expect(loadEngineConfig({ DURAFLOW_RETENTION_CANCELLED: '36500d' }).retention.cancelled).toBe(36_500 * 86_400_000);
+  });
+
+  it('confirms leases after a third of the stale limit unless DURAFLOW_LEASE_CONFIRM_AFTER_MS says otherwise', () => {
+    expect(loadEngineConfig({ DURAFLOW_STALE_AFTER_MS: '9000' }).leaseConfirmAfterMs).toBe(3000);
+    expect(loadEngineConfig({ DURAFLOW_STALE_AFTER_MS: '9000', DURAFLOW_LEASE_CONFIRM_AFTER_MS: '8999' }).leaseConfirmAfterMs).toBe(8999);
   });
 
   it('binds to loopback without an API key and to every interface with one, unless HOST says otherwise', () => {
@@ -117,6 +171,25 @@ describe('the engine configuration (environment variables)', () => {
     ['DURAFLOW_HEARTBEAT_INTERVAL_MS', '0', /an integer from 1/],
     ['DURAFLOW_REAPER_INTERVAL_MS', '-5', /an integer from 1/],
     ['DURAFLOW_STALE_AFTER_MS', 'soon', /an integer/],
+    ['DURAFLOW_MAX_IDLE_POLL_INTERVAL_MS', '0', /an integer from 1 to 86400000/],
+    ['DURAFLOW_MAX_IDLE_POLL_INTERVAL_MS', '30s', /an integer/],
+    ['DURAFLOW_LEASE_CONFIRM_AFTER_MS', '-1', /an integer from 0/],
+    ['DURAFLOW_LEASE_CONFIRM_AFTER_MS', '30000', /less than DURAFLOW_STALE_AFTER_MS \(30000\)/],
+    ['DURAFLOW_POOLER', 'pgbouncer', /none or pgbouncer-transaction/],
+    ['DURAFLOW_POOLER', 'pgbouncer-session', /none or pgbouncer-transaction/],
+    ['DURAFLOW_LISTEN_URL', 'db-direct:5432', /a URL starting with postgres:\/\/ or postgresql:\/\//],
+    [
+      'DURAFLOW_RETENTION_COMPLETED',
+      '7',
+      /a whole number with a unit, ms, s, m, h or d \(e\.g\. 7d, 12h, 30m\), up to 36500d; unset keeps these tasks forever/,
+    ],
+    ['DURAFLOW_RETENTION_FAILED', '1w', /a whole number with a unit/],
+    ['DURAFLOW_RETENTION_ROLLED_BACK', '1.5d', /a whole number with a unit/],
+    ['DURAFLOW_RETENTION_CANCELLED', '-1d', /a whole number with a unit/],
+    ['DURAFLOW_RETENTION_COMPLETED', '36501d', /up to 36500d/],
+    ['DURAFLOW_RETENTION_COMPLETED', 'forever', /unset keeps these tasks forever/],
+    ['DURAFLOW_RETENTION_BATCH_SIZE', '0', /an integer from 1 to 100000/],
+    ['DURAFLOW_RETENTION_INTERVAL_MS', '1m', /an integer from 1/],
   ])('refuses %s=%j, naming the variable', (variable, value, expected) => {
     const attempt = () => loadEngineConfig({ [variable]: value });
     expect(attempt).toThrow(EngineConfigError);
@@ -138,6 +211,22 @@ describe('the engine configuration (environment variables)', () => {
     );
   });
 
+  it('refuses a lease confirmed no sooner than the stale limit it must beat, naming both variables', () => {
+    expect(() => loadEngineConfig({ DURAFLOW_STALE_AFTER_MS: '6000', DURAFLOW_LEASE_CONFIRM_AFTER_MS: '7000' })).toThrow(
+      /DURAFLOW_LEASE_CONFIRM_AFTER_MS="7000" is invalid: expected less than DURAFLOW_STALE_AFTER_MS \(6000\)/,
+    );
+  });
+
+  it('refuses a pooler or a listen URL for the embedded database, without printing the password', () => {
+    expect(() => loadEngineConfig({ DURAFLOW_POOLER: 'pgbouncer-transaction' })).toThrow(
+      /DURAFLOW_POOLER="pgbouncer-transaction" is invalid: expected none without DATABASE_URL/,
+    );
+    expect(() => loadEngineConfig({ DURAFLOW_LISTEN_URL: 'postgres://app:hunter2@db/app' })).toThrow(
+      'Environment variable DURAFLOW_LISTEN_URL="postgres://app:***@db/app" is invalid: expected unset without DATABASE_URL',
+    );
+    expect(loadEngineConfig({ DATABASE_URL: 'postgres://db/app', DURAFLOW_POOLER: 'none' }).pooler).toBe('none');
+  });
+
   it('refuses a node with neither the API nor a worker', () => {
     expect(() => loadEngineConfig({ DURAFLOW_HTTP: 'false', DURAFLOW_WORKER: 'false' })).toThrow(
       /DURAFLOW_HTTP="false" is invalid: expected true while DURAFLOW_WORKER is false/,
@@ -151,5 +240,75 @@ describe('the engine configuration (environment variables)', () => {
       /ERROR \[Engine\] Environment variable DURAFLOW_CONCURRENCY="lots" is invalid: expected an integer from 1 to 10000\./,
     );
     expect(engine.log).not.toMatch(/\n\s+at /);
+  });
+});
+
+describe('the engine with the scale settings from the environment', () => {
+  it('hands the idle backoff, the lease confirmation and the retention to the library', async () => {
+    const engine = await startTestEngine(bed, {
+      DURAFLOW_MAX_IDLE_POLL_INTERVAL_MS: '4000',
+      DURAFLOW_LEASE_CONFIRM_AFTER_MS: '2500',
+      DURAFLOW_RETENTION_FAILED: '3d',
+      DURAFLOW_RETENTION_BATCH_SIZE: '50',
+    });
+    const options = engine.app.get<DuraflowModuleOptions>(DURAFLOW_MODULE_OPTIONS);
+    expect(options).toMatchObject({
+      pooler: 'none',
+      worker: { maxIdlePollIntervalMs: 4000, leaseConfirmAfterMs: 2500 },
+      retention: { failed: 259_200_000, batchSize: 50, intervalMs: 60_000 },
+    });
+    expect(options.retention?.completed).toBeUndefined();
+    expect(options.listenUrl).toBeUndefined();
+    await bed.close(engine);
+  });
+
+  it('removes a completed task and its step runs after DURAFLOW_RETENTION_COMPLETED, and keeps the rolled back one', async () => {
+    const engine = await startTestEngine(bed, {
+      DURAFLOW_RETENTION_COMPLETED: '0s',
+      DURAFLOW_RETENTION_INTERVAL_MS: '100',
+      DURAFLOW_REAPER_INTERVAL_MS: '100',
+    });
+    const completed = await http(engine, 'POST', '/tasks', { body: { workflowName: 'booking', input: BOOKING } });
+    const rolledBack = await http(engine, 'POST', '/tasks', {
+      body: { workflowName: 'booking', input: { ...BOOKING, failAt: 'hotel' } },
+    });
+    expect([completed.status, rolledBack.status]).toEqual([201, 201]);
+    await eventually('the rolled back booking has ended', () => bed.rows.task(rolledBack.body.id), {
+      until: (task) => task.status === 'rolled_back',
+    });
+    await eventually('the completed booking is removed', () => bed.rows.count('agent_tasks', 'id = $1', [completed.body.id]), {
+      until: (count) => count === 0,
+    });
+    expect(await bed.rows.count('step_runs', 'task_id = $1', [completed.body.id])).toBe(0);
+    expect((await bed.rows.task(rolledBack.body.id)).status).toBe('rolled_back');
+    expect(await bed.rows.count('step_runs', 'task_id = $1', [rolledBack.body.id])).toBeGreaterThan(0);
+    expect((await http(engine, 'GET', `/tasks/${completed.body.id}`)).status).toBe(404);
+    await bed.close(engine);
+  });
+
+  it('runs a booking through pgbouncer in transaction mode with DURAFLOW_POOLER and LISTEN on DURAFLOW_LISTEN_URL', async () => {
+    const bouncer = bed.closeLater(await PgBouncer.start({ poolSize: 2 }), (pooler) => pooler.stop());
+    const engine = await startTestEngine(
+      bed,
+      { DURAFLOW_POOLER: 'pgbouncer-transaction', DURAFLOW_LISTEN_URL: bed.db.url },
+      { databaseUrl: bouncer.url(bed.db.name) },
+    );
+    expect(engine.app.get<DuraflowModuleOptions>(DURAFLOW_MODULE_OPTIONS)).toMatchObject({
+      pooler: 'pgbouncer-transaction',
+      listenUrl: bed.db.url,
+    });
+    const created = await http(engine, 'POST', '/tasks', { body: { workflowName: 'booking', input: BOOKING } });
+    expect(created.status).toBe(201);
+    const done = await eventually('the booking has ended', async () => (await http(engine, 'GET', `/tasks/${created.body.id}`)).body, {
+      until: (task) => !['pending', 'running'].includes(task.status),
+    });
+    expect(done).toMatchObject({ status: 'completed', output: { flight: 'flight-ada-AMS-LIS' } });
+    expect(await bed.rows.completedStepKeys(created.body.id)).toEqual(['book-flight', 'book-hotel', 'book-car']);
+    // LISTEN goes past the pooler: a session on the direct connection listens.
+    const listening = () =>
+      bed.db.client
+        .query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND query ILIKE 'LISTEN%'`, [bed.db.name])
+        .then(({ rows }) => rows[0].n);
+    expect(await eventually('a session LISTENs', listening, { until: (n) => n > 0 })).toBeGreaterThan(0);
   });
 });

@@ -5,7 +5,7 @@
  *
  *   node -r ./test/support/swc-register.js bench/scale/run-scale.ts idle [warmupS=45] [windowS=120]
  *   node -r ./test/support/swc-register.js bench/scale/run-scale.ts nodes [delayMs=1] [tasks=3000]   (root: ip netns, tc)
- *   node -r ./test/support/swc-register.js bench/scale/run-scale.ts retention [tasks=200000]
+ *   node -r ./test/support/swc-register.js bench/scale/run-scale.ts retention [tasks=1000000] [rate=1000] [keepS=120] [naptimeS=10] [stopAt=ISO time]
  *   node -r ./test/support/swc-register.js bench/scale/run-scale.ts soak [noop=1000000] [tenStep=100000]
  */
 import { randomBytes } from 'node:crypto';
@@ -256,82 +256,159 @@ async function nodes(delayMs: number, tasks: number): Promise<void> {
 
 // ------------------------------------------------------------------ retention
 
-async function retention(total: number): Promise<void> {
-  for (const tuned of [false, true]) {
-    const server = await ScalePostgres.start({ autovacuum_naptime: '10s' });
-    try {
-      const database = tuned ? 'churn_tuned' : 'churn_default';
-      const url = await createDatabase(server, database);
-      if (tuned) {
-        for (const table of ['agent_tasks', 'step_runs']) {
-          await server.query(
-            `ALTER TABLE ${table} SET (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000,
-               autovacuum_vacuum_insert_scale_factor = 0.01, autovacuum_analyze_scale_factor = 0.02, autovacuum_vacuum_cost_delay = 0)`,
-            [],
-            database,
-          );
-        }
-      }
-      const { Pool } = await import('pg');
-      const pool = new Pool({ connectionString: url, max: 2 });
-      const db = {
-        query: async (text: string, values: unknown[] = []) => {
-          const result = await pool.query(text, values);
-          return { rows: result.rows, rowCount: result.rowCount ?? 0 };
-        },
-      } as unknown as DuraflowDatabase;
-      const batch = 5_000;
-      const t0 = performance.now();
-      let removed = 0;
-      const samples: string[] = [];
-      for (let done = 0; done < total; done += batch) {
-        // The life of `batch` tasks, as the engine writes it: submitted, claimed, two steps checkpointed, completed.
-        await pool.query(
-          `WITH t AS (INSERT INTO agent_tasks (workflow_name, input, status) SELECT 'churn', '{}', 'pending' FROM generate_series(1, $1::int) RETURNING id)
-           SELECT count(*) FROM t`,
-          [batch],
-        );
-        await pool.query(
-          `UPDATE agent_tasks SET status = 'running', worker_id = 'w', claim_token = gen_random_uuid(), started_at = now(), heartbeat_at = now() WHERE status = 'pending'`,
-        );
-        await pool.query(
-          `INSERT INTO step_runs (task_id, step_key, status, output, completed_at) SELECT id, k, 'completed', '{"ok":true}', now()
-             FROM agent_tasks, (VALUES ('s1'), ('s2')) AS s(k) WHERE status = 'running'`,
-        );
-        await pool.query(
-          `UPDATE agent_tasks SET status = 'completed', output = '{}', completed_at = now(), updated_at = now() WHERE status = 'running'`,
-        );
-        // Retention with a 0 ms keep: everything finished goes, 500 per statement.
-        for (;;) {
-          const counts = await deleteExpiredTasks(db, [{ status: TaskStatus.COMPLETED, keepMs: 0 }], 500);
-          const n = counts.get(TaskStatus.COMPLETED) ?? 0;
-          removed += n;
-          if (n < 500) break;
-        }
-        if ((done / batch) % Math.max(1, Math.floor(total / batch / 8)) === 0 || done + batch >= total) {
-          const [stats] = await server.query<Record<string, string>>(
-            `SELECT (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'agent_tasks') AS tasks_dead,
-                    (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'step_runs') AS steps_dead,
-                    pg_size_pretty(pg_total_relation_size('agent_tasks')) AS tasks_size,
-                    pg_size_pretty(pg_total_relation_size('step_runs')) AS steps_size,
-                    (SELECT autovacuum_count FROM pg_stat_user_tables WHERE relname = 'agent_tasks') AS tasks_vacuums,
-                    (SELECT autovacuum_count FROM pg_stat_user_tables WHERE relname = 'step_runs') AS steps_vacuums`,
-            [],
-            database,
-          );
-          samples.push(`${done + batch}: ${JSON.stringify(stats)}`);
-        }
-      }
-      const seconds = (performance.now() - t0) / 1000;
-      await pool.end();
-      log(
-        `retention churn, ${tuned ? 'per-table autovacuum settings' : 'server default autovacuum (scale factor 0.2)'} (autovacuum_naptime 10 s): ` +
-          `${total} tasks x 2 steps created, completed and removed in ${seconds.toFixed(0)} s (${(total / seconds).toFixed(0)} tasks/s), removed ${removed}`,
+/** The per-table settings the README gives for high churn. */
+const TUNED_AUTOVACUUM =
+  'autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_insert_scale_factor = 0.01, ' +
+  'autovacuum_analyze_scale_factor = 0.02, autovacuum_vacuum_cost_delay = 0';
+
+interface TableFigures {
+  live: number;
+  dead: number;
+  heapBytes: number;
+  indexBytes: number;
+  /** Heap, indexes and toast. */
+  totalBytes: number;
+  autovacuums: number;
+}
+
+async function tableFigures(server: ScalePostgres, database: string): Promise<Record<'agent_tasks' | 'step_runs', TableFigures>> {
+  const rows = await server.query<Record<string, string>>(
+    `SELECT relname, n_live_tup AS live, n_dead_tup AS dead, pg_relation_size(relid) AS heap, pg_indexes_size(relid) AS indexes,
+            pg_total_relation_size(relid) AS total, autovacuum_count AS autovacuums
+       FROM pg_stat_user_tables WHERE relname IN ('agent_tasks', 'step_runs')`,
+    [],
+    database,
+  );
+  const figures = (name: string): TableFigures => {
+    const row = rows.find((r) => r.relname === name)!;
+    return {
+      live: Number(row.live),
+      dead: Number(row.dead),
+      heapBytes: Number(row.heap),
+      indexBytes: Number(row.indexes),
+      totalBytes: Number(row.total),
+      autovacuums: Number(row.autovacuums),
+    };
+  };
+  return { agent_tasks: figures('agent_tasks'), step_runs: figures('step_runs') };
+}
+
+const mb = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
+
+/**
+ * One variant of the churn: `total` tasks through their life as the engine writes it (inserted,
+ * claimed, 2 step runs checkpointed, completed), `rate` per second on a fixed schedule (a batch
+ * every second), and retention removing what finished more than `keepS` ago (so the tables hold
+ * about `rate × keepS` tasks of history, as a retention of days holds a history). Figures sampled
+ * every 10 s (peaks) and printed at every `checkpoint` tasks.
+ */
+async function churn(
+  variant: string,
+  server: ScalePostgres,
+  database: string,
+  settings: { total: number; rate: number; keepS: number; checkpoint: number; stopAt: number },
+): Promise<void> {
+  const url = server.url(database);
+  const { Pool } = await import('pg');
+  const pool = new Pool({ connectionString: url, max: 2 });
+  const db = {
+    query: async (text: string, values: unknown[] = []) => {
+      const result = await pool.query(text, values);
+      return { rows: result.rows, rowCount: result.rowCount ?? 0 };
+    },
+  } as unknown as DuraflowDatabase;
+  const batch = settings.rate;
+  const t0 = performance.now();
+  let removed = 0;
+  let done = 0;
+  const peak = { tasksDead: 0, stepsDead: 0, totalBytes: 0 };
+  const sample = async () => {
+    const figures = await tableFigures(server, database);
+    const { agent_tasks: tasks, step_runs: steps } = figures;
+    peak.tasksDead = Math.max(peak.tasksDead, tasks.dead);
+    peak.stepsDead = Math.max(peak.stepsDead, steps.dead);
+    peak.totalBytes = Math.max(peak.totalBytes, tasks.totalBytes + steps.totalBytes);
+    return figures;
+  };
+  const report = async (label: string) => {
+    const { agent_tasks: tasks, step_runs: steps } = await sample();
+    const seconds = (performance.now() - t0) / 1000;
+    log(
+      `${variant} ${label} ${done} tasks in ${seconds.toFixed(0)} s (${(done / seconds).toFixed(0)} tasks/s), removed ${removed}: ` +
+        `agent_tasks live ${tasks.live} dead ${tasks.dead} (peak ${peak.tasksDead}) heap ${mb(tasks.heapBytes)} MB indexes ${mb(tasks.indexBytes)} MB autovacuums ${tasks.autovacuums}; ` +
+        `step_runs live ${steps.live} dead ${steps.dead} (peak ${peak.stepsDead}) heap ${mb(steps.heapBytes)} MB indexes ${mb(steps.indexBytes)} MB autovacuums ${steps.autovacuums}; ` +
+        `both tables total ${mb(tasks.totalBytes + steps.totalBytes)} MB (peak ${mb(peak.totalBytes)} MB)`,
+    );
+  };
+  try {
+    while (done < settings.total && Date.now() < settings.stopAt) {
+      // The schedule, not the speed of this variant, says when the next batch starts.
+      const due = t0 + (done / settings.rate) * 1000;
+      const wait = due - performance.now();
+      if (wait > 0) await sleep(wait);
+      const n = Math.min(batch, settings.total - done);
+      await pool.query(
+        `INSERT INTO agent_tasks (workflow_name, input, status) SELECT 'churn', '{}', 'pending' FROM generate_series(1, $1::int)`,
+        [n],
       );
-      for (const sample of samples) log(`  after ${sample}`);
-    } finally {
-      await server.stop();
+      await pool.query(
+        `UPDATE agent_tasks SET status = 'running', worker_id = 'w', claim_token = gen_random_uuid(), started_at = now(), heartbeat_at = now() WHERE status = 'pending'`,
+      );
+      await pool.query(
+        `INSERT INTO step_runs (task_id, step_key, status, output, completed_at) SELECT id, k, 'completed', '{"ok":true}', now()
+           FROM agent_tasks, (VALUES ('s1'), ('s2')) AS s(k) WHERE status = 'running'`,
+      );
+      await pool.query(
+        `UPDATE agent_tasks SET status = 'completed', output = '{}', completed_at = now(), updated_at = now() WHERE status = 'running'`,
+      );
+      for (;;) {
+        const counts = await deleteExpiredTasks(db, [{ status: TaskStatus.COMPLETED, keepMs: settings.keepS * 1000 }], 500);
+        const gone = counts.get(TaskStatus.COMPLETED) ?? 0;
+        removed += gone;
+        if (gone < 500) break;
+      }
+      const before = done;
+      done += n;
+      if (Math.floor(done / (settings.rate * 10)) > Math.floor(before / (settings.rate * 10))) await sample();
+      if (Math.floor(done / settings.checkpoint) > Math.floor(before / settings.checkpoint)) await report('checkpoint');
     }
+    if (done % settings.checkpoint !== 0) await report(done < settings.total ? 'stopped at the time limit' : 'end');
+  } finally {
+    await pool.end();
+  }
+}
+
+/**
+ * Both variants at once, each on a server of its own, on the same schedule: the same machine
+ * load, the same number of autovacuum naptimes per task; only the per-table settings differ.
+ */
+async function retention(total: number, rate: number, keepS: number, naptimeS: number, stopAt: number): Promise<void> {
+  const variants = [
+    { name: 'default', tuned: false },
+    { name: 'per-table', tuned: true },
+  ];
+  const servers = await Promise.all(variants.map(() => ScalePostgres.start({ autovacuum_naptime: `${naptimeS}s` })));
+  try {
+    log(
+      `retention churn: ${total} tasks x 2 steps, ${rate} tasks/s on a fixed schedule, retention keeps ${keepS} s (about ` +
+        `${rate * keepS} tasks), autovacuum_naptime ${naptimeS} s; both variants at once, a server each; per-table settings: ${TUNED_AUTOVACUUM}`,
+    );
+    await Promise.all(
+      variants.map(async ({ name, tuned }, index) => {
+        const database = `churn_${tuned ? 'tuned' : 'default'}`;
+        await createDatabase(servers[index], database);
+        if (tuned) {
+          for (const table of ['agent_tasks', 'step_runs']) {
+            const settings =
+              table === 'step_runs' ? TUNED_AUTOVACUUM.replace(', autovacuum_analyze_scale_factor = 0.02', '') : TUNED_AUTOVACUUM;
+            await servers[index].query(`ALTER TABLE ${table} SET (${settings})`, [], database);
+          }
+        }
+        await churn(name, servers[index], database, { total, rate, keepS, checkpoint: 250_000, stopAt });
+      }),
+    );
+  } finally {
+    await Promise.all(servers.map((server) => server.stop()));
   }
 }
 
@@ -399,8 +476,16 @@ async function main(): Promise<void> {
   log(`scale bench: ${what}`);
   if (what === 'idle') await idle(Number(a ?? 45), Number(b ?? 120));
   else if (what === 'nodes') await nodes(Number(a ?? 1), Number(b ?? 3000));
-  else if (what === 'retention') await retention(Number(a ?? 200_000));
-  else if (what === 'soak') await soak(Number(a ?? 1_000_000), Number(b ?? 100_000));
+  else if (what === 'retention') {
+    const [rate, keepS, naptimeS, stopAt] = process.argv.slice(4);
+    await retention(
+      Number(a ?? 1_000_000),
+      Number(rate ?? 1000),
+      Number(keepS ?? 120),
+      Number(naptimeS ?? 10),
+      stopAt ? Date.parse(stopAt) : Number.POSITIVE_INFINITY,
+    );
+  } else if (what === 'soak') await soak(Number(a ?? 1_000_000), Number(b ?? 100_000));
   else throw new Error('usage: run-scale.ts idle|nodes|retention|soak [...]');
 }
 

@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
-import { DURAFLOW_DEFAULTS } from '@duraflow/nestjs';
+import { DURAFLOW_DEFAULTS, DuraflowPooler, ResolvedRetention, defaultLeaseConfirmAfterMs } from '@duraflow/nestjs';
 import { redactPassword } from './redact-password';
 
 /** The engine's settings, read once from the environment; a bad value stops the start. */
@@ -37,9 +37,19 @@ export interface EngineConfig {
   /** Tasks claimed ahead of free slots: `'auto'` or a number. */
   prefetch: number | 'auto';
   pollIntervalMs: number;
+  /** The longest wait of an idle worker's poll (`worker.maxIdlePollIntervalMs`). */
+  maxIdlePollIntervalMs: number;
   heartbeatIntervalMs: number;
   reaperIntervalMs: number;
   staleAfterMs: number;
+  /** A lease older than this is confirmed before the next step (`worker.leaseConfirmAfterMs`). */
+  leaseConfirmAfterMs: number;
+  /** What sits between the engine and DATABASE_URL (the library's `pooler`). */
+  pooler: DuraflowPooler;
+  /** A direct connection past the pooler for LISTEN and the sessions that hold state (`listenUrl`). */
+  listenUrl: string | undefined;
+  /** The library's `retention`: ms kept after finishing per final status (undefined: forever), batch size, interval. */
+  retention: ResolvedRetention;
 }
 
 export class EngineConfigError extends Error {
@@ -105,6 +115,36 @@ function prefetch(env: Env, name: string, fallback: number | 'auto', max: number
   return parsed;
 }
 
+/** One of `choices`, in any case. */
+function oneOf<T extends string>(env: Env, name: string, fallback: T, choices: readonly T[]): T {
+  const value = raw(env, name);
+  if (value === undefined) return fallback;
+  const choice = choices.find((c) => c === value.toLowerCase());
+  if (choice === undefined) throw new EngineConfigError(name, value, choices.join(' or '));
+  return choice;
+}
+
+const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/**
+ * A duration with its unit (`7d`, `12h`, `30m`, `45s`, `500ms`); unset is undefined. The unit is
+ * required: a bare `7` read as milliseconds would remove every finished task at once.
+ */
+function duration(env: Env, name: string, maxDays: number): number | undefined {
+  const value = raw(env, name);
+  if (value === undefined) return undefined;
+  const match = /^(\d+)\s*(ms|s|m|h|d)$/i.exec(value);
+  const ms = match ? Number(match[1]) * UNIT_MS[match[2].toLowerCase() as keyof typeof UNIT_MS] : NaN;
+  if (!Number.isSafeInteger(ms) || ms > maxDays * UNIT_MS.d) {
+    throw new EngineConfigError(
+      name,
+      value,
+      `a whole number with a unit, ms, s, m, h or d (e.g. 7d, 12h, 30m), up to ${maxDays}d; unset keeps these tasks forever`,
+    );
+  }
+  return ms;
+}
+
 /** An IP address or a host name (e.g. localhost). */
 function host(env: Env, name: string, fallback: string): string {
   const value = raw(env, name);
@@ -118,15 +158,19 @@ function host(env: Env, name: string, fallback: string): string {
 
 const DAY_MS = 86_400_000;
 const MIB = 1024 * 1024;
+/** The longest retention accepted: 100 years. */
+const MAX_RETENTION_DAYS = 36_500;
+const POOLERS: readonly DuraflowPooler[] = ['none', 'pgbouncer-transaction'];
 
 /**
  * Reads the engine's settings; a variable left unset takes the library's default
  * (DURAFLOW_DEFAULTS), and the ranges are the engine's own.
  */
 export function loadEngineConfig(env: Env = process.env): EngineConfig {
-  const { worker, reaper, heartbeatIntervalMs, maxInputBytes } = DURAFLOW_DEFAULTS;
+  const { worker, reaper, heartbeatIntervalMs, maxInputBytes, retention } = DURAFLOW_DEFAULTS;
   const databaseUrl = url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']);
   const apiKey = raw(env, 'DURAFLOW_API_KEY');
+  const staleAfterMs = integer(env, 'DURAFLOW_STALE_AFTER_MS', reaper.staleAfterMs, 1, DAY_MS);
   const config: EngineConfig = {
     port: integer(env, 'PORT', 3000, 0, 65535),
     grpcPort: integer(env, 'GRPC_PORT', 50051, 1, 65535),
@@ -147,7 +191,19 @@ export function loadEngineConfig(env: Env = process.env): EngineConfig {
     pollIntervalMs: integer(env, 'DURAFLOW_POLL_INTERVAL_MS', worker.pollIntervalMs, 1, DAY_MS),
     heartbeatIntervalMs: integer(env, 'DURAFLOW_HEARTBEAT_INTERVAL_MS', heartbeatIntervalMs, 1, DAY_MS),
     reaperIntervalMs: integer(env, 'DURAFLOW_REAPER_INTERVAL_MS', reaper.intervalMs, 1, DAY_MS),
-    staleAfterMs: integer(env, 'DURAFLOW_STALE_AFTER_MS', reaper.staleAfterMs, 1, DAY_MS),
+    staleAfterMs,
+    maxIdlePollIntervalMs: integer(env, 'DURAFLOW_MAX_IDLE_POLL_INTERVAL_MS', worker.maxIdlePollIntervalMs, 1, DAY_MS),
+    leaseConfirmAfterMs: integer(env, 'DURAFLOW_LEASE_CONFIRM_AFTER_MS', defaultLeaseConfirmAfterMs(staleAfterMs), 0, DAY_MS),
+    pooler: oneOf(env, 'DURAFLOW_POOLER', 'none', POOLERS),
+    listenUrl: url(env, 'DURAFLOW_LISTEN_URL', ['postgres:', 'postgresql:']),
+    retention: {
+      completed: duration(env, 'DURAFLOW_RETENTION_COMPLETED', MAX_RETENTION_DAYS),
+      failed: duration(env, 'DURAFLOW_RETENTION_FAILED', MAX_RETENTION_DAYS),
+      rolledBack: duration(env, 'DURAFLOW_RETENTION_ROLLED_BACK', MAX_RETENTION_DAYS),
+      cancelled: duration(env, 'DURAFLOW_RETENTION_CANCELLED', MAX_RETENTION_DAYS),
+      batchSize: integer(env, 'DURAFLOW_RETENTION_BATCH_SIZE', retention.batchSize, 1, 100_000),
+      intervalMs: integer(env, 'DURAFLOW_RETENTION_INTERVAL_MS', retention.intervalMs, 1, DAY_MS),
+    },
   };
   // A heartbeat that comes less often than the reaper's limit makes every running task look dead.
   if (config.staleAfterMs <= config.heartbeatIntervalMs) {
@@ -155,6 +211,29 @@ export function loadEngineConfig(env: Env = process.env): EngineConfig {
       'DURAFLOW_STALE_AFTER_MS',
       String(config.staleAfterMs),
       `more than DURAFLOW_HEARTBEAT_INTERVAL_MS (${config.heartbeatIntervalMs}), or running tasks are reaped while alive`,
+    );
+  }
+  // A lease confirmed only after the reaper may have handed its task to another worker protects nothing.
+  if (config.leaseConfirmAfterMs >= config.staleAfterMs) {
+    throw new EngineConfigError(
+      'DURAFLOW_LEASE_CONFIRM_AFTER_MS',
+      String(config.leaseConfirmAfterMs),
+      `less than DURAFLOW_STALE_AFTER_MS (${config.staleAfterMs}), or a run can go on after its task was handed to another worker`,
+    );
+  }
+  // The embedded database has no pooler in front of it, and its sessions need no other address.
+  if (config.databaseUrl === undefined && config.pooler !== 'none') {
+    throw new EngineConfigError(
+      'DURAFLOW_POOLER',
+      config.pooler,
+      'none without DATABASE_URL: the embedded database is reached directly, with no pooler in between',
+    );
+  }
+  if (config.databaseUrl === undefined && config.listenUrl !== undefined) {
+    throw new EngineConfigError(
+      'DURAFLOW_LISTEN_URL',
+      redactPassword(config.listenUrl),
+      'unset without DATABASE_URL: the embedded database is reached directly, its LISTEN included',
     );
   }
   if (!config.http && !config.worker) {
