@@ -1,41 +1,15 @@
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import { TestingModule } from '@nestjs/testing';
 import { RedisLeaderElection, ReaperService, workflow } from '@duraflow/nestjs';
-import { SWC_REGISTER } from './support/typescript-node';
+import { CLI_TIMEOUT_MS, CliRun, duraflowCli as duraflow } from './support/duraflow-cli';
 import { eventually } from './support/waiting';
 import { databaseUrl, TestDatabase } from './support/database';
 import { useTestBed } from './support/test-bed';
 import { SHARED_REDIS_URL } from './support/redis-server';
 import { DURAFLOW_MIGRATION_NAMES } from './support/migration-names';
 
-const execFileAsync = promisify(execFile);
-const CLI = path.join(__dirname, '..', 'libs', 'duraflow', 'src', 'cli', 'main.ts');
 const MIGRATIONS = DURAFLOW_MIGRATION_NAMES;
-const CHILD_TIMEOUT_MS = 60_000;
-
-interface CliRun {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-/** `npx duraflow …`, from the library's source; DATABASE_URL and REDIS_URL only when given. */
-async function duraflow(args: string[], env: Record<string, string> = {}): Promise<CliRun> {
-  const { DATABASE_URL: _database, REDIS_URL: _redis, ...inherited } = process.env;
-  try {
-    const { stdout, stderr } = await execFileAsync(process.execPath, ['-r', SWC_REGISTER, CLI, ...args], {
-      env: { ...inherited, ...env },
-      timeout: CHILD_TIMEOUT_MS,
-    });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const failed = error as { code?: number; stdout: string; stderr: string };
-    return { code: typeof failed.code === 'number' ? failed.code : -1, stdout: failed.stdout, stderr: failed.stderr };
-  }
-}
+const CHILD_TIMEOUT_MS = CLI_TIMEOUT_MS;
 
 /** A failure is one line on stderr, nothing on stdout, and no stack trace. */
 function expectOneLineFailure(run: CliRun, code: number, message: RegExp): void {

@@ -1,34 +1,15 @@
-import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { exportRecordedRuns, ReplayCheckInputError, replayCheck } from '@duraflow/nestjs';
 import { writeFile } from 'node:fs/promises';
 import { insertCrashedRun } from './fixtures/deploys/crashed-runs';
 import { deployed, guardedWorkflow, resetDeployed } from './fixtures/deploys/deployed-code';
-import { SWC_REGISTER } from './support/typescript-node';
+import { CLI_TIMEOUT_MS, duraflowCli as duraflow } from './support/duraflow-cli';
 import { useTestBed } from './support/test-bed';
 
-const execFileAsync = promisify(execFile);
-const CLI = path.join(__dirname, '..', 'libs', 'duraflow', 'src', 'cli', 'main.ts');
 const FIXTURES = path.join(__dirname, 'fixtures', 'deploys');
-const CHILD_TIMEOUT_MS = 60_000;
-
-/** `npx duraflow …` from the library's source, with only the environment given (no DATABASE_URL unless given). */
-async function duraflow(args: string[], env: Record<string, string> = {}) {
-  const { DATABASE_URL: _database, ...inherited } = process.env;
-  try {
-    const { stdout, stderr } = await execFileAsync(process.execPath, ['-r', SWC_REGISTER, CLI, ...args], {
-      env: { ...inherited, ...env },
-      timeout: CHILD_TIMEOUT_MS,
-    });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const failed = error as { code?: number; stdout: string; stderr: string };
-    return { code: typeof failed.code === 'number' ? failed.code : -1, stdout: failed.stdout, stderr: failed.stderr };
-  }
-}
+const CHILD_TIMEOUT_MS = CLI_TIMEOUT_MS;
 
 describe('The replay check', () => {
   const bed = useTestBed();

@@ -1,12 +1,5 @@
 import { Injectable, OnApplicationShutdown } from '@nestjs/common';
 
-/**
- * Past a wake-up time, by this much. None is added here: the run arms its wake-ups a whole
- * millisecond past the time the database gave (RunPrimitives.armWakeUp), `fire` tells only the
- * wake-ups now due (a timer that fires early re-arms), and the claim compares `scheduled_at`
- * with the start of its transaction, later still.
- */
-const LATE_BY_MS = 0;
 /** Wake-ups remembered at once; later ones are left to the poll. */
 const MAX_WAKE_UPS = 10_000;
 /** setTimeout's longest delay; a wake-up further off is re-armed on the way. */
@@ -18,6 +11,10 @@ const MAX_TIMEOUT_MS = 2_147_483_647;
  * wakes within milliseconds of its time instead of at the next poll. It holds the wake-ups this
  * process knows of, nearest first, with one timer armed for the nearest; the poll still finds
  * the tasks whose wake-up this process never heard of (another worker suspended them and died).
+ *
+ * A wake-up is told once it is due by this host's clock, never before (a timer that fires early
+ * re-arms); the run arms it a millisecond past the time the database gave (RunPrimitives.armWakeUp),
+ * so the claim it sets off finds the task runnable.
  *
  * States: idle (no wake-up held, no timer) -> armed (a timer for the nearest) -> on firing,
  * every wake-up now due is dropped, the listeners are told once, and it re-arms or goes idle.
@@ -62,14 +59,14 @@ export class WakeUpTimer implements OnApplicationShutdown {
     if (next === undefined || next >= this.armedFor) return;
     clearTimeout(this.timer);
     this.armedFor = next;
-    this.timer = setTimeout(() => this.fire(), Math.min(MAX_TIMEOUT_MS, Math.max(0, next - Date.now() + LATE_BY_MS)));
+    this.timer = setTimeout(() => this.fire(), Math.min(MAX_TIMEOUT_MS, Math.max(0, next - Date.now())));
     this.timer.unref();
   }
 
   private fire(): void {
     this.timer = undefined;
     this.armedFor = Infinity;
-    const now = Date.now() - LATE_BY_MS;
+    const now = Date.now();
     let count = 0;
     while (count < this.due.length && this.due[count] <= now) count++;
     this.due.splice(0, count);

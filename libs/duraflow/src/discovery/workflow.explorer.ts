@@ -18,6 +18,7 @@ import { UNKNOWN_INPUT_PROPERTIES } from '../validation/dto-input';
 import { resolveFlowLimits } from '../validation/flow-limits';
 import { WorkflowMetadataAccessor } from './workflow-metadata.accessor';
 import { RegisteredCompensation, RegisteredWorkflow, WorkflowRegistry } from './workflow.registry';
+import { findWorkflowProviders } from './workflow-providers';
 
 /**
  * Finds the @Workflow providers and the functional definitions at module init, checks them
@@ -36,13 +37,7 @@ export class WorkflowExplorer implements OnModuleInit {
   ) {}
 
   onModuleInit(): void {
-    const seen = new Set<Function>();
-    for (const wrapper of this.discovery.getProviders()) {
-      const metatype = wrapper.metatype as Type | undefined;
-      if (!metatype || typeof metatype !== 'function' || seen.has(metatype)) continue;
-      const meta = this.metadata.getWorkflowMetadata(metatype);
-      if (!meta) continue;
-      seen.add(metatype);
+    for (const { wrapper, metatype, meta } of findWorkflowProviders(this.discovery, this.metadata)) {
       this.registry.register(this.describeClass(wrapper, metatype, meta.name, meta.options));
     }
     for (const definition of this.options.workflows) {

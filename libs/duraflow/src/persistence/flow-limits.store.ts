@@ -2,11 +2,10 @@ import { Injectable } from '@nestjs/common';
 import { FlowLimitStats } from '../interfaces/flow-control';
 import { FlowLimits } from '../validation/flow-limits';
 import { DuraflowDatabase } from './duraflow-database';
-import { toAgentTask } from './row-mappers';
 import { ClientBase, QueryResultRow } from 'pg';
 import { claimLimitedTasksSql, claimPreparedLimitedTasks, PreparedLimitedClaim, preparedLimitedClaim } from './sql/claim-limited-tasks';
 import { readFlowLimits } from './sql/read-flow-limits';
-import { ClaimedTask, CLAIM_SETTINGS } from './task.store';
+import { ClaimedTask, CLAIM_SETTINGS, toClaimedTasks } from './task.store';
 
 /**
  * Flow control's statements: the limited claim (sql/claim-limited-tasks.ts), the limits the
@@ -45,14 +44,7 @@ export class FlowLimitsStore {
         return claim();
       });
     }
-    return rows
-      .map((row) => ({
-        task: toAgentTask(row),
-        claimToken: row.claim_token as string,
-        fresh: row.fresh as boolean,
-        traceContext: row.trace_context as Record<string, string> | null,
-      }))
-      .sort((a, b) => b.task.priority - a.task.priority || a.task.createdAt.getTime() - b.task.createdAt.getTime());
+    return toClaimedTasks(rows);
   }
 
   private statementOf(flow: FlowLimits, versions: number[]): PreparedLimitedClaim {

@@ -106,6 +106,22 @@ export const CLAIM_SETTINGS = `SELECT ${[
   .join(', ')}`;
 
 /**
+ * The rows a claim returned (the task's columns, claim_token, fresh, trace_context), in the
+ * claim's order: priority, then the time each became runnable (UPDATE … RETURNING keeps no order).
+ */
+export function toClaimedTasks(rows: Array<Record<string, any>>): ClaimedTask[] {
+  const runnableSince = (task: AgentTask) => (task.scheduledAt ?? task.createdAt)?.getTime() ?? -Infinity;
+  return rows
+    .map((row) => ({
+      task: toAgentTask(row),
+      claimToken: row.claim_token as string,
+      fresh: row.fresh as boolean,
+      traceContext: row.trace_context as Record<string, string> | null,
+    }))
+    .sort((a, b) => b.task.priority - a.task.priority || runnableSince(a.task) - runnableSince(b.task));
+}
+
+/**
  * The way in to `agent_tasks`: submit, reads and lists, claim, heartbeat, completion, failure,
  * cancel and hand-back, each written here but cancel's (sql/cancel-task.ts, which cancel's
  * take-over runs too). The operations that also write `step_runs` or `dead_letter_queue`, or
@@ -268,15 +284,7 @@ export class TaskStore {
        WHERE t.id = claimable.id
        RETURNING ${TASK_COLUMNS_OF_T}, t.claim_token, claimable.fresh, t.trace_context`,
     );
-    const runnableSince = (task: AgentTask) => (task.scheduledAt ?? task.createdAt)?.getTime() ?? -Infinity;
-    return rows
-      .map((row) => ({
-        task: toAgentTask(row),
-        claimToken: row.claim_token as string,
-        fresh: row.fresh as boolean,
-        traceContext: row.trace_context as Record<string, string> | null,
-      }))
-      .sort((a, b) => b.task.priority - a.task.priority || runnableSince(a.task) - runnableSince(b.task));
+    return toClaimedTasks(rows);
   }
 
   /**

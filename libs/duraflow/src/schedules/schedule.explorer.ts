@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, OnModuleInit, Type } from '@nestjs/common';
+import { Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
 import { DiscoveryService } from '@nestjs/core';
 import { WorkflowMetadataAccessor } from '../discovery/workflow-metadata.accessor';
 import { RegisteredWorkflow, WorkflowRegistry } from '../discovery/workflow.registry';
@@ -26,6 +26,7 @@ import {
 } from './schedule-options';
 import { RegisteredSchedule, ScheduleRegistry } from './schedule.registry';
 import { concurrencyKeyOf } from '../validation/flow-limits';
+import { findWorkflowProviders } from '../discovery/workflow-providers';
 
 interface FoundSchedule {
   definition: ScheduleDefinition;
@@ -70,13 +71,7 @@ export class ScheduleExplorer implements OnModuleInit {
 
   private findSchedules(): FoundSchedule[] {
     const found: FoundSchedule[] = [];
-    const seen = new Set<Function>();
-    for (const wrapper of this.discovery.getProviders()) {
-      const metatype = wrapper.metatype as Type | undefined;
-      if (!metatype || typeof metatype !== 'function' || seen.has(metatype)) continue;
-      const meta = this.metadata.getWorkflowMetadata(metatype);
-      if (!meta) continue;
-      seen.add(metatype);
+    for (const { metatype, meta } of findWorkflowProviders(this.discovery, this.metadata)) {
       if (meta.options.schedule !== undefined) {
         found.push(this.ownSchedule(meta.name, meta.options.schedule, `@Workflow("${meta.name}") on class ${metatype.name}`));
       }

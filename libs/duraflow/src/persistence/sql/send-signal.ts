@@ -67,9 +67,7 @@ export async function sendSignal(executor: SqlExecutor, taskId: string, name: st
                      WHERE s.task_id = ${task} AND s.kind = 'signal' AND s.status = 'waiting' AND s.input->>'name' = ${signal})
        RETURNING pg_notify('${TASK_SUBMITTED_CHANNEL}', t.workflow_name)
      )
-     SELECT target.status, (SELECT id FROM kept) AS signal_id, (SELECT count(*) FROM woken) AS woke,
-            (SELECT count(*) FROM delivered) AS delivered
-     FROM target`,
+     SELECT target.status, (SELECT id FROM kept) AS signal_id, (SELECT count(*) FROM woken) AS woke FROM target`,
   );
   if (!rows.length) return { status: null, signalId: null, woke: false };
   const row = rows[0];
