@@ -14,6 +14,18 @@ export interface ScheduleStatus {
 }
 
 /**
+ * Joins, for the schedule named by `nameColumn`, its newest tick that started a task (`t.tick_at`,
+ * `t.task_id`: the primary key walked backwards) and that task's status now (`a.status`).
+ */
+export function newestTickTask(nameColumn: string): string {
+  return `LEFT JOIN LATERAL (
+         SELECT tick_at, task_id FROM duraflow_schedule_ticks k
+         WHERE k.schedule_name = ${nameColumn} AND k.task_id IS NOT NULL ORDER BY k.tick_at DESC LIMIT 1
+       ) t ON true
+       LEFT JOIN agent_tasks a ON a.id = t.task_id`;
+}
+
+/**
  * Every schedule a node has ticked, with the task of its newest tick that started one. An
  * empty list on a database whose schema predates the schedules (no table yet).
  */
@@ -32,11 +44,7 @@ export async function readScheduleStatus(executor: SqlExecutor, now = new Date()
     ({ rows } = await executor.query(
       `SELECT s.name, s.workflow_name, s.cron, s.timezone, s.last_tick_at, t.tick_at, t.task_id, a.status
        FROM duraflow_schedules s
-       LEFT JOIN LATERAL (
-         SELECT tick_at, task_id FROM duraflow_schedule_ticks k
-         WHERE k.schedule_name = s.name AND k.task_id IS NOT NULL ORDER BY k.tick_at DESC LIMIT 1
-       ) t ON true
-       LEFT JOIN agent_tasks a ON a.id = t.task_id
+       ${newestTickTask('s.name')}
        ORDER BY s.name`,
     ));
   } catch (error) {

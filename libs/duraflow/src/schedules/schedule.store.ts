@@ -3,6 +3,7 @@ import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { TaskStore } from '../persistence/task.store';
 import { MAX_CATCH_UP } from './schedule-options';
 import { RegisteredSchedule } from './schedule.registry';
+import { newestTickTask } from './read-schedule-status';
 
 /**
  * How long a node may sit idle inside its tick's transaction (between its statements) before
@@ -135,11 +136,7 @@ export class ScheduleStore {
       `SELECT n.name, s.last_tick_at, t.tick_at, t.task_id, a.status
        FROM unnest($1::varchar[]) AS n(name)
        LEFT JOIN duraflow_schedules s ON s.name = n.name
-       LEFT JOIN LATERAL (
-         SELECT tick_at, task_id FROM duraflow_schedule_ticks k
-         WHERE k.schedule_name = n.name AND k.task_id IS NOT NULL ORDER BY k.tick_at DESC LIMIT 1
-       ) t ON true
-       LEFT JOIN agent_tasks a ON a.id = t.task_id`,
+       ${newestTickTask('n.name')}`,
       [names],
     );
     return new Map(
