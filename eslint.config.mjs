@@ -3,6 +3,35 @@ import js from '@eslint/js';
 import prettier from 'eslint-config-prettier';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';
+import architecture from './eslint/architecture.mjs';
+
+/**
+ * The library's layers, from the ground up (ARCHITECTURE.md draws them): a file imports only
+ * from its own folder and from the layers below its own. Folders that share a layer are
+ * independent of each other.
+ */
+const LIBRARY_LAYERS = [
+  ['migrations'],
+  ['domain'],
+  ['util'],
+  ['dependencies'],
+  ['config'],
+  ['validation'],
+  ['decorators'],
+  ['discovery'],
+  ['persistence'],
+  ['lease', 'notifications'],
+  ['leader'],
+  ['observability'],
+  ['execution'],
+  ['background'],
+  ['schedules'],
+  ['replay'],
+  ['services'],
+  ['http', 'dashboard', 'cli'],
+  ['duraflow.module.ts'],
+  ['index.ts'],
+];
 
 export default tseslint.config(
   { ignores: ['**/dist/**', '**/node_modules/**', 'coverage/**', '.duraflow/**', '.test-build/**', 'examples/**/dist/**'] },
@@ -28,6 +57,19 @@ export default tseslint.config(
       eqeqeq: ['error', 'always', { null: 'ignore' }],
       'no-console': ['error', { allow: ['warn', 'error'] }],
     },
+  },
+  {
+    files: ['libs/duraflow/src/**/*.ts'],
+    plugins: { duraflow: architecture },
+    rules: {
+      'duraflow/layers': ['error', { root: 'libs/duraflow/src', layers: LIBRARY_LAYERS }],
+      'duraflow/no-cycle': 'error',
+    },
+  },
+  {
+    files: ['src/**/*.ts'],
+    plugins: { duraflow: architecture },
+    rules: { 'duraflow/no-cycle': 'error' },
   },
   {
     // The CLI, the bench and the test tooling print to the terminal; CommonJS helpers use require.

@@ -1,5 +1,5 @@
 import { InvalidDuraflowOptionsError, TaskStatus, WorkerService, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
-import { resolveDuraflowOptions } from '../libs/duraflow/src/duraflow.options';
+import { resolveDuraflowOptions } from '../libs/duraflow/src/config/duraflow.options';
 import { TaskStore } from '../libs/duraflow/src/persistence/task.store';
 import { useTestBed } from './support/test-bed';
 import { eventually, sleep } from './support/waiting';

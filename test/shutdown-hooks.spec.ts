@@ -1,6 +1,6 @@
 import { TestingModule } from '@nestjs/testing';
 import { workflow } from '@duraflow/nestjs';
-import { SHUTDOWN_HOOKS_CHECK_DELAY_MS } from '../libs/duraflow/src/lifecycle/shutdown-hooks.check';
+import { SHUTDOWN_HOOKS_CHECK_DELAY_MS } from '../libs/duraflow/src/background/shutdown-hooks.check';
 import { eventually, sleep } from './support/waiting';
 import { CapturedLogs } from './support/captured-logs';
 import { useTestBed } from './support/test-bed';

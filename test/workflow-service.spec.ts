@@ -17,7 +17,7 @@ import {
   workflow,
   WorkflowService,
 } from '@duraflow/nestjs';
-import { TASK_FINISHED_CHANNEL } from '../libs/duraflow/src/duraflow.constants';
+import { TASK_FINISHED_CHANNEL } from '../libs/duraflow/src/domain/duraflow.constants';
 import { TaskNotifications } from '../libs/duraflow/src/notifications/task-notifications';
 import { StepBarrier } from './fixtures/steps/barrier';
 import { SUBMIT_ONLY, useTestBed } from './support/test-bed';

@@ -13,7 +13,7 @@ import { loadavg } from 'node:os';
 import { runDuraflowMigrations } from '@duraflow/nestjs';
 import { DuraflowDatabase } from '../../libs/duraflow/src/persistence/duraflow-database';
 import { deleteExpiredTasks } from '../../libs/duraflow/src/persistence/sql/delete-expired-tasks';
-import { TaskStatus } from '../../libs/duraflow/src/interfaces/task-status';
+import { TaskStatus } from '../../libs/duraflow/src/domain/task-status';
 import { sleep } from '../../test/support/waiting';
 import { stopAllWorkerProcesses } from '../../test/support/worker-process';
 import { BenchDuraflowOptions } from '../protocol';

@@ -1,6 +1,6 @@
 export { DuraflowModule } from './duraflow.module';
-export { DURAFLOW_MODULE_OPTIONS } from './duraflow.module-definition';
-export * from './duraflow.options';
+export { DURAFLOW_MODULE_OPTIONS } from './config/duraflow.module-definition';
+export * from './config/duraflow.options';
 export {
   DEFAULT_LIST_LIMIT,
   DEFAULT_MAX_JSON_DEPTH,
@@ -10,11 +10,11 @@ export {
   SIGNAL_NAME_PATTERN,
   UUID_PATTERN,
   WORKFLOW_NAME_PATTERN,
-} from './duraflow.constants';
+} from './domain/duraflow.constants';
 export { jsonPathDeeperThan } from './util/json';
 export { Workflow, Step, Compensate, WorkflowMetadata, StepMetadata } from './decorators';
-export { workflow } from './workflow';
-export { currentStepContext } from './execution/run-scope';
+export { workflow } from './decorators/workflow';
+export { currentStepContext } from './decorators/run-scope';
 export { isTransientDatabaseError } from './persistence/transient-error';
 export {
   WorkflowService,
@@ -31,19 +31,18 @@ export { ReaperService, ReapResult, REAPER_INTERVAL_NAME } from './services/reap
 export * from './leader';
 export { SagaService, ListDeadLettersOptions, DeadLetterPage, DeadLetterRetryResult } from './services/saga.service';
 export { WorkflowRegistry, RegisteredWorkflow, RegisteredCompensation } from './discovery/workflow.registry';
-export * from './entities';
-export * from './errors';
+export * from './domain/entities';
+export * from './domain/errors';
 export * from './http';
-export { TaskStatus, TERMINAL_STATUSES, isTerminalStatus } from './interfaces/task-status';
-export * from './interfaces/workflow-context';
-export * from './interfaces/workflow-definition';
-export { UnknownInputProperties } from './validation/dto-input';
+export { TaskStatus, TERMINAL_STATUSES, isTerminalStatus } from './domain/task-status';
+export * from './domain/workflow-context';
+export * from './domain/workflow-definition';
 export { DURAFLOW_MIGRATIONS } from './migrations';
 export { runDuraflowMigrations } from './migrations/run-migrations';
-export * from './interfaces/task-summaries';
+export * from './domain/task-summaries';
 export * from './dashboard';
 export { DuraflowMetrics } from './observability/metrics';
-export { DuraflowMetricsOptions, DuraflowMetricsRegistry, DEFAULT_METRICS_PREFIX } from './observability/metrics.options';
+export { DuraflowMetricsOptions, DuraflowMetricsRegistry, DEFAULT_METRICS_PREFIX } from './config/metrics.options';
 export { DuraflowLogFields, DuraflowLogRecord } from './observability/duraflow-logger';
 export { DURAFLOW_TRACER_NAME } from './observability/tracer-name';
 export { replayCheck, exportRecordedRuns, ReplayCheckOptions, ReplayCheckReport, ReplayRunResult } from './replay/replay-check';
@@ -60,8 +59,8 @@ export {
   DEFAULT_MAX_CATCH_UP,
   MAX_CATCH_UP,
   SCHEDULE_NAME_PATTERN,
-} from './schedules/schedule-options';
-export { FlowControlOptions, RateLimitOptions, FlowLimitKind, FlowLimitStats } from './interfaces/flow-control';
+} from './domain/schedule-options';
+export { FlowControlOptions, RateLimitOptions, FlowLimitKind, FlowLimitStats } from './domain/flow-control';
 export { MAX_CONCURRENCY_KEY_LENGTH } from './validation/flow-limits';
 export { TaskSignal } from './persistence/wait.store';
-export { RetentionCounts, RetentionStats } from './interfaces/retention-stats';
+export { RetentionCounts, RetentionStats } from './domain/retention-stats';

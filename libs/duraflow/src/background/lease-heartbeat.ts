@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
-import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
-import { ResolvedDuraflowOptions } from '../duraflow.options';
+import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
+import { ResolvedDuraflowOptions } from '../config/duraflow.options';
 import { TaskStore } from '../persistence/task.store';
 import { describeError } from '../util/describe-error';
 import { TaskLease } from '../lease/task-lease';

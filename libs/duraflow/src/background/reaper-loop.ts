@@ -1,9 +1,9 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
-import { REAPER_INTERVAL_NAME, RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
-import { ResolvedDuraflowOptions } from '../duraflow.options';
-import { ReapResult } from '../interfaces/reap-result';
-import { TaskStatus } from '../interfaces/task-status';
+import { REAPER_INTERVAL_NAME, RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
+import { ResolvedDuraflowOptions } from '../config/duraflow.options';
+import { ReapResult } from '../domain/reap-result';
+import { TaskStatus } from '../domain/task-status';
 import { createLeaderElection, LeaderElection, LeaderFence, reaperLeaderApplicationName } from '../leader';
 import { TaskNotifications } from '../notifications/task-notifications';
 import { DuraflowDatabase } from '../persistence/duraflow-database';

@@ -1,8 +1,8 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
-import { RETENTION_STATUSES, ResolvedDuraflowOptions } from '../duraflow.options';
-import { RetentionCounts, RetentionStats } from '../interfaces/retention-stats';
-import { TaskStatus } from '../interfaces/task-status';
+import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
+import { RETENTION_STATUSES, ResolvedDuraflowOptions } from '../config/duraflow.options';
+import { RetentionCounts, RetentionStats } from '../domain/retention-stats';
+import { TaskStatus } from '../domain/task-status';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { deleteExpiredTasks, ExpiryRule } from '../persistence/sql/delete-expired-tasks';
 

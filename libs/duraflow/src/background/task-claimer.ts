@@ -1,6 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { ClaimableWorkflow, WorkflowRegistry } from '../discovery/workflow.registry';
-import { FlowLimitStats } from '../interfaces/flow-control';
+import { FlowLimitStats } from '../domain/flow-control';
 import { FlowLimitsStore } from '../persistence/flow-limits.store';
 import { ClaimedTask, TaskStore } from '../persistence/task.store';
 import { describeError } from '../util/describe-error';

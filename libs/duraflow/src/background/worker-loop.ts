@@ -1,11 +1,12 @@
 import { performance } from 'node:perf_hooks';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
-import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
-import { ResolvedDuraflowOptions } from '../duraflow.options';
-import { RunOutcome, TaskExecutor } from '../execution/task-executor';
-import { FlowLimitStats } from '../interfaces/flow-control';
-import { WorkerState, WorkerStats } from '../interfaces/worker-stats';
+import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
+import { ResolvedDuraflowOptions } from '../config/duraflow.options';
+import { RunOutcome } from '../domain/run-outcome';
+import { TaskExecutor } from '../execution/task-executor';
+import { FlowLimitStats } from '../domain/flow-control';
+import { WorkerState, WorkerStats } from '../domain/worker-stats';
 import { TaskLease } from '../lease/task-lease';
 import { TaskLeases } from '../lease/task-leases';
 import { TaskNotifications } from '../notifications/task-notifications';
@@ -17,7 +18,7 @@ import { BackpressureMonitor } from './backpressure-monitor';
 import { LeaseHeartbeat } from './lease-heartbeat';
 import { SlotPool, TakenTask } from './slot-pool';
 import { TaskClaimer } from './task-claimer';
-import { WakeUpTimer } from './wake-up-timer';
+import { WakeUpTimer } from '../notifications/wake-up-timer';
 
 type OutcomeCounter =
   'completed' | 'failed' | 'rolledBack' | 'partialRollback' | 'cancelled' | 'stopped' | 'unrecorded' | 'held' | 'suspended';

@@ -1,4 +1,4 @@
-import { DuraflowError } from '../errors/duraflow.error';
+import { DuraflowError } from '../domain/errors/duraflow.error';
 
 /** The command line itself is wrong: unknown command or option, a missing value. Exit code 2. */
 export class CliUsageError extends DuraflowError {

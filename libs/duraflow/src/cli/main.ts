@@ -4,8 +4,8 @@
  * Every failure is one line on stderr and a non-zero exit (2 for a wrong command line or URL,
  * 1 for a server that cannot be reached or a command that failed), never a stack trace.
  */
-import { DuraflowError } from '../errors/duraflow.error';
-import { ReplayCheckInputError } from '../errors/deploy.errors';
+import { DuraflowError } from '../domain/errors/duraflow.error';
+import { ReplayCheckInputError } from '../domain/errors/deploy.errors';
 import { parseCliArguments, USAGE } from './cli-arguments';
 import { CliUsageError, InvalidDatabaseUrlError } from './cli.errors';
 import { databaseUrlOf } from './database-connection';

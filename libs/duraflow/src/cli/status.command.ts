@@ -1,7 +1,7 @@
-import { TaskStatus } from '../interfaces/task-status';
-import { REAPER_LEADER_KEY } from '../duraflow.constants';
+import { TaskStatus } from '../domain/task-status';
+import { REAPER_LEADER_KEY } from '../domain/duraflow.constants';
 import { DeployStatus, readDeployStatus } from '../persistence/sql/read-deploy-status';
-import { FlowLimitStats } from '../interfaces/flow-control';
+import { FlowLimitStats } from '../domain/flow-control';
 import type { SqlExecutor } from '../persistence/duraflow-database';
 import { readFlowLimits } from '../persistence/sql/read-flow-limits';
 import { QueueStatus, readQueueStatus } from '../persistence/sql/read-queue-status';

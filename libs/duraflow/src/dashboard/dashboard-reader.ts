@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
-import { DeadLetter } from '../entities/dead-letter.entity';
-import { DuraflowError } from '../errors';
+import { DeadLetter } from '../domain/entities/dead-letter.entity';
+import { DuraflowError } from '../domain/errors';
 import { SagaService } from '../services/saga.service';
 import { WorkflowService } from '../services/workflow.service';
 import { DASHBOARD_OPTIONS, ResolvedDashboardOptions } from './dashboard.options';

@@ -15,8 +15,8 @@ import {
   UseGuards,
 } from '@nestjs/common';
 import { Observable } from 'rxjs';
-import { DuraflowError } from '../errors';
-import { isTerminalStatus } from '../interfaces/task-status';
+import { DuraflowError } from '../domain/errors';
+import { isTerminalStatus } from '../domain/task-status';
 import { SagaService } from '../services/saga.service';
 import { WorkflowService } from '../services/workflow.service';
 import { DashboardLinks, DeadLetterAction, StepValueKind } from './dashboard-links';

@@ -1,6 +1,6 @@
 import { CanActivate, ModuleMetadata, Type } from '@nestjs/common';
-import { DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT } from '../duraflow.constants';
-import { InvalidDashboardOptionsError } from '../errors';
+import { DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT } from '../domain/duraflow.constants';
+import { InvalidDashboardOptionsError } from '../domain/errors';
 
 /** The resolved options' injection token. */
 export const DASHBOARD_OPTIONS = 'DURAFLOW_DASHBOARD_OPTIONS';

@@ -3,8 +3,8 @@ import { createHash } from 'node:crypto';
 import { Observable, Subscriber } from 'rxjs';
 import { DuraflowLogger } from '../observability/duraflow-logger';
 import { describeError } from '../util/describe-error';
-import { isTerminalStatus } from '../interfaces/task-status';
-import { TaskProgress } from '../interfaces/task-summaries';
+import { isTerminalStatus } from '../domain/task-status';
+import { TaskProgress } from '../domain/task-summaries';
 import { WorkflowService } from '../services/workflow.service';
 import { DASHBOARD_OPTIONS, ResolvedDashboardOptions } from './dashboard.options';
 

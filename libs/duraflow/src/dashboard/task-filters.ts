@@ -1,5 +1,5 @@
-import { UUID_PATTERN } from '../duraflow.constants';
-import { TaskStatus } from '../interfaces/task-status';
+import { UUID_PATTERN } from '../domain/duraflow.constants';
+import { TaskStatus } from '../domain/task-status';
 
 /** The task list's filters, as its form and links carry them in the query string. */
 export interface TaskFilters {

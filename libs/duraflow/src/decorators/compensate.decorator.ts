@@ -1,6 +1,6 @@
 import { SetMetadata } from '@nestjs/common';
-import { COMPENSATE_METADATA } from '../duraflow.constants';
-import { StepOptions } from '../interfaces/workflow-context';
+import { COMPENSATE_METADATA } from '../domain/duraflow.constants';
+import { StepOptions } from '../domain/workflow-context';
 
 export interface CompensateMetadata {
   stepKey: string;

@@ -1,6 +1,6 @@
-import { STEP_METADATA } from '../duraflow.constants';
-import { runScopeStorage } from '../execution/run-scope';
-import { StepOptions } from '../interfaces/workflow-context';
+import { STEP_METADATA } from '../domain/duraflow.constants';
+import { runScopeStorage } from './run-scope';
+import { StepOptions } from '../domain/workflow-context';
 
 export interface StepMetadata {
   key: string;

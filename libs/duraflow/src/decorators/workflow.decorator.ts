@@ -1,6 +1,6 @@
 import { applyDecorators, Injectable, SetMetadata } from '@nestjs/common';
-import { WORKFLOW_METADATA } from '../duraflow.constants';
-import { WorkflowOptions } from '../interfaces/workflow-definition';
+import { WORKFLOW_METADATA } from '../domain/duraflow.constants';
+import { WorkflowOptions } from '../domain/workflow-definition';
 
 export interface WorkflowMetadata {
   name: string;

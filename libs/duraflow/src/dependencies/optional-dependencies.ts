@@ -3,7 +3,7 @@ import type * as ClassValidator from 'class-validator';
 import type * as Ioredis from 'ioredis';
 import type * as OpenTelemetryApi from '@opentelemetry/api';
 import type * as PromClient from 'prom-client';
-import { MissingDependencyError } from '../errors';
+import { MissingDependencyError } from '../domain/errors';
 
 /**
  * The optional peers, loaded when the feature they serve is first used and never when the module

@@ -1,6 +1,6 @@
 import { Injectable, Type } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
-import { COMPENSATE_METADATA, STEP_METADATA, WORKFLOW_METADATA } from '../duraflow.constants';
+import { COMPENSATE_METADATA, STEP_METADATA, WORKFLOW_METADATA } from '../domain/duraflow.constants';
 import { CompensateMetadata } from '../decorators/compensate.decorator';
 import { StepMetadata } from '../decorators/step.decorator';
 import { WorkflowMetadata } from '../decorators/workflow.decorator';

@@ -2,8 +2,8 @@ import { Inject, Injectable, Logger, OnModuleInit, Type } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import { loadDtoValidation } from '../dependencies/optional-dependencies';
-import { RESOLVED_DURAFLOW_OPTIONS, WORKFLOW_NAME_PATTERN } from '../duraflow.constants';
-import { ResolvedDuraflowOptions, ResolvedStepOptions, resolveStepOptions } from '../duraflow.options';
+import { RESOLVED_DURAFLOW_OPTIONS, WORKFLOW_NAME_PATTERN } from '../domain/duraflow.constants';
+import { ResolvedDuraflowOptions, ResolvedStepOptions, resolveStepOptions } from '../config/duraflow.options';
 import {
   DuplicateCompensationError,
   DuplicateStepDefinitionError,
@@ -11,10 +11,10 @@ import {
   InvalidDuraflowOptionsError,
   InvalidWorkflowDefinitionError,
   UnknownCompensationTargetError,
-} from '../errors';
-import { FunctionalWorkflowDefinition, WorkflowOptions } from '../interfaces/workflow-definition';
-import { StepOptions, WorkflowContext } from '../interfaces/workflow-context';
-import { UNKNOWN_INPUT_PROPERTIES } from '../validation/dto-input';
+} from '../domain/errors';
+import { FunctionalWorkflowDefinition, WorkflowOptions } from '../domain/workflow-definition';
+import { StepOptions, WorkflowContext } from '../domain/workflow-context';
+import { UNKNOWN_INPUT_PROPERTIES } from '../domain/workflow-definition';
 import { resolveFlowLimits } from '../validation/flow-limits';
 import { WorkflowMetadataAccessor } from './workflow-metadata.accessor';
 import { RegisteredCompensation, RegisteredWorkflow, WorkflowRegistry } from './workflow.registry';

@@ -1,9 +1,9 @@
 import { Injectable, Type } from '@nestjs/common';
-import { ResolvedStepOptions } from '../duraflow.options';
-import { DuplicateWorkflowError, UnknownWorkflowError, UnknownWorkflowVersionError } from '../errors';
-import { CompensationFn } from '../interfaces/workflow-definition';
-import { WorkflowContext } from '../interfaces/workflow-context';
-import { UnknownInputProperties } from '../validation/dto-input';
+import { ResolvedStepOptions } from '../config/duraflow.options';
+import { DuplicateWorkflowError, UnknownWorkflowError, UnknownWorkflowVersionError } from '../domain/errors';
+import { CompensationFn } from '../domain/workflow-definition';
+import { WorkflowContext } from '../domain/workflow-context';
+import { UnknownInputProperties } from '../domain/workflow-definition';
 import { FlowLimits } from '../validation/flow-limits';
 
 export interface RegisteredCompensation {

@@ -1,7 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
-import { AgentTask } from '../entities/agent-task.entity';
-import { CompensationNotRegisteredError } from '../errors';
+import { AgentTask } from '../domain/entities/agent-task.entity';
+import { CompensationNotRegisteredError } from '../domain/errors';
 import { TaskLease } from '../lease/task-lease';
 import { deadLetterError } from '../persistence/dead-letter-error';
 import { CHILD_COMPENSATION } from '../persistence/sql/start-child';

@@ -1,7 +1,7 @@
 import { RegisteredCompensation } from '../discovery/workflow.registry';
-import { CompensationTimeoutError } from '../errors';
+import { CompensationTimeoutError } from '../domain/errors';
 import { runAttempt } from './attempt';
-import { retryDelayMs } from '../util/backoff';
+import { retryDelayMs } from './backoff';
 import { sleep } from '../util/sleep';
 
 export interface CompensationCall {

@@ -1,10 +1,10 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { createHash } from 'node:crypto';
-import { WakeUpTimer } from '../background/wake-up-timer';
+import { WakeUpTimer } from '../notifications/wake-up-timer';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
-import { RESOLVED_DURAFLOW_OPTIONS, SIGNAL_NAME_PATTERN, WORKFLOW_NAME_PATTERN } from '../duraflow.constants';
-import { ResolvedDuraflowOptions } from '../duraflow.options';
-import { AgentTask } from '../entities/agent-task.entity';
+import { RESOLVED_DURAFLOW_OPTIONS, SIGNAL_NAME_PATTERN, WORKFLOW_NAME_PATTERN } from '../domain/duraflow.constants';
+import { ResolvedDuraflowOptions } from '../config/duraflow.options';
+import { AgentTask } from '../domain/entities/agent-task.entity';
 import {
   ChildWorkflowFailedError,
   InvalidPrimitiveCallError,
@@ -12,8 +12,8 @@ import {
   InvalidWorkflowNameError,
   RunAbortedError,
   SignalTimeoutError,
-} from '../errors';
-import { ChildWorkflowOptions, SignalWaitOptions } from '../interfaces/workflow-context';
+} from '../domain/errors';
+import { ChildWorkflowOptions, SignalWaitOptions } from '../domain/workflow-context';
 import { TaskLease } from '../lease/task-lease';
 import { StepMemo } from '../persistence/step.store';
 import { NO_WAKE_UP, WaitSettlement, WaitToSettle } from '../persistence/sql/settle-wait';

@@ -1,11 +1,12 @@
 import { Injectable, Logger } from '@nestjs/common';
-import { AgentTask } from '../entities/agent-task.entity';
-import { NonDeterminismError } from '../errors';
+import { AgentTask } from '../domain/entities/agent-task.entity';
+import { NonDeterminismError } from '../domain/errors';
 import { TaskLease } from '../lease/task-lease';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { holdTask } from '../persistence/sql/hold-task';
 import { describeError } from '../util/describe-error';
-import type { RunOutcome, RunSlot } from './task-executor';
+import type { RunOutcome } from '../domain/run-outcome';
+import type { RunSlot } from './task-executor';
 
 /**
  * Holds a run the determinism guard stopped: a deploy bug, not a business failure, so no

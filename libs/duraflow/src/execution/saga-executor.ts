@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
-import { AgentTask, RollbackReason, TaskError } from '../entities/agent-task.entity';
-import { CompensationNotRegisteredError } from '../errors';
-import { TaskStatus } from '../interfaces/task-status';
+import { AgentTask, RollbackReason, TaskError } from '../domain/entities/agent-task.entity';
+import { CompensationNotRegisteredError } from '../domain/errors';
+import { TaskStatus } from '../domain/task-status';
 import { TaskLease } from '../lease/task-lease';
 import { deadLetterError } from '../persistence/dead-letter-error';
 import { DeadLetterStore } from '../persistence/dead-letter.store';

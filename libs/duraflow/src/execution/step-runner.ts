@@ -1,5 +1,5 @@
 import { RegisteredWorkflow } from '../discovery/workflow.registry';
-import { resolveStepOptions } from '../duraflow.options';
+import { resolveStepOptions } from '../config/duraflow.options';
 import {
   DuplicateStepKeyError,
   InvalidStepKeyError,
@@ -7,11 +7,11 @@ import {
   RunAbortedError,
   StepOutsideRunError,
   StepTimeoutError,
-} from '../errors';
-import { StepContext, StepOptions, StepRunner } from '../interfaces/workflow-context';
+} from '../domain/errors';
+import { StepContext, StepOptions, StepRunner } from '../domain/workflow-context';
 import { TaskLease } from '../lease/task-lease';
 import { CompletedStep, StepMemo } from '../persistence/step.store';
-import { retryDelayMs } from '../util/backoff';
+import { retryDelayMs } from './backoff';
 import { describeError } from '../util/describe-error';
 import { OutputLimits, outputToJson } from '../util/json';
 import { sleep } from '../util/sleep';
@@ -20,7 +20,7 @@ import { runAttempt } from './attempt';
 import { CheckpointBatcher } from './checkpoint-batcher';
 import { DeterminismGuard } from './determinism-guard';
 import { RunPatches } from './run-patches';
-import { RunScope, runScopeStorage } from './run-scope';
+import { RunScope, runScopeStorage } from '../decorators/run-scope';
 
 /** The step that failed for good, so the task's error can name it. */
 export interface StepFailure {

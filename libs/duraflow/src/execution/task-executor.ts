@@ -1,11 +1,12 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
-import { ResolvedDuraflowOptions } from '../duraflow.options';
+import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
+import { ResolvedDuraflowOptions } from '../config/duraflow.options';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
-import { AgentTask, TaskError } from '../entities/agent-task.entity';
-import { DuraflowError, OutputTooLargeError } from '../errors';
-import { TaskStatus } from '../interfaces/task-status';
-import { WorkflowContext } from '../interfaces/workflow-context';
+import { AgentTask, TaskError } from '../domain/entities/agent-task.entity';
+import { DuraflowError, OutputTooLargeError } from '../domain/errors';
+import { TaskStatus } from '../domain/task-status';
+import { RunOutcome } from '../domain/run-outcome';
+import { WorkflowContext } from '../domain/workflow-context';
 import { TaskLease } from '../lease/task-lease';
 import { StepMemo, StepStore } from '../persistence/step.store';
 import { ClaimedTask, TaskStore } from '../persistence/task.store';
@@ -17,23 +18,9 @@ import { CheckpointBatcher } from './checkpoint-batcher';
 import { CompletionBatcher } from './completion-batcher';
 import { RunHold } from './run-hold';
 import { DurablePrimitives } from './durable-primitives';
-import { runScopeStorage } from './run-scope';
+import { runScopeStorage } from '../decorators/run-scope';
 import { SagaExecutor } from './saga-executor';
 import { MemoizedStepRunner } from './step-runner';
-
-/** How one execution of a claimed task ended, as far as this worker knows. */
-export type RunOutcome =
-  | 'completed'
-  | 'failed'
-  | 'rolled_back'
-  | 'partial_rollback'
-  | 'cancelled'
-  | 'stopped'
-  | 'unrecorded'
-  /** The determinism guard held the run: its code took another path than the one it recorded. */
-  | 'held'
-  /** The run reached a wait (sleep, signal, child) that is not over: the task is `pending` again until it is. */
-  | 'suspended';
 
 /** The slot a run holds in its worker while its code runs. */
 export interface RunSlot {

@@ -1,5 +1,5 @@
 import { Client } from 'pg';
-import { DuraflowRedisOptions } from '../duraflow.options';
+import { DuraflowRedisOptions } from '../config/duraflow.options';
 import { LeaderElection, LeaderElectionLogger } from './leader-election';
 import { PostgresLeaderElection } from './postgres-leader-election';
 import { RedisLeaderElection } from './redis-leader-election';

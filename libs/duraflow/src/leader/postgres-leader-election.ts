@@ -1,10 +1,10 @@
 import { performance } from 'node:perf_hooks';
 import { Client } from 'pg';
-import { REAPER_LEADER_KEY } from '../duraflow.constants';
+import { REAPER_LEADER_KEY } from '../domain/duraflow.constants';
 import { clientExecutor } from '../persistence/duraflow-database';
 import { acquireOrRenewLeaderLease, releaseLeaderLease } from '../persistence/sql/leader-lease';
 import { BaseLeaderElection } from './base-leader-election';
-import { LeaderFence } from './leader-fence';
+import { LeaderFence } from '../persistence/leader-fence';
 import { LeaderElectionLogger } from './leader-election';
 
 /** How long connecting or a statement may take before the connection counts as lost. */

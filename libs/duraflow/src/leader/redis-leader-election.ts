@@ -1,11 +1,11 @@
 import { performance } from 'node:perf_hooks';
 import type { Redis, RedisOptions } from 'ioredis';
 import { loadIoredis } from '../dependencies/optional-dependencies';
-import { DuraflowRedisOptions } from '../duraflow.options';
-import { REAPER_LEADER_KEY } from '../duraflow.constants';
+import { DuraflowRedisOptions } from '../config/duraflow.options';
+import { REAPER_LEADER_KEY } from '../domain/duraflow.constants';
 import type { SqlExecutor } from '../persistence/duraflow-database';
 import { BaseLeaderElection } from './base-leader-election';
-import { LeaderFence } from './leader-fence';
+import { LeaderFence } from '../persistence/leader-fence';
 import { LeaderElectionLogger } from './leader-election';
 
 /** Extends the key's life only while this node holds it: after an expiry another node may have it. */

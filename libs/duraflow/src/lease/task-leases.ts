@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
-import { ResolvedDuraflowOptions } from '../duraflow.options';
+import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
+import { ResolvedDuraflowOptions } from '../config/duraflow.options';
 import { TaskStore } from '../persistence/task.store';
 import { LeaseFencing, TaskLease } from './task-lease';
 

@@ -1,6 +1,6 @@
 import { Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { Client } from 'pg';
-import { TASK_FINISHED_CHANNEL, TASK_SUBMITTED_CHANNEL } from '../duraflow.constants';
+import { TASK_FINISHED_CHANNEL, TASK_SUBMITTED_CHANNEL } from '../domain/duraflow.constants';
 import { describeError } from '../util/describe-error';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
 

@@ -2,13 +2,13 @@ import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import type * as PromClient from 'prom-client';
 import { loadPromClient } from '../dependencies/optional-dependencies';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
-import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
-import { ResolvedDuraflowOptions } from '../duraflow.options';
+import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
+import { ResolvedDuraflowOptions } from '../config/duraflow.options';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { readMetricGauges } from '../persistence/sql/read-metric-gauges';
 import { describeError } from '../util/describe-error';
 import { DuraflowLogger } from './duraflow-logger';
-import { DuraflowMetricsRegistry } from './metrics.options';
+import { DuraflowMetricsRegistry } from '../config/metrics.options';
 
 /** The outcome labels of step attempts and compensations. */
 export type StepAttemptOutcome = 'completed' | 'failed' | 'stopped';

@@ -1,7 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type * as Otel from '@opentelemetry/api';
-import type { CompensationResult } from '../execution/compensation';
-import type { RunOutcome } from '../execution/task-executor';
+import type { RunOutcome } from '../domain/run-outcome';
 import type { TaskLease } from '../lease/task-lease';
 import type { ClaimedTask } from '../persistence/task.store';
 import { DuraflowMetrics } from './metrics';
@@ -17,6 +16,13 @@ interface ObservedRun {
   context: Otel.Context | undefined;
   /** The error the run failed with, recorded on its span. */
   error: unknown;
+}
+
+/** How an undo ended, as the observer records it: `undefined` when it was stopped (its lease was lost). */
+interface CompensationResult {
+  ok: boolean;
+  attempts: number;
+  error?: unknown;
 }
 
 /** The runs being observed in this process, by their lease: the hooks in the executors take only the lease. */
@@ -94,10 +100,10 @@ export class RunObserver {
    * <key>` span under the caller's active span, and the compensations counter (a failed retry
    * keeps its entry: no new dead letter).
    */
-  observeDeadLetterRetry(
+  observeDeadLetterRetry<R extends CompensationResult>(
     entry: { deadLetterId: string; taskId: string; workflow: string; stepKey: string },
-    body: () => Promise<CompensationResult>,
-  ): Promise<CompensationResult> {
+    body: () => Promise<R>,
+  ): Promise<R> {
     if (!this.active) return body();
     const observed = {
       taskId: entry.taskId,
@@ -109,7 +115,7 @@ export class RunObserver {
     return compensationObserved(observed, entry.stepKey, body, {
       deadLetterOnFailure: false,
       deadLetterId: entry.deadLetterId,
-    }) as Promise<CompensationResult>;
+    }) as Promise<R>;
   }
 }
 
@@ -157,22 +163,22 @@ export function observeStepAttempt<T>(lease: TaskLease, stepKey: string, attempt
  * One compensation (with its retries) of an observed run's rollback: a `duraflow.compensate <key>`
  * span under the run's, and the compensation and dead-letter counters.
  */
-export function observeCompensation(
+export function observeCompensation<R extends CompensationResult>(
   lease: TaskLease,
   stepKey: string,
-  body: () => Promise<CompensationResult | undefined>,
-): Promise<CompensationResult | undefined> {
+  body: () => Promise<R | undefined>,
+): Promise<R | undefined> {
   const observed = observedRuns.get(lease);
   if (!observed) return body();
   return compensationObserved(observed, stepKey, body, { deadLetterOnFailure: true });
 }
 
-function compensationObserved(
+function compensationObserved<R extends CompensationResult>(
   observed: Pick<ObservedRun, 'taskId' | 'workflow' | 'tracing' | 'metrics' | 'context'>,
   stepKey: string,
-  body: () => Promise<CompensationResult | undefined>,
+  body: () => Promise<R | undefined>,
   { deadLetterOnFailure, deadLetterId }: { deadLetterOnFailure: boolean; deadLetterId?: string },
-): Promise<CompensationResult | undefined> {
+): Promise<R | undefined> {
   const { tracing, metrics, context } = observed;
   const traced =
     tracing && context

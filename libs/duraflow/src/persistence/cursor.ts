@@ -1,5 +1,5 @@
-import { DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, UUID_PATTERN } from '../duraflow.constants';
-import { InvalidCursorError, InvalidListOptionsError } from '../errors';
+import { DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, UUID_PATTERN } from '../domain/duraflow.constants';
+import { InvalidCursorError, InvalidListOptionsError } from '../domain/errors';
 
 /** A keyset position: created_at in µs since the epoch (exact, unlike a JS Date) and the row id. */
 export interface KeysetPosition {

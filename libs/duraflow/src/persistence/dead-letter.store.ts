@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { DeadLetter } from '../entities/dead-letter.entity';
+import { DeadLetter } from '../domain/entities/dead-letter.entity';
 import { KeysetPosition, keysetPageSql, olderThan, StoredPage } from './cursor';
 import { DeadLetterClaim, deadLetterLockId } from './dead-letter-claim';
 import { DuraflowDatabase, SqlExecutor } from './duraflow-database';

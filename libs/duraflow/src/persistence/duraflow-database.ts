@@ -3,9 +3,9 @@ import { ModuleRef } from '@nestjs/core';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import { Client, ClientBase, Pool, PoolClient, PoolConfig, QueryResult, QueryResultRow } from 'pg';
 import { DataSource, EntityManager } from 'typeorm';
-import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
-import { ResolvedDuraflowOptions } from '../duraflow.options';
-import { InvalidDuraflowOptionsError } from '../errors';
+import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
+import { ResolvedDuraflowOptions } from '../config/duraflow.options';
+import { InvalidDuraflowOptionsError } from '../domain/errors';
 
 /**
  * Runs one statement; `name` makes it a prepared statement on the connection that runs it.

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { FlowLimitStats } from '../interfaces/flow-control';
+import { FlowLimitStats } from '../domain/flow-control';
 import { FlowLimits } from '../validation/flow-limits';
 import { DuraflowDatabase } from './duraflow-database';
 import { ClientBase, QueryResultRow } from 'pg';

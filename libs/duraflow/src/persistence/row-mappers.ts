@@ -1,6 +1,6 @@
-import { AgentTask, TaskError } from '../entities/agent-task.entity';
-import { DeadLetter } from '../entities/dead-letter.entity';
-import { StepRun } from '../entities/step-run.entity';
+import { AgentTask, TaskError } from '../domain/entities/agent-task.entity';
+import { DeadLetter } from '../domain/entities/dead-letter.entity';
+import { StepRun } from '../domain/entities/step-run.entity';
 
 /** A column list each prefixed with `alias.`, for statements that join. */
 function qualified(columns: string, alias: string): string {

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { StepRun } from '../entities/step-run.entity';
-import { JsonPreview, StepSummary } from '../interfaces/task-summaries';
+import { StepRun } from '../domain/entities/step-run.entity';
+import { JsonPreview, StepSummary } from '../domain/task-summaries';
 import { DuraflowDatabase } from './duraflow-database';
 import { ownedTaskRow, ownedTaskRows } from './fencing';
 import { deadLettered } from './rollback-rules';

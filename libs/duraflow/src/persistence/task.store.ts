@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
-import { TASK_FINISHED_CHANNEL, TASK_SUBMITTED_CHANNEL } from '../duraflow.constants';
-import { AgentTask, RollbackReason } from '../entities/agent-task.entity';
-import { TaskStatus } from '../interfaces/task-status';
+import { TASK_FINISHED_CHANNEL, TASK_SUBMITTED_CHANNEL } from '../domain/duraflow.constants';
+import { AgentTask, RollbackReason } from '../domain/entities/agent-task.entity';
+import { TaskStatus } from '../domain/task-status';
 import { KeysetPosition, keysetPageSql, olderThan, StoredPage } from './cursor';
 import { DuraflowDatabase, SqlExecutor } from './duraflow-database';
 import { ownedBy, ownedTaskRows } from './fencing';
@@ -11,7 +11,7 @@ import { TASK_COLUMNS, TASK_COLUMNS_OF_T, toAgentTask } from './row-mappers';
 import { cancelTask } from './sql/cancel-task';
 import { finishRollback } from './sql/finish-rollback';
 import { ReapedTask, reapStaleTasks } from './sql/reap-stale-tasks';
-import type { LeaderFence } from '../leader/leader-fence';
+import type { LeaderFence } from './leader-fence';
 import { CancelRollbackTakeOver, takeOverForCancelRollback } from './sql/take-over-for-cancel-rollback';
 
 export interface NewTask {

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { AgentTask } from '../entities/agent-task.entity';
+import { AgentTask } from '../domain/entities/agent-task.entity';
 import { DuraflowDatabase, SqlExecutor } from './duraflow-database';
 import { ownedTaskRow } from './fencing';
 import { countLiteral, textLiteral } from './literals';

@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { DynamicModule, Type } from '@nestjs/common';
 import { Client } from 'pg';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
-import { ReplayCheckInputError } from '../errors';
+import { ReplayCheckInputError } from '../domain/errors';
 import { readRecordedRuns, RecordedRunsQuery } from './read-recorded-runs';
 import { RECORDED_RUNS_FORMAT, RecordedRun, RecordedRunsFile } from './recorded-run';
 import { ReplayOutcome, replayRun } from './replay-run';

@@ -5,12 +5,12 @@ import {
   NestedStepError,
   NonDeterminismError,
   SignalTimeoutError,
-} from '../errors';
+} from '../domain/errors';
 import { signalWaitKey } from '../execution/durable-primitives';
 import { DeterminismGuard } from '../execution/determinism-guard';
 import { RunPatches } from '../execution/run-patches';
-import { RunScope, runScopeStorage } from '../execution/run-scope';
-import { WorkflowContext } from '../interfaces/workflow-context';
+import { RunScope, runScopeStorage } from '../decorators/run-scope';
+import { WorkflowContext } from '../domain/workflow-context';
 import { StepMemo } from '../persistence/step.store';
 import { describeError } from '../util/describe-error';
 import { RecordedRun } from './recorded-run';

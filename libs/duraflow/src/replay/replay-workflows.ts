@@ -1,10 +1,10 @@
 import type { DynamicModule, INestApplicationContext, Type } from '@nestjs/common';
-import { WORKFLOW_METADATA } from '../duraflow.constants';
+import { WORKFLOW_METADATA } from '../domain/duraflow.constants';
 import type { WorkflowMetadata } from '../decorators/workflow.decorator';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
-import { ReplayCheckInputError } from '../errors';
-import type { FunctionalWorkflowDefinition } from '../interfaces/workflow-definition';
-import type { WorkflowContext } from '../interfaces/workflow-context';
+import { ReplayCheckInputError } from '../domain/errors';
+import type { FunctionalWorkflowDefinition } from '../domain/workflow-definition';
+import type { WorkflowContext } from '../domain/workflow-context';
 import { duringReplayBoot } from './replay-boot';
 
 /** Today's code of a workflow version, as the replay check calls it. */

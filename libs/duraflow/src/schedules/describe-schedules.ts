@@ -1,4 +1,4 @@
-import { ScheduleInfo } from './schedule-options';
+import { ScheduleInfo } from '../domain/schedule-options';
 import { RegisteredSchedule } from './schedule.registry';
 import { ScheduleStore } from './schedule.store';
 

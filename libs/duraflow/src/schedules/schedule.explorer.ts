@@ -2,9 +2,9 @@ import { Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
 import { DiscoveryService } from '@nestjs/core';
 import { WorkflowMetadataAccessor } from '../discovery/workflow-metadata.accessor';
 import { RegisteredWorkflow, WorkflowRegistry } from '../discovery/workflow.registry';
-import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
-import { DURAFLOW_MODULE_OPTIONS } from '../duraflow.module-definition';
-import { DuraflowModuleOptions, ResolvedDuraflowOptions } from '../duraflow.options';
+import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
+import { DURAFLOW_MODULE_OPTIONS } from '../config/duraflow.module-definition';
+import { DuraflowModuleOptions, ResolvedDuraflowOptions } from '../config/duraflow.options';
 import {
   DuplicateScheduleError,
   DuraflowError,
@@ -13,7 +13,7 @@ import {
   InvalidScheduleInputError,
   UnknownScheduleTimezoneError,
   UnknownScheduleWorkflowError,
-} from '../errors';
+} from '../domain/errors';
 import { checkSubmitInput } from '../validation/call-options';
 import { CronSchedule, isKnownTimezone } from './cron-schedule';
 import {
@@ -23,7 +23,7 @@ import {
   SCHEDULE_NAME_PATTERN,
   ScheduleDefinition,
   WorkflowScheduleOptions,
-} from './schedule-options';
+} from '../domain/schedule-options';
 import { RegisteredSchedule, ScheduleRegistry } from './schedule.registry';
 import { concurrencyKeyOf } from '../validation/flow-limits';
 import { findWorkflowProviders } from '../discovery/workflow-providers';

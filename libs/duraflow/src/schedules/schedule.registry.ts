@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { CronSchedule } from './cron-schedule';
-import { ScheduleCatchUp } from './schedule-options';
+import { ScheduleCatchUp } from '../domain/schedule-options';
 
 /** A schedule as the ticker runs it: checked at boot, its input already validated and serialized. */
 export interface RegisteredSchedule {

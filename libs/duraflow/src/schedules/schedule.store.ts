@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { TaskStore } from '../persistence/task.store';
-import { MAX_CATCH_UP } from './schedule-options';
+import { MAX_CATCH_UP } from '../domain/schedule-options';
 import { RegisteredSchedule } from './schedule.registry';
 import { newestTickTask } from './read-schedule-status';
 

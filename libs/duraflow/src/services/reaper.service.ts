@@ -1,15 +1,15 @@
 import { Inject, Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { ReaperLoop } from '../background/reaper-loop';
-import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
-import { ResolvedDuraflowOptions } from '../duraflow.options';
+import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
+import { ResolvedDuraflowOptions } from '../config/duraflow.options';
 import { isReplayBoot } from '../replay/replay-boot';
-import { ReapResult } from '../interfaces/reap-result';
-import { RetentionCounts, RetentionStats } from '../interfaces/retention-stats';
+import { ReapResult } from '../domain/reap-result';
+import { RetentionCounts, RetentionStats } from '../domain/retention-stats';
 import { RetentionSweeper } from '../background/retention-sweeper';
 
-export { REAPER_INTERVAL_NAME } from '../duraflow.constants';
-export type { ReapResult } from '../interfaces/reap-result';
-export type { RetentionCounts, RetentionStats } from '../interfaces/retention-stats';
+export { REAPER_INTERVAL_NAME } from '../domain/duraflow.constants';
+export type { ReapResult } from '../domain/reap-result';
+export type { RetentionCounts, RetentionStats } from '../domain/retention-stats';
 
 /**
  * Recovers the tasks of dead workers: running tasks whose heartbeat went stale

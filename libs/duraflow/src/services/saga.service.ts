@@ -1,9 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
-import { RESOLVED_DURAFLOW_OPTIONS, UUID_PATTERN } from '../duraflow.constants';
-import { ResolvedDuraflowOptions } from '../duraflow.options';
-import { AgentTask } from '../entities/agent-task.entity';
-import { DeadLetter } from '../entities/dead-letter.entity';
+import { RESOLVED_DURAFLOW_OPTIONS, UUID_PATTERN } from '../domain/duraflow.constants';
+import { ResolvedDuraflowOptions } from '../config/duraflow.options';
+import { AgentTask } from '../domain/entities/agent-task.entity';
+import { DeadLetter } from '../domain/entities/dead-letter.entity';
 import {
   CompensationNotRegisteredError,
   DeadLetterBusyError,
@@ -11,7 +11,7 @@ import {
   DeadLetterOrphanedError,
   DeadLetterTaskActiveError,
   InvalidListOptionsError,
-} from '../errors';
+} from '../domain/errors';
 import { ChildRollback } from '../execution/child-rollback';
 import { runCompensation } from '../execution/compensation';
 import { deadLetterError } from '../persistence/dead-letter-error';

@@ -1,13 +1,13 @@
 import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap } from '@nestjs/common';
 import { WorkerLoop } from '../background/worker-loop';
-import { RESOLVED_DURAFLOW_OPTIONS } from '../duraflow.constants';
-import { ResolvedDuraflowOptions } from '../duraflow.options';
+import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
+import { ResolvedDuraflowOptions } from '../config/duraflow.options';
 import { isReplayBoot } from '../replay/replay-boot';
-import { FlowLimitStats } from '../interfaces/flow-control';
-import { WorkerStats } from '../interfaces/worker-stats';
+import { FlowLimitStats } from '../domain/flow-control';
+import { WorkerStats } from '../domain/worker-stats';
 import { ScheduleTicker } from '../schedules/schedule-ticker';
 
-export type { BackpressureStats, WorkerState, WorkerStats } from '../interfaces/worker-stats';
+export type { BackpressureStats, WorkerState, WorkerStats } from '../domain/worker-stats';
 
 /**
  * This process's worker: claims tasks of the workflows it registers and runs up to

@@ -2,10 +2,10 @@ import { Inject, Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { LeaseHeartbeat } from '../background/lease-heartbeat';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
-import { RESOLVED_DURAFLOW_OPTIONS, UUID_PATTERN, WORKFLOW_NAME_PATTERN } from '../duraflow.constants';
-import { ResolvedDuraflowOptions } from '../duraflow.options';
-import { AgentTask } from '../entities/agent-task.entity';
-import { StepRun } from '../entities/step-run.entity';
+import { RESOLVED_DURAFLOW_OPTIONS, UUID_PATTERN, WORKFLOW_NAME_PATTERN } from '../domain/duraflow.constants';
+import { ResolvedDuraflowOptions } from '../config/duraflow.options';
+import { AgentTask } from '../domain/entities/agent-task.entity';
+import { StepRun } from '../domain/entities/step-run.entity';
 import {
   IdempotencyKeyConflictError,
   InvalidListOptionsError,
@@ -14,10 +14,10 @@ import {
   TaskNotFoundError,
   TaskNotHeldError,
   WaitForTimeoutError,
-} from '../errors';
+} from '../domain/errors';
 import { SagaExecutor } from '../execution/saga-executor';
-import { isTerminalStatus, TaskStatus } from '../interfaces/task-status';
-import { StepSummary, StepSummaryOptions, TaskCountFilter, TaskCounts, TaskProgress } from '../interfaces/task-summaries';
+import { isTerminalStatus, TaskStatus } from '../domain/task-status';
+import { StepSummary, StepSummaryOptions, TaskCountFilter, TaskCounts, TaskProgress } from '../domain/task-summaries';
 import { TaskLeases } from '../lease/task-leases';
 import { TaskNotifications } from '../notifications/task-notifications';
 import { RunObserver } from '../observability/run-observer';
@@ -27,7 +27,7 @@ import { resumeHeldTask } from '../persistence/sql/hold-task';
 import { readTaskProgress } from '../persistence/sql/read-task-progress';
 import { StepStore } from '../persistence/step.store';
 import { TaskStore } from '../persistence/task.store';
-import { ScheduleInfo } from '../schedules/schedule-options';
+import { ScheduleInfo } from '../domain/schedule-options';
 import { describeSchedules } from '../schedules/describe-schedules';
 import { ScheduleRegistry } from '../schedules/schedule.registry';
 import { ScheduleStore } from '../schedules/schedule.store';

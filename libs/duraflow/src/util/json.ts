@@ -1,5 +1,5 @@
-import { MAX_JSON_DEPTH } from '../duraflow.constants';
-import { NotSerializableError, OutputTooLargeError } from '../errors';
+import { MAX_JSON_DEPTH } from '../domain/duraflow.constants';
+import { NotSerializableError, OutputTooLargeError } from '../domain/errors';
 
 /**
  * JSON.stringify that refuses what JSON would silently drop or change: functions, symbols,

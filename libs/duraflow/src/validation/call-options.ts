@@ -1,14 +1,15 @@
 import { Type } from '@nestjs/common';
-import { MAX_IDEMPOTENCY_KEY_LENGTH } from '../duraflow.constants';
+import { MAX_IDEMPOTENCY_KEY_LENGTH } from '../domain/duraflow.constants';
 import {
   InputTooLargeError,
   InputValidationError,
   InvalidListOptionsError,
   InvalidSubmitOptionsError,
   InvalidWaitOptionsError,
-} from '../errors';
+} from '../domain/errors';
 import { jsonPathDeeperThan, toJson } from '../util/json';
-import { UnknownInputProperties, validateDtoInput } from './dto-input';
+import { UnknownInputProperties } from '../domain/workflow-definition';
+import { validateDtoInput } from './dto-input';
 
 /**
  * The checks of what a caller passes to WorkflowService, each made before anything is read or

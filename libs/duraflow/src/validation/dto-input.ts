@@ -1,12 +1,8 @@
 import { Type } from '@nestjs/common';
 import type { ValidationError } from 'class-validator';
 import { loadDtoValidation } from '../dependencies/optional-dependencies';
-import { InputValidationError, InputViolation } from '../errors';
-
-/** What submit does with input properties a workflow's DTO does not declare. */
-export type UnknownInputProperties = 'strip' | 'reject';
-
-export const UNKNOWN_INPUT_PROPERTIES: readonly UnknownInputProperties[] = ['strip', 'reject'];
+import { InputValidationError, InputViolation } from '../domain/errors';
+import { UnknownInputProperties } from '../domain/workflow-definition';
 
 /**
  * Checks `input` (already JSON) against the workflow's class-validator DTO and returns what is to be

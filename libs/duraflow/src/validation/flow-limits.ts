@@ -1,5 +1,5 @@
-import { InvalidConcurrencyKeyError, InvalidWorkflowDefinitionError } from '../errors';
-import { FlowControlOptions } from '../interfaces/flow-control';
+import { InvalidConcurrencyKeyError, InvalidWorkflowDefinitionError } from '../domain/errors';
+import { FlowControlOptions } from '../domain/flow-control';
 
 /** The longest concurrency key (the column is VARCHAR(255)). */
 export const MAX_CONCURRENCY_KEY_LENGTH = 255;

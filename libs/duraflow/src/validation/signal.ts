@@ -1,5 +1,5 @@
-import { InvalidSignalNameError, SignalPayloadTooLargeError } from '../errors';
-import { SIGNAL_NAME_PATTERN } from '../duraflow.constants';
+import { InvalidSignalNameError, SignalPayloadTooLargeError } from '../domain/errors';
+import { SIGNAL_NAME_PATTERN } from '../domain/duraflow.constants';
 import { toJson } from '../util/json';
 
 /**

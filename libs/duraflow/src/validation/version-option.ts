@@ -1,4 +1,4 @@
-import { InvalidSubmitOptionsError } from '../errors';
+import { InvalidSubmitOptionsError } from '../domain/errors';
 
 /** submit's `version`: undefined (the newest registered) or a whole number from 1. @throws InvalidSubmitOptionsError */
 export function checkVersionOption(version: unknown): number | undefined {

@@ -1,6 +1,6 @@
-import { AgentTask, TaskError } from '../../entities/agent-task.entity';
-import { DeadLetter } from '../../entities/dead-letter.entity';
-import { StepSummary } from '../../interfaces/task-summaries';
+import { AgentTask, TaskError } from '../../domain/entities/agent-task.entity';
+import { DeadLetter } from '../../domain/entities/dead-letter.entity';
+import { StepSummary } from '../../domain/task-summaries';
 import { DeadLetterAction } from '../dashboard-links';
 import { timeElement } from './format';
 import { html, Html } from './html';

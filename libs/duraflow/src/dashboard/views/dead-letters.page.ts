@@ -1,4 +1,4 @@
-import { DeadLetter } from '../../entities/dead-letter.entity';
+import { DeadLetter } from '../../domain/entities/dead-letter.entity';
 import { timeElement } from './format';
 import { html, Html } from './html';
 import { layout, ViewContext } from './layout';

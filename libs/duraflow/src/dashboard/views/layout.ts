@@ -1,4 +1,4 @@
-import { AgentTask } from '../../entities/agent-task.entity';
+import { AgentTask } from '../../domain/entities/agent-task.entity';
 import { DASHBOARD_CLIENT_SCRIPT } from '../assets/client-script';
 import { DASHBOARD_STYLESHEET } from '../assets/stylesheet';
 import { DashboardLinks } from '../dashboard-links';

@@ -1,6 +1,6 @@
-import { AgentTask } from '../../entities/agent-task.entity';
-import { TaskStatus } from '../../interfaces/task-status';
-import { TaskCounts } from '../../interfaces/task-summaries';
+import { AgentTask } from '../../domain/entities/agent-task.entity';
+import { TaskStatus } from '../../domain/task-status';
+import { TaskCounts } from '../../domain/task-summaries';
 import { filterQuery, TaskFilters } from '../task-filters';
 import { durationBetween, formatDuration, timeElement, timeOfDayElement, toDateTimeLocal } from './format';
 import { html, Html } from './html';

@@ -1,7 +1,7 @@
-import { AgentTask } from '../../entities/agent-task.entity';
-import { DeadLetter } from '../../entities/dead-letter.entity';
-import { isTerminalStatus } from '../../interfaces/task-status';
-import { StepSummary } from '../../interfaces/task-summaries';
+import { AgentTask } from '../../domain/entities/agent-task.entity';
+import { DeadLetter } from '../../domain/entities/dead-letter.entity';
+import { isTerminalStatus } from '../../domain/task-status';
+import { StepSummary } from '../../domain/task-summaries';
 import { TaskSignal } from '../../persistence/wait.store';
 import { durationBetween, formatDuration, timeElement } from './format';
 import { html, Html, HtmlValue } from './html';

@@ -1,6 +1,6 @@
-import { AgentTask } from '../../entities/agent-task.entity';
-import { DeadLetter } from '../../entities/dead-letter.entity';
-import { StepSummary } from '../../interfaces/task-summaries';
+import { AgentTask } from '../../domain/entities/agent-task.entity';
+import { DeadLetter } from '../../domain/entities/dead-letter.entity';
+import { StepSummary } from '../../domain/task-summaries';
 import { durationBetween, formatDuration, timeOfDayElement } from './format';
 import { html, Html } from './html';
 import { statusBadge, ViewContext } from './layout';

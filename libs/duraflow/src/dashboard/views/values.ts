@@ -1,4 +1,4 @@
-import { JsonPreview } from '../../interfaces/task-summaries';
+import { JsonPreview } from '../../domain/task-summaries';
 import { formatBytes } from './format';
 import { html, Html } from './html';
 

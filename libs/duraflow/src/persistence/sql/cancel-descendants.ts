@@ -1,4 +1,4 @@
-import { TASK_FINISHED_CHANNEL, TASK_SUBMITTED_CHANNEL } from '../../duraflow.constants';
+import { TASK_FINISHED_CHANNEL, TASK_SUBMITTED_CHANNEL } from '../../domain/duraflow.constants';
 import { SqlExecutor } from '../duraflow-database';
 import { leftToUndo } from '../rollback-rules';
 

@@ -1,5 +1,5 @@
-import { TASK_FINISHED_CHANNEL } from '../../duraflow.constants';
-import { AgentTask } from '../../entities/agent-task.entity';
+import { TASK_FINISHED_CHANNEL } from '../../domain/duraflow.constants';
+import { AgentTask } from '../../domain/entities/agent-task.entity';
 import { SqlExecutor } from '../duraflow-database';
 import { TASK_COLUMNS_OF_T, toAgentTask } from '../row-mappers';
 

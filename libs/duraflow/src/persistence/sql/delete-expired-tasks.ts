@@ -1,4 +1,4 @@
-import { TaskStatus } from '../../interfaces/task-status';
+import { TaskStatus } from '../../domain/task-status';
 import { SqlExecutor } from '../duraflow-database';
 
 /** A final status and how long its tasks are kept after they finished. */

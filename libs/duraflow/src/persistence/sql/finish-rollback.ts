@@ -1,6 +1,6 @@
-import { TASK_FINISHED_CHANNEL } from '../../duraflow.constants';
-import { RollbackReason } from '../../entities/agent-task.entity';
-import { TaskStatus } from '../../interfaces/task-status';
+import { TASK_FINISHED_CHANNEL } from '../../domain/duraflow.constants';
+import { RollbackReason } from '../../domain/entities/agent-task.entity';
+import { TaskStatus } from '../../domain/task-status';
 import { DuraflowDatabase } from '../duraflow-database';
 import { ownedBy } from '../fencing';
 import { rollbackFinalStatus, taskDeadLettered } from '../rollback-rules';

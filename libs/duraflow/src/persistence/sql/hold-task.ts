@@ -1,5 +1,5 @@
-import { TASK_SUBMITTED_CHANNEL } from '../../duraflow.constants';
-import { AgentTask } from '../../entities/agent-task.entity';
+import { TASK_SUBMITTED_CHANNEL } from '../../domain/duraflow.constants';
+import { AgentTask } from '../../domain/entities/agent-task.entity';
 import { SqlExecutor } from '../duraflow-database';
 import { ownedBy } from '../fencing';
 import { TASK_COLUMNS, toAgentTask } from '../row-mappers';

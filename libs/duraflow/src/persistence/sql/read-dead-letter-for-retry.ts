@@ -1,4 +1,4 @@
-import { DeadLetter } from '../../entities/dead-letter.entity';
+import { DeadLetter } from '../../domain/entities/dead-letter.entity';
 import { SqlExecutor } from '../duraflow-database';
 import { DEAD_LETTER_COLUMNS_OF_D, toDeadLetter } from '../row-mappers';
 

@@ -1,4 +1,4 @@
-import { FlowLimitStats } from '../../interfaces/flow-control';
+import { FlowLimitStats } from '../../domain/flow-control';
 import type { SqlExecutor } from '../duraflow-database';
 
 /** How many keys at their limit one read lists per workflow (the most waiting first). */

@@ -1,4 +1,4 @@
-import { TaskProgress } from '../../interfaces/task-summaries';
+import { TaskProgress } from '../../domain/task-summaries';
 import { SqlExecutor } from '../duraflow-database';
 
 /**

@@ -1,6 +1,6 @@
-import { TASK_FINISHED_CHANNEL, TASK_SUBMITTED_CHANNEL } from '../../duraflow.constants';
-import { TaskStatus } from '../../interfaces/task-status';
-import type { LeaderFence } from '../../leader/leader-fence';
+import { TASK_FINISHED_CHANNEL, TASK_SUBMITTED_CHANNEL } from '../../domain/duraflow.constants';
+import { TaskStatus } from '../../domain/task-status';
+import type { LeaderFence } from '../leader-fence';
 import { deadLetterErrorSql } from '../dead-letter-error';
 import { SqlExecutor } from '../duraflow-database';
 import { leftToUndo, rollbackFinalStatus, taskDeadLettered } from '../rollback-rules';

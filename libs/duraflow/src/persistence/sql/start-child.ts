@@ -1,4 +1,4 @@
-import { TASK_SUBMITTED_CHANNEL } from '../../duraflow.constants';
+import { TASK_SUBMITTED_CHANNEL } from '../../domain/duraflow.constants';
 import { SqlExecutor } from '../duraflow-database';
 import { ownedBy } from '../fencing';
 import { NO_WAKE_UP } from './settle-wait';

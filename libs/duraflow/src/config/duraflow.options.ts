@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH, REAPER_LEADER_KEY } from './duraflow.constants';
-import { InvalidDuraflowOptionsError } from './errors';
-import { FunctionalWorkflowDefinition } from './interfaces/workflow-definition';
-import type { ScheduleDefinition } from './schedules/schedule-options';
-import { BackoffOptions, StepOptions } from './interfaces/workflow-context';
-import { UNKNOWN_INPUT_PROPERTIES, UnknownInputProperties } from './validation/dto-input';
-import { DuraflowMetricsOptions, ResolvedMetricsOptions, resolveMetricsOptions } from './observability/metrics.options';
+import { DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH, REAPER_LEADER_KEY } from '../domain/duraflow.constants';
+import { InvalidDuraflowOptionsError } from '../domain/errors';
+import { FunctionalWorkflowDefinition } from '../domain/workflow-definition';
+import type { ScheduleDefinition } from '../domain/schedule-options';
+import { BackoffOptions, StepOptions } from '../domain/workflow-context';
+import { UNKNOWN_INPUT_PROPERTIES, UnknownInputProperties } from '../domain/workflow-definition';
+import { DuraflowMetricsOptions, ResolvedMetricsOptions, resolveMetricsOptions } from './metrics.options';
 
 export interface DuraflowRedisOptions {
   /** e.g. `redis://127.0.0.1:6379`. */

@@ -1,5 +1,5 @@
-import { FunctionalWorkflowDefinition, FunctionalWorkflowOptions } from './interfaces/workflow-definition';
-import { WorkflowContext } from './interfaces/workflow-context';
+import { FunctionalWorkflowDefinition, FunctionalWorkflowOptions } from '../domain/workflow-definition';
+import { WorkflowContext } from '../domain/workflow-context';
 
 /**
  * A workflow without a class: `workflow('payment', async (ctx) => ..., { compensations })`.

@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { StepContext, StepOptions } from '../interfaces/workflow-context';
+import { StepContext, StepOptions } from '../domain/workflow-context';
 
 /** What the code of one workflow run can see: lets @Step methods find the run they belong to. */
 export interface RunScope {

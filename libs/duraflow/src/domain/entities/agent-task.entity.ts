@@ -1,5 +1,5 @@
 import { Column, CreateDateColumn, DeleteDateColumn, Entity, Index, PrimaryGeneratedColumn, UpdateDateColumn } from 'typeorm';
-import { TaskStatus } from '../interfaces/task-status';
+import { TaskStatus } from '../task-status';
 
 /** A workflow run: one row of `agent_tasks` (base schema), plus the engine's own columns. */
 @Entity({ name: 'agent_tasks' })

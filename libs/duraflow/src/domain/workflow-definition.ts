@@ -1,7 +1,11 @@
-import type { WorkflowScheduleOptions } from '../schedules/schedule-options';
-import type { UnknownInputProperties } from '../validation/dto-input';
+import type { WorkflowScheduleOptions } from './schedule-options';
 import { FlowControlOptions } from './flow-control';
 import { StepOptions, WorkflowContext } from './workflow-context';
+
+/** What submit does with input properties a workflow's DTO does not declare. */
+export type UnknownInputProperties = 'strip' | 'reject';
+
+export const UNKNOWN_INPUT_PROPERTIES: readonly UnknownInputProperties[] = ['strip', 'reject'];
 
 /** A compensation: receives the saved output of the step it undoes. */
 export type CompensationFn<TOutput = any> = (output: TOutput, ctx: CompensationContext) => unknown | Promise<unknown>;

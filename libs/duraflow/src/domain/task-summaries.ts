@@ -1,4 +1,4 @@
-import { StepRunStatus } from '../entities/step-run.entity';
+import { StepRunStatus } from './entities/step-run.entity';
 import { TaskStatus } from './task-status';
 
 /** The first characters of a stored JSON value, cut in the database so a large value never travels whole. */

@@ -1,4 +1,4 @@
-import { InvalidDuraflowOptionsError } from '../errors';
+import { InvalidDuraflowOptionsError } from '../domain/errors';
 
 /**
  * A prom-client `Registry`, typed by what Duraflow uses of it, so the package's types do not
