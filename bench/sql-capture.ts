@@ -1,7 +1,7 @@
 import { Client } from 'pg';
 import { clientExecutor, DuraflowDatabase } from '@duraflow/nestjs/persistence/duraflow-database';
 import { StepStore } from '@duraflow/nestjs/persistence/step.store';
-import { TaskStore } from '@duraflow/nestjs/persistence/task.store';
+import { TaskTransitions } from '@duraflow/nestjs/persistence/lifecycle/task-transitions';
 import { NOOP_WORKFLOW } from './workflows';
 
 export interface Statement {
@@ -25,6 +25,7 @@ export function recordingDatabase(captured: Statement[]): DuraflowDatabase {
   return recorder as unknown as DuraflowDatabase;
 }
 
+/** `tasks`: the moves of the task lifecycle (TaskTransitions); `steps`: the checkpoints (StepStore). */
 export type StoreKind = 'tasks' | 'steps';
 
 /**
@@ -35,7 +36,7 @@ export type StoreKind = 'tasks' | 'steps';
  */
 export async function captureStoreCall(kind: StoreKind, method: string, args: unknown[]): Promise<Statement[] | undefined> {
   const captured: Statement[] = [];
-  const Store = (kind === 'tasks' ? TaskStore : StepStore) as unknown as new (db: DuraflowDatabase) => Record<string, unknown>;
+  const Store = (kind === 'tasks' ? TaskTransitions : StepStore) as unknown as new (db: DuraflowDatabase) => Record<string, unknown>;
   const store = new Store(recordingDatabase(captured));
   const fn = store[method];
   if (typeof fn !== 'function') return undefined;
@@ -43,11 +44,11 @@ export async function captureStoreCall(kind: StoreKind, method: string, args: un
   return captured;
 }
 
-/** The statement(s) TaskStore.claimTasks sends for a batch of `batch`. */
+/** The statement(s) the claim (TaskTransitions.claim) sends for a batch of `batch`. */
 export async function captureClaimStatements(batch: number): Promise<Statement[]> {
-  const captured = await captureStoreCall('tasks', 'claimTasks', ['bench-claimer', [NOOP_WORKFLOW], batch]);
-  if (!captured) throw new Error('TaskStore has no claimTasks method any more: update bench/sql-capture.ts');
-  if (!captured.length) throw new Error('TaskStore.claimTasks sent no statement to the recording executor');
+  const captured = await captureStoreCall('tasks', 'claim', ['bench-claimer', [NOOP_WORKFLOW], batch]);
+  if (!captured) throw new Error('TaskTransitions has no claim method any more: update bench/sql-capture.ts');
+  if (!captured.length) throw new Error('TaskTransitions.claim sent no statement to the recording executor');
   return captured;
 }
 

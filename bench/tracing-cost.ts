@@ -28,7 +28,7 @@ import { Registry } from 'prom-client';
 import { DuraflowModuleOptions, workflow, WorkflowService } from '@duraflow/nestjs';
 import { observeStepAttempt, RunObserver } from '@duraflow/nestjs/observability/run-observer';
 import type { TaskLease } from '@duraflow/nestjs/lease/task-lease';
-import type { ClaimedTask } from '@duraflow/nestjs/persistence/task.store';
+import type { ClaimedTask } from '@duraflow/nestjs/persistence/lifecycle/claim-tasks';
 import { TestBed } from '../test/support/test-bed';
 import { median, progress, quantile } from './stats';
 

@@ -1,7 +1,7 @@
 import { Client } from 'pg';
 import { clientExecutor, DuraflowDatabase } from '../libs/duraflow/src/persistence/duraflow-database';
-import { TaskStore } from '../libs/duraflow/src/persistence/task.store';
-import { ClaimableWorkflows } from '../libs/duraflow/src/persistence/claimable-workflows';
+import { TaskTransitions } from '../libs/duraflow/src/persistence/lifecycle/task-transitions';
+import { ClaimableWorkflows } from '../libs/duraflow/src/persistence/lifecycle/task-lifecycle';
 import { useTestBed } from './support/test-bed';
 
 /*
@@ -120,17 +120,17 @@ describe('The claim', () => {
     return rows.map((row) => row.id).sort();
   }
 
-  /** TaskStore over one connection of its own. */
-  function storeOn(client: Client): TaskStore {
-    return new TaskStore(clientExecutor(client) as DuraflowDatabase);
+  /** The lifecycle's moves over one connection of its own. */
+  function storeOn(client: Client): TaskTransitions {
+    return new TaskTransitions(clientExecutor(client) as DuraflowDatabase);
   }
 
-  /** Runs TaskStore.claimTasks on the explained connection, rolled back: its plan and what it claimed. */
+  /** Runs TaskTransitions.claim on the explained connection, rolled back: its plan and what it claimed. */
   async function claimOnce(names: ClaimableWorkflows, limit: number): Promise<{ plan: PlanNode; claimed: string[] }> {
     plans = [];
     await explained.query('BEGIN');
     try {
-      const claimed = await storeOn(explained).claimTasks('plan-test', names, limit);
+      const claimed = await storeOn(explained).claim('plan-test', names, limit);
       const updates = plans.filter((plan) => plan.Operation === 'Update');
       if (updates.length !== 1) throw new Error(`expected the plan of one UPDATE, got ${JSON.stringify(plans.map(outline))}`);
       return { plan: updates[0], claimed: claimed.map(({ task }) => task.id).sort() };
@@ -211,8 +211,8 @@ describe('The claim', () => {
       try {
         await explained.query('BEGIN');
         await other.query('BEGIN');
-        const first = await storeOn(explained).claimTasks('first', REGISTERED, 10);
-        const second = await storeOn(other).claimTasks('second', REGISTERED, 10);
+        const first = await storeOn(explained).claim('first', REGISTERED, 10);
+        const second = await storeOn(other).claim('second', REGISTERED, 10);
         const ids = (claimed: typeof first) => claimed.map(({ task }) => task.id);
         expect([first.length, second.length]).toEqual([10, 10]);
         const firstTwenty = await firstInClaimOrder(REGISTERED, 20);
@@ -233,7 +233,7 @@ describe('The claim', () => {
         [odd],
       );
       try {
-        const claimed = await storeOn(bed.db.client).claimTasks(workerId, [odd], 5);
+        const claimed = await storeOn(bed.db.client).claim(workerId, [odd], 5);
         expect(claimed.map(({ task }) => task.id).sort()).toEqual(rows.map((row) => row.id).sort());
         const stored = await bed.db.client.query(
           `SELECT worker_id, status, claim_token FROM agent_tasks WHERE workflow_name = $1 ORDER BY claim_token`,
@@ -252,8 +252,8 @@ describe('The claim', () => {
 
     it('refuses a limit that is not a whole number, and claims nothing', async () => {
       const before = await bed.db.client.query(`SELECT count(*)::int AS n FROM agent_tasks WHERE status = 'running'`);
-      await expect(storeOn(bed.db.client).claimTasks('w', REGISTERED, 1.5)).rejects.toThrow(RangeError);
-      await expect(storeOn(bed.db.client).claimTasks('w', REGISTERED, -1)).rejects.toThrow(RangeError);
+      await expect(storeOn(bed.db.client).claim('w', REGISTERED, 1.5)).rejects.toThrow(RangeError);
+      await expect(storeOn(bed.db.client).claim('w', REGISTERED, -1)).rejects.toThrow(RangeError);
       const after = await bed.db.client.query(`SELECT count(*)::int AS n FROM agent_tasks WHERE status = 'running'`);
       expect(after.rows).toEqual(before.rows);
     });

@@ -1,5 +1,5 @@
 import { TaskStatus, WorkerService, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
-import { TaskStore } from '../libs/duraflow/src/persistence/task.store';
+import { TaskTransitions } from '../libs/duraflow/src/persistence/lifecycle/task-transitions';
 import { useTestBed } from './support/test-bed';
 import { eventually, sleep } from './support/waiting';
 
@@ -70,7 +70,7 @@ describe('Crash safety in one process (heartbeat, fencing, cancellation)', () =>
 
     // Stale: the reaper re-queues it and a second worker takes it over.
     await bed.db.client.query(`UPDATE agent_tasks SET heartbeat_at = now() - interval '1 hour' WHERE id = $1`, [task.id]);
-    expect(await frozen.get(TaskStore).reapStaleTasks(1_000)).toEqual([
+    expect(await frozen.get(TaskTransitions).reap(1_000)).toEqual([
       { id: task.id, status: TaskStatus.PENDING, retryCount: 1, workflowName: 'fenced', errorCode: null, action: 'requeue' },
     ]);
     const rescuer = await bed.start({ duraflow: { workflows: [fenced] } });

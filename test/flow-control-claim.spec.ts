@@ -1,6 +1,6 @@
 import { Pool } from 'pg';
-import { claimLimitedTasksSql, preparedLimitedClaim } from '../libs/duraflow/src/persistence/sql/claim-limited-tasks';
-import { CLAIM_SETTINGS } from '../libs/duraflow/src/persistence/task.store';
+import { claimLimitedTasksSql, preparedLimitedClaim } from '../libs/duraflow/src/persistence/lifecycle/claim-limited-tasks';
+import { CLAIM_SETTINGS } from '../libs/duraflow/src/persistence/lifecycle/claim-tasks';
 import { FlowLimits } from '../libs/duraflow/src/validation/flow-limits';
 import { DuraflowDatabase } from '../libs/duraflow/src/persistence/duraflow-database';
 import { FlowLimitsStore } from '../libs/duraflow/src/persistence/flow-limits.store';

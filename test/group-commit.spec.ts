@@ -3,7 +3,7 @@ import { TaskStatus, WorkerService, workflow, WorkflowContext, WorkflowService }
 import { CheckpointBatcher } from '../libs/duraflow/src/execution/checkpoint-batcher';
 import { CompletedStep, StepStore } from '../libs/duraflow/src/persistence/step.store';
 import { DuraflowDatabase } from '../libs/duraflow/src/persistence/duraflow-database';
-import { TaskStore } from '../libs/duraflow/src/persistence/task.store';
+import { TaskTransitions } from '../libs/duraflow/src/persistence/lifecycle/task-transitions';
 import { useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
 
@@ -105,13 +105,13 @@ describe('Group commit', () => {
       for (let i = 0; i < 4; i++) await bed.rows.insertTask('claimed', { i });
 
       const inside = await db.transaction(async (executor) => {
-        const claimed = await new TaskStore(executor as DuraflowDatabase).claimTasks('w', ['claimed'], 2);
+        const claimed = await new TaskTransitions(executor as DuraflowDatabase).claim('w', ['claimed'], 2);
         const { rows } = await executor.query(`SHOW synchronous_commit`);
         return { claimed: claimed.length, setting: rows[0].synchronous_commit };
       });
       expect(inside).toEqual({ claimed: 2, setting: 'off' });
 
-      expect(await app.get(TaskStore, { strict: false }).claimTasks('w', ['claimed'], 2)).toHaveLength(2);
+      expect(await app.get(TaskTransitions, { strict: false }).claim('w', ['claimed'], 2)).toHaveLength(2);
       // Every pooled connection (ten at once take them all) is back to the server's settings.
       const settings = await Promise.all(
         Array.from({ length: 10 }, () =>
@@ -179,17 +179,17 @@ describe('Group commit', () => {
     it('claims for, and completes, the runs that end in one event-loop turn with one statement each', async () => {
       const definition = workflow('instant', async (ctx: WorkflowContext<{ n: number }>) => ctx.input.n);
       const app = await bed.start({ duraflow: { worker: { enabled: false, concurrency: 4, prefetch: 0 }, workflows: [definition] } });
-      const tasks = app.get(TaskStore, { strict: false });
+      const tasks = app.get(TaskTransitions, { strict: false });
       const claims: number[] = [];
       const completions: number[] = [];
-      const claim = tasks.claimTasks.bind(tasks);
-      jest.spyOn(tasks, 'claimTasks').mockImplementation(async (...args) => {
+      const claim = tasks.claim.bind(tasks);
+      jest.spyOn(tasks, 'claim').mockImplementation(async (...args) => {
         const claimed = await claim(...args);
         claims.push(claimed.length);
         return claimed;
       });
-      const complete = tasks.completeTasks.bind(tasks);
-      jest.spyOn(tasks, 'completeTasks').mockImplementation((ids, ...rest) => (completions.push(ids.length), complete(ids, ...rest)));
+      const complete = tasks.complete.bind(tasks);
+      jest.spyOn(tasks, 'complete').mockImplementation((ids, ...rest) => (completions.push(ids.length), complete(ids, ...rest)));
       const workflows = app.get(WorkflowService);
       const submitted = await workflows.submitMany(
         'instant',
@@ -221,18 +221,18 @@ describe('Group commit', () => {
       });
       const app = await bed.start({ duraflow: { worker: { enabled: false, concurrency: 10 }, workflows: [definition] } });
       const steps = app.get(StepStore, { strict: false });
-      const tasks = app.get(TaskStore, { strict: false });
+      const tasks = app.get(TaskTransitions, { strict: false });
       const sizes = { checkpoints: [] as number[], claims: [] as number[], completions: [] as number[] };
       const insert = steps.insertCompletedSteps.bind(steps);
       jest.spyOn(steps, 'insertCompletedSteps').mockImplementation((items) => (sizes.checkpoints.push(items.length), insert(items)));
-      const claim = tasks.claimTasks.bind(tasks);
-      jest.spyOn(tasks, 'claimTasks').mockImplementation(async (...args) => {
+      const claim = tasks.claim.bind(tasks);
+      jest.spyOn(tasks, 'claim').mockImplementation(async (...args) => {
         const claimed = await claim(...args);
         if (claimed.length) sizes.claims.push(claimed.length);
         return claimed;
       });
-      const complete = tasks.completeTasks.bind(tasks);
-      jest.spyOn(tasks, 'completeTasks').mockImplementation((ids, ...rest) => (sizes.completions.push(ids.length), complete(ids, ...rest)));
+      const complete = tasks.complete.bind(tasks);
+      jest.spyOn(tasks, 'complete').mockImplementation((ids, ...rest) => (sizes.completions.push(ids.length), complete(ids, ...rest)));
 
       const workflows = app.get(WorkflowService);
       const submitted = await workflows.submitMany(

@@ -3,7 +3,7 @@ import Redis from 'ioredis';
 import { Client } from 'pg';
 import { LeaderElection, PostgresLeaderElection, RedisLeaderElection } from '@duraflow/nestjs/leader';
 import { clientExecutor, SqlExecutor } from '../libs/duraflow/src/persistence/duraflow-database';
-import { reapStaleTasks } from '../libs/duraflow/src/persistence/sql/reap-stale-tasks';
+import { reapStaleTasks } from '../libs/duraflow/src/persistence/lifecycle/reap-stale-tasks';
 import { SHARED_REDIS_URL } from './support/redis-server';
 import { useTestBed } from './support/test-bed';
 import { eventually, sleep } from './support/waiting';

@@ -1,6 +1,6 @@
 import { InvalidDuraflowOptionsError, TaskStatus, WorkerService, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
 import { resolveDuraflowOptions } from '../libs/duraflow/src/config/duraflow.options';
-import { TaskStore } from '../libs/duraflow/src/persistence/task.store';
+import { TaskTransitions } from '../libs/duraflow/src/persistence/lifecycle/task-transitions';
 import { useTestBed } from './support/test-bed';
 import { eventually, sleep } from './support/waiting';
 
@@ -48,7 +48,7 @@ describe('the lease age of a run', () => {
   it('makes no statement to confirm a fresh lease: a run without heartbeats confirms nothing', async () => {
     const calls: string[] = [];
     const app = await bed.start({ duraflow: { heartbeatIntervalMs: 60_000, workflows: [threeSteps(calls)] } });
-    const heartbeats = jest.spyOn(app.get(TaskStore), 'heartbeat');
+    const heartbeats = jest.spyOn(app.get(TaskTransitions), 'renew');
 
     const task = await app.get(WorkflowService).submit('three-steps', {});
     expect((await app.get(WorkflowService).waitFor(task.id, { timeoutMs: 10_000 })).status).toBe(TaskStatus.COMPLETED);
@@ -62,7 +62,7 @@ describe('the lease age of a run', () => {
     const app = await bed.start({
       duraflow: { heartbeatIntervalMs: 60_000, worker: { leaseConfirmAfterMs: 0 }, workflows: [threeSteps(calls)] },
     });
-    const heartbeats = jest.spyOn(app.get(TaskStore), 'heartbeat');
+    const heartbeats = jest.spyOn(app.get(TaskTransitions), 'renew');
 
     const task = await app.get(WorkflowService).submit('three-steps', {});
     expect((await app.get(WorkflowService).waitFor(task.id, { timeoutMs: 10_000 })).status).toBe(TaskStatus.COMPLETED);

@@ -11,7 +11,7 @@ import {
   WorkflowContext,
   WorkflowService,
 } from '@duraflow/nestjs';
-import { TaskStore } from '../libs/duraflow/src/persistence/task.store';
+import { TaskTransitions } from '../libs/duraflow/src/persistence/lifecycle/task-transitions';
 import { StepBarrier } from './fixtures/steps/barrier';
 import { SHARED_REDIS_URL } from './support/redis-server';
 import { useTestBed } from './support/test-bed';
@@ -96,7 +96,7 @@ describe('ReaperService', () => {
   describe('scheduling and leadership (PostgreSQL advisory lock, no redis option)', () => {
     it('reaps on its interval on the leader only, registered in the SchedulerRegistry', async () => {
       // Spied on the prototype before either app starts: every reaping pass, from the first tick, is seen.
-      const reaps = jest.spyOn(TaskStore.prototype, 'reapStaleTasks');
+      const reaps = jest.spyOn(TaskTransitions.prototype, 'reap');
       try {
         const reaper = reaperOptions(); // one leader key for both
         const a = await startReaperApp(reaper);
@@ -114,7 +114,7 @@ describe('ReaperService', () => {
         expect(follower.get(ReaperService).isLeader()).toBe(false);
         // Every pass ran on the leader's store; the follower never reaped.
         expect(reaps.mock.contexts.length).toBeGreaterThan(0);
-        expect(reaps.mock.contexts.filter((store) => store !== leader.get(TaskStore))).toEqual([]);
+        expect(reaps.mock.contexts.filter((store) => store !== leader.get(TaskTransitions))).toEqual([]);
       } finally {
         reaps.mockRestore();
       }
@@ -192,7 +192,7 @@ describe('ReaperService', () => {
         imports: [ScheduleModule.forRoot()],
         duraflow: { workflows: [slow], heartbeatIntervalMs: 50, reaper: reaperOptions({ staleAfterMs: 500 }) },
       });
-      const beats = jest.spyOn(app.get(TaskStore), 'heartbeat');
+      const beats = jest.spyOn(app.get(TaskTransitions), 'renew');
       const workflows = app.get(WorkflowService);
       const ids = await Promise.all(Array.from({ length: 5 }, () => workflows.submit('slow', {}).then((task) => task.id)));
       await eventually('five tasks run', () => barrier.waiting === 5);

@@ -2,7 +2,7 @@ import { TestingModule } from '@nestjs/testing';
 import { TaskStatus, WorkerService, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
 import { TaskLease } from '../libs/duraflow/src/lease/task-lease';
 import { TaskNotifications } from '../libs/duraflow/src/notifications/task-notifications';
-import { TaskStore } from '../libs/duraflow/src/persistence/task.store';
+import { TaskTransitions } from '../libs/duraflow/src/persistence/lifecycle/task-transitions';
 import { useTestBed } from './support/test-bed';
 
 /*
@@ -61,9 +61,9 @@ describe('A worker hearing its own final status', () => {
   }
 
   it('does not take the NOTIFY of its own completion for a cancel', async () => {
-    const tasks = app.get(TaskStore, { strict: false });
-    const complete = tasks.completeTasks.bind(tasks);
-    jest.spyOn(tasks, 'completeTasks').mockImplementation(async (ids, ...rest) => {
+    const tasks = app.get(TaskTransitions, { strict: false });
+    const complete = tasks.complete.bind(tasks);
+    jest.spyOn(tasks, 'complete').mockImplementation(async (ids, ...rest) => {
       const notified = heard(ids);
       const done = await complete(ids, ...rest);
       await notified;
@@ -77,7 +77,7 @@ describe('A worker hearing its own final status', () => {
   });
 
   it('does not take the NOTIFY of its own rollback’s end for a cancel', async () => {
-    const tasks = app.get(TaskStore, { strict: false });
+    const tasks = app.get(TaskTransitions, { strict: false });
     const finish = tasks.finishRollback.bind(tasks);
     jest.spyOn(tasks, 'finishRollback').mockImplementation(async (id, ...rest) => {
       const notified = heard([id]);

@@ -2,7 +2,7 @@ import { TestingModule } from '@nestjs/testing';
 import { Pool } from 'pg';
 import { InvalidDuraflowOptionsError, TaskStatus, WorkerService, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
 import { resolveDuraflowOptions } from '../libs/duraflow/src/config/duraflow.options';
-import { TaskStore } from '../libs/duraflow/src/persistence/task.store';
+import { TaskTransitions } from '../libs/duraflow/src/persistence/lifecycle/task-transitions';
 import { StepBarrier } from './fixtures/steps/barrier';
 import { useTestBed } from './support/test-bed';
 import { eventually, sleep } from './support/waiting';
@@ -258,10 +258,10 @@ describe('WorkerService', () => {
     it('claims up to `concurrency` tasks ahead while the runs are short', async () => {
       const app = await bed.start({ duraflow: { worker: { enabled: false, concurrency: 2 }, workflows: [quick] } });
       const worker = app.get(WorkerService);
-      const tasks = app.get(TaskStore, { strict: false });
+      const tasks = app.get(TaskTransitions, { strict: false });
       const limits: number[] = [];
-      const claim = tasks.claimTasks.bind(tasks);
-      jest.spyOn(tasks, 'claimTasks').mockImplementation((workerId, names, limit) => (limits.push(limit), claim(workerId, names, limit)));
+      const claim = tasks.claim.bind(tasks);
+      jest.spyOn(tasks, 'claim').mockImplementation((workerId, names, limit) => (limits.push(limit), claim(workerId, names, limit)));
       expect(worker.stats().backpressure.prefetch).toBe(0); // no run seen yet
 
       const workflows = app.get(WorkflowService);

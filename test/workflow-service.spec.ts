@@ -22,6 +22,7 @@ import { TaskNotifications } from '../libs/duraflow/src/notifications/task-notif
 import { StepBarrier } from './fixtures/steps/barrier';
 import { SUBMIT_ONLY, useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
+import { TaskStore } from '../libs/duraflow/src/persistence/task.store';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -665,7 +666,7 @@ describe('WorkflowService', () => {
       const app = await bed.start({ duraflow: { ...SUBMIT_ONLY, workflows: [outcomes] } });
       const workflows = app.get(WorkflowService);
       const task = await workflows.submit('outcome', { fail: false }, { scheduledAt: new Date(Date.now() + 3_600_000) });
-      const reads = jest.spyOn(workflows, 'get');
+      const reads = jest.spyOn(app.get(TaskStore), 'findTask');
       const listeners = finishedListeners(app);
 
       const error = await workflows.waitFor(task.id, { [option]: value }).catch((e: unknown) => e);
@@ -680,7 +681,7 @@ describe('WorkflowService', () => {
       const app = await bed.start({ duraflow: { ...SUBMIT_ONLY, workflows: [outcomes] } });
       const workflows = app.get(WorkflowService);
       const task = await workflows.submit('outcome', { fail: false }, { scheduledAt: new Date(Date.now() + 3_600_000) });
-      const reads = jest.spyOn(workflows, 'get');
+      const reads = jest.spyOn(app.get(TaskStore), 'findTask');
 
       await expect(workflows.waitFor(task.id, { timeoutMs: 0 })).rejects.toMatchObject({ code: 'WAIT_TIMEOUT', timeoutMs: 0 });
       expect(reads).toHaveBeenCalledTimes(1);

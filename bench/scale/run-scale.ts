@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { runDuraflowMigrations } from '@duraflow/nestjs';
 import { DuraflowDatabase } from '../../libs/duraflow/src/persistence/duraflow-database';
-import { deleteExpiredTasks } from '../../libs/duraflow/src/persistence/sql/delete-expired-tasks';
+import { deleteExpiredTasks } from '../../libs/duraflow/src/persistence/lifecycle/delete-expired-tasks';
 import { TaskStatus } from '../../libs/duraflow/src/domain/task-status';
 import { sleep } from '../../test/support/waiting';
 import { stopAllWorkerProcesses } from '../../test/support/worker-process';

@@ -142,7 +142,7 @@ export async function claimScenario(ctx: BenchContext): Promise<void> {
       if (plan) {
         ctx.appendix.push(
           ...planAppendix(
-            `EXPLAIN of the claim statement (TaskStore.claimTasks, batch of ${sizes.claimBatch}) at ${queue.depth} pending tasks, ${stats.note} (EXPLAIN ANALYZE, rolled back):`,
+            `EXPLAIN of the claim statement (TaskTransitions.claim, batch of ${sizes.claimBatch}) at ${queue.depth} pending tasks, ${stats.note} (EXPLAIN ANALYZE, rolled back):`,
             plan,
             plansUsed,
           ),

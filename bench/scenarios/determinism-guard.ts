@@ -1,9 +1,7 @@
 import { performance } from 'node:perf_hooks';
-import type { RegisteredWorkflow } from '@duraflow/nestjs';
 import { DeterminismGuard } from '../../libs/duraflow/src/execution/determinism-guard';
-import { MemoizedStepRunner } from '../../libs/duraflow/src/execution/step-runner';
-import type { CheckpointBatcher } from '../../libs/duraflow/src/execution/checkpoint-batcher';
-import type { TaskLease } from '../../libs/duraflow/src/lease/task-lease';
+import { RunKernel } from '../../libs/duraflow/src/execution/run-kernel';
+import { buildWorkflowContext, RunEffects } from '../../libs/duraflow/src/execution/workflow-context';
 import type { StepMemo } from '../../libs/duraflow/src/persistence/step.store';
 import { BenchContext, rawSection } from '../context';
 import { median, progress } from '../stats';
@@ -37,7 +35,7 @@ async function nsPerStep<S>(rounds: number, setUp: () => S, body: (state: S, ind
 /**
  * What the determinism guard costs per step, in memory: it adds no statement (the recorded steps
  * it checks against are the memos the run reads anyway), so its cost is CPU on the step path.
- * - a recovered run replaying a recorded step through the step runner, and the guard's part of it;
+ * - a recovered run replaying a recorded step through the run kernel (`ctx.step.run`), and the guard's part of it;
  * - a step when nothing recorded is left (every step of a fresh run): the guard's check alone;
  * - a new step asked for while recorded steps remain (steps started together): the wait until the
  *   code has asked for them, one macrotask turn.
@@ -48,21 +46,27 @@ export async function determinismGuardScenario(ctx: BenchContext): Promise<void>
   const memos = memosOf(keys);
   progress(`determinism guard: ${rounds} rounds of ${STEPS} steps`);
 
-  const workflow = { name: 'bench-guard', step: { retries: 0, backoff: {} }, compensations: new Map() } as unknown as RegisteredWorkflow;
-  const lease = { taskId: '00000000-0000-4000-8000-000000000000', claimToken: 'x', stoppedBecause: undefined } as unknown as TaskLease;
-  const runnerOf = () =>
-    new MemoizedStepRunner({
-      workflow,
-      lease,
-      memos,
-      checkpoints: undefined as unknown as CheckpointBatcher,
-      outputLimits: { maxBytes: 1 << 20, maxDepth: 100 },
-    });
+  const workflow = { name: 'bench-guard' };
+  const lease = { taskId: '00000000-0000-4000-8000-000000000000' };
+  // Every step is recorded: no effect of a live run is ever reached.
+  const unreached = () => Promise.reject(new Error('not recorded'));
+  const effects: RunEffects = {
+    runStep: unreached,
+    sleep: unreached,
+    waitForSignal: unreached,
+    startChild: unreached,
+    runChild: unreached,
+  };
+  const contextOf = () => {
+    const kernel = new RunKernel({ taskId: lease.taskId, workflowName: workflow.name }, memos, () => undefined);
+    const task = { id: lease.taskId, workflowName: workflow.name, input: {}, retryCount: 0 };
+    return buildWorkflowContext(task, kernel, effects, new AbortController().signal).ctx;
+  };
   const noop = () => undefined;
   // Warm-up: V8 optimizes both paths before they are timed.
-  await nsPerStep(20, runnerOf, (runner, index) => runner.runStep(keys[index], noop));
+  await nsPerStep(20, contextOf, (run, index) => run.step.run(keys[index], noop));
 
-  const replayed = await nsPerStep(rounds, runnerOf, (runner, index) => runner.runStep(keys[index], noop));
+  const replayed = await nsPerStep(rounds, contextOf, (run, index) => run.step.run(keys[index], noop));
   const guardRecorded = await nsPerStep(
     rounds,
     () => new DeterminismGuard(lease.taskId, workflow.name, memos),
@@ -94,7 +98,7 @@ export async function determinismGuardScenario(ctx: BenchContext): Promise<void>
   ctx.results.set(
     'guard.replayed',
     replayed,
-    `step runner, recorded step replayed on a recovered run (guard included), p50 of ${rounds} × ${STEPS}`,
+    `run kernel, recorded step replayed on a recovered run (guard included), p50 of ${rounds} × ${STEPS}`,
   );
   ctx.results.set('guard.recorded', guardRecorded, `the guard's part of it (DeterminismGuard.recorded)`);
   ctx.results.set(

@@ -1,8 +1,8 @@
 import { performance } from 'node:perf_hooks';
 import { Client } from 'pg';
 import { countLiteral } from '../../libs/duraflow/src/persistence/literals';
-import { claimPreparedLimitedTasks, preparedLimitedClaim } from '../../libs/duraflow/src/persistence/sql/claim-limited-tasks';
-import { CLAIM_SETTINGS } from '../../libs/duraflow/src/persistence/task.store';
+import { claimPreparedLimitedTasks, preparedLimitedClaim } from '../../libs/duraflow/src/persistence/lifecycle/claim-limited-tasks';
+import { CLAIM_SETTINGS } from '../../libs/duraflow/src/persistence/lifecycle/claim-tasks';
 import { FlowLimits } from '../../libs/duraflow/src/validation/flow-limits';
 import { BenchContext, rawSection } from '../context';
 import { BenchDatabase, createBenchDatabase } from '../database';

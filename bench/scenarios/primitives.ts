@@ -16,7 +16,7 @@ import { timedClaim } from './claim';
  *   to the wall time the run resumed; beside it submit → start of the same tasks;
  * - runChild overhead: submit → completed of a parent that runs 10 children (0-step) against a
  *   10-step workflow, alternated, p50 of each, the difference / 10;
- * - claim with sleeping tasks: TaskStore.claimTasks' statement (rolled back) over 1k runnable
+ * - claim with sleeping tasks: TaskTransitions.claim' statement (rolled back) over 1k runnable
  *   tasks, alone and created after `sleepingForClaim` tasks sleeping until tomorrow;
  * - idle worker: the statements this process sends in `idleSeconds` with `sleepingIdle` tasks
  *   sleeping and nothing to run.

@@ -82,16 +82,16 @@ export async function statementTimes(ctx: BenchContext): Promise<string[]> {
       {
         label: 'completion',
         kind: 'tasks',
-        calls: [['completeTasks', [[id], [claimToken], [null]]]],
+        calls: [['complete', [[id], [claimToken], [null]]]],
       },
-      { label: 'heartbeat of 1 task', kind: 'tasks', calls: [['heartbeat', [[id], [claimToken]]]] },
+      { label: 'heartbeat of 1 task', kind: 'tasks', calls: [['renew', [[id], [claimToken]]]] },
     ];
     const times: StatementTime[] = [];
     const lines = [
       `Server-side time of one task's statements at ${ctx.sizes.claimDepths.large} pending (EXPLAIN ANALYZE, median of ${REPETITIONS}, each rolled back; no commit, so no WAL flush):`,
       '',
     ];
-    const measured: Array<[string, Statement | undefined]> = [[`claim (TaskStore.claimTasks, batch of 1)`, claim]];
+    const measured: Array<[string, Statement | undefined]> = [[`claim (TaskTransitions.claim, batch of 1)`, claim]];
     for (const probe of probes) {
       let found: [string, Statement | undefined] = [
         `${probe.label}: no ${probe.calls.map(([method]) => method).join(' / ')} in this build`,
@@ -100,7 +100,7 @@ export async function statementTimes(ctx: BenchContext): Promise<string[]> {
       for (const [method, args] of probe.calls) {
         const sent = await captureStoreCall(probe.kind, method, args);
         if (sent) {
-          found = [`${probe.label} (${probe.kind === 'tasks' ? 'TaskStore' : 'StepStore'}.${method})`, sent[sent.length - 1]];
+          found = [`${probe.label} (${probe.kind === 'tasks' ? 'TaskTransitions' : 'StepStore'}.${method})`, sent[sent.length - 1]];
           break;
         }
       }

@@ -13,4 +13,5 @@ export const DURAFLOW_MIGRATION_NAMES = [
   'FlowControl1700000000400',
   'SafeDeploys1700000000500',
   'Schedules1700000000700',
+  'RunnableOrder1700000000800',
 ];

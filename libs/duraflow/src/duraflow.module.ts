@@ -13,14 +13,20 @@ import { ReaperLoop } from './background/reaper-loop';
 import { WakeUpTimer } from './notifications/wake-up-timer';
 import { RetentionSweeper } from './background/retention-sweeper';
 import { WorkerLoop } from './background/worker-loop';
-import { ChildRollback } from './execution/child-rollback';
-import { DurablePrimitives } from './execution/durable-primitives';
-import { WaitStore } from './persistence/wait.store';
+import { SignalStore } from './persistence/signal.store';
+import { TaskTransitions } from './persistence/lifecycle/task-transitions';
 import { TaskLeases } from './lease/task-leases';
 import { ShutdownHooksCheck } from './background/shutdown-hooks.check';
 import { SagaExecutor } from './execution/saga-executor';
 import { TaskExecutor } from './execution/task-executor';
-import { RunHold } from './execution/run-hold';
+import { RunOutcomes } from './execution/run-outcomes';
+import { LiveRuns } from './execution/live-run';
+import { TaskFactory } from './execution/task-factory';
+import { ScheduleReader } from './schedules/schedule-reader';
+import { TaskSubmitter } from './services/workflows/task-submitter';
+import { TaskReader } from './services/workflows/task-reader';
+import { TaskControl } from './services/workflows/task-control';
+import { TaskWaiter } from './services/workflows/task-waiter';
 import { TaskNotifications } from './notifications/task-notifications';
 import { DeadLetterStore } from './persistence/dead-letter.store';
 import { DuraflowDatabase } from './persistence/duraflow-database';
@@ -60,16 +66,17 @@ import { ScheduleTicker } from './schedules/schedule-ticker';
     ScheduleExplorer,
     ScheduleStore,
     ScheduleTicker,
+    ScheduleReader,
     DuraflowDatabase,
     TaskStore,
     FlowLimitsStore,
     TaskClaimer,
     StepStore,
     DeadLetterStore,
-    WaitStore,
+    SignalStore,
+    TaskTransitions,
+    TaskFactory,
     WakeUpTimer,
-    DurablePrimitives,
-    ChildRollback,
     TaskNotifications,
     TaskLeases,
     LeaseHeartbeat,
@@ -77,10 +84,15 @@ import { ScheduleTicker } from './schedules/schedule-ticker';
     CheckpointBatcher,
     SagaExecutor,
     TaskExecutor,
-    RunHold,
+    RunOutcomes,
+    LiveRuns,
     WorkerLoop,
     ReaperLoop,
     RetentionSweeper,
+    TaskSubmitter,
+    TaskReader,
+    TaskControl,
+    TaskWaiter,
     WorkflowService,
     WorkerService,
     ReaperService,

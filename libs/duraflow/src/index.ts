@@ -62,5 +62,5 @@ export {
 } from './domain/schedule-options';
 export { FlowControlOptions, RateLimitOptions, FlowLimitKind, FlowLimitStats } from './domain/flow-control';
 export { MAX_CONCURRENCY_KEY_LENGTH } from './validation/flow-limits';
-export { TaskSignal } from './persistence/wait.store';
+export { TaskSignal } from './persistence/signal.store';
 export { RetentionCounts, RetentionStats } from './domain/retention-stats';

@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
 import { ResolvedDuraflowOptions } from '../config/duraflow.options';
-import { TaskStore } from '../persistence/task.store';
+import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
 import { describeError } from '../util/describe-error';
 import { TaskLease } from '../lease/task-lease';
 import { DuraflowMetrics } from '../observability/metrics';
@@ -23,7 +23,7 @@ export class LeaseHeartbeat implements OnApplicationShutdown {
 
   constructor(
     @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
-    private readonly tasks: TaskStore,
+    private readonly transitions: TaskTransitions,
     private readonly metrics: DuraflowMetrics,
   ) {}
 
@@ -55,7 +55,7 @@ export class LeaseHeartbeat implements OnApplicationShutdown {
     const sentAt = performance.now();
     let owned: Set<string>;
     try {
-      owned = await this.tasks.heartbeat(
+      owned = await this.transitions.renew(
         leases.map((lease) => lease.taskId),
         leases.map((lease) => lease.claimToken),
       );

@@ -7,10 +7,10 @@ import { TaskStatus } from '../domain/task-status';
 import { createLeaderElection, LeaderElection, LeaderFence, reaperLeaderApplicationName } from '../leader';
 import { TaskNotifications } from '../notifications/task-notifications';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
-import { TaskStore } from '../persistence/task.store';
+import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
 import { DuraflowMetrics } from '../observability/metrics';
 import { DuraflowLogger } from '../observability/duraflow-logger';
-import type { ReapedTask } from '../persistence/sql/reap-stale-tasks';
+import type { ReapedTask } from '../persistence/lifecycle/reap-stale-tasks';
 import { describeError } from '../util/describe-error';
 import { RetentionSweeper } from './retention-sweeper';
 
@@ -46,7 +46,7 @@ export class ReaperLoop {
 
   constructor(
     @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
-    private readonly tasks: TaskStore,
+    private readonly transitions: TaskTransitions,
     private readonly db: DuraflowDatabase,
     private readonly metrics: DuraflowMetrics,
     private readonly notifications: TaskNotifications,
@@ -117,7 +117,7 @@ export class ReaperLoop {
 
   /** A reaping pass; with a fence, it changes nothing unless the fence still holds when the statement runs. */
   async reap(fence?: LeaderFence): Promise<ReapResult> {
-    const reaped = await this.tasks.reapStaleTasks(this.options.reaper.staleAfterMs, fence);
+    const reaped = await this.transitions.reap(this.options.reaper.staleAfterMs, fence);
     const result: ReapResult = {
       requeued: reaped.filter((task) => task.action === 'requeue').map((task) => task.id),
       rollingBack: reaped.filter((task) => task.action === 'rollback').map((task) => task.id),

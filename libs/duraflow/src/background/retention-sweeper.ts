@@ -4,7 +4,7 @@ import { RETENTION_STATUSES, ResolvedDuraflowOptions } from '../config/duraflow.
 import { RetentionCounts, RetentionStats } from '../domain/retention-stats';
 import { TaskStatus } from '../domain/task-status';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
-import { deleteExpiredTasks, ExpiryRule } from '../persistence/sql/delete-expired-tasks';
+import { deleteExpiredTasks, ExpiryRule } from '../persistence/lifecycle/delete-expired-tasks';
 
 const STATUS_OF: Record<keyof RetentionCounts, TaskStatus> = {
   completed: TaskStatus.COMPLETED,

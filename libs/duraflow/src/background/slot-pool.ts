@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import { RunOutcome } from '../domain/run-outcome';
-import { RunSlot } from '../execution/task-executor';
+import { RunSlot } from '../execution/run-outcomes';
 import { TaskLease } from '../lease/task-lease';
 
 /** With `prefetch: 'auto'`, runs shorter than this (on average, and none running longer) make the worker claim ahead. */

@@ -2,7 +2,8 @@ import { Injectable, Logger } from '@nestjs/common';
 import { ClaimableWorkflow, WorkflowRegistry } from '../discovery/workflow.registry';
 import { FlowLimitStats } from '../domain/flow-control';
 import { FlowLimitsStore } from '../persistence/flow-limits.store';
-import { ClaimedTask, TaskStore } from '../persistence/task.store';
+import { ClaimedTask } from '../persistence/lifecycle/claim-tasks';
+import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
 import { describeError } from '../util/describe-error';
 import { FlowLimits } from '../validation/flow-limits';
 
@@ -11,7 +12,7 @@ const LIMITS_REFRESH_MS = 1_000;
 
 /**
  * Which claim takes which of this process's workflows. Workflows without flow control go
- * through `TaskStore.claimTasks` (the plain claim: a process that registers no limited workflow
+ * through `TaskTransitions.claim` (the plain claim: a process that registers no limited workflow
  * sends exactly that one statement); each limited workflow through its own limited claim
  * (`FlowLimitsStore.claimLimitedTasks`). With both, every call starts with the next of them in
  * turn, so neither starves the other, and claims the rest of the batch from the ones after it.
@@ -38,7 +39,7 @@ export class TaskClaimer {
 
   constructor(
     private readonly registry: WorkflowRegistry,
-    private readonly tasks: TaskStore,
+    private readonly transitions: TaskTransitions,
     private readonly flows: FlowLimitsStore,
   ) {}
 
@@ -70,7 +71,7 @@ export class TaskClaimer {
 
   /** Up to `limit` tasks of this process's workflows, none beyond a limit. Throws what the claim throws. */
   async claim(workerId: string, limit: number): Promise<ClaimedTask[]> {
-    if (!this.limited.length) return this.tasks.claimTasks(workerId, this.unlimited, limit);
+    if (!this.limited.length) return this.transitions.claim(workerId, this.unlimited, limit);
     if (!this.registered) await this.register();
     const groups: Array<FlowLimits | ClaimableWorkflow[]> = this.unlimited.length ? [this.unlimited, ...this.limited] : [...this.limited];
     const first = this.turn++ % groups.length;
@@ -79,7 +80,7 @@ export class TaskClaimer {
       const group = groups[(first + i) % groups.length];
       const want = limit - claimed.length;
       if (Array.isArray(group)) {
-        claimed.push(...(await this.tasks.claimTasks(workerId, group, want)));
+        claimed.push(...(await this.transitions.claim(workerId, group, want)));
       } else if (!this.saturated.has(group.workflowName)) {
         const got = await this.flows.claimLimitedTasks(workerId, group, this.limitedVersions.get(group.workflowName) ?? [1], want);
         if (got.length < want) this.saturated.add(group.workflowName);

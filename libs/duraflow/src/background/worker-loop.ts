@@ -12,7 +12,8 @@ import { TaskLeases } from '../lease/task-leases';
 import { TaskNotifications } from '../notifications/task-notifications';
 import { RunObserver } from '../observability/run-observer';
 import { DuraflowLogger } from '../observability/duraflow-logger';
-import { ClaimedTask, TaskStore } from '../persistence/task.store';
+import { ClaimedTask } from '../persistence/lifecycle/claim-tasks';
+import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
 import { describeError } from '../util/describe-error';
 import { BackpressureMonitor } from './backpressure-monitor';
 import { LeaseHeartbeat } from './lease-heartbeat';
@@ -79,7 +80,7 @@ export class WorkerLoop {
   constructor(
     @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
     private readonly registry: WorkflowRegistry,
-    private readonly tasks: TaskStore,
+    private readonly transitions: TaskTransitions,
     private readonly executor: TaskExecutor,
     private readonly leases: TaskLeases,
     private readonly notifications: TaskNotifications,
@@ -248,7 +249,7 @@ export class WorkerLoop {
   /** Hands tasks back to `pending` without counting a retry. Never throws. */
   private async handBack(leases: TaskLease[], why: string): Promise<void> {
     try {
-      const released = await this.tasks.releaseTasks(
+      const released = await this.transitions.release(
         leases.map((lease) => lease.taskId),
         leases.map((lease) => lease.claimToken),
       );

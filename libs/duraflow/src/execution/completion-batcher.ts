@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { TaskStore } from '../persistence/task.store';
+import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
 import { GroupCommit } from './group-commit';
 
 interface Completion {
@@ -21,12 +21,12 @@ const MAX_BATCH = 200;
 export class CompletionBatcher {
   private readonly group: GroupCommit<Completion, boolean>;
 
-  constructor(tasks: TaskStore) {
+  constructor(transitions: TaskTransitions) {
     this.group = new GroupCommit({
       maxBatch: MAX_BATCH,
       start: 'next-tick',
       write: async (batch) => {
-        const done = await tasks.completeTasks(
+        const done = await transitions.complete(
           batch.map((item) => item.id),
           batch.map((item) => item.claimToken),
           batch.map((item) => item.outputJson),

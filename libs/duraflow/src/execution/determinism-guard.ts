@@ -1,6 +1,6 @@
 import { NonDeterminismError } from '../domain/errors';
 import { StepMemo } from '../persistence/step.store';
-import { isPatchMarker } from '../domain/patch-markers';
+import { isPatchMarker } from '../domain/reserved-keys';
 
 /** Macrotask rounds a new step waits at most for the recorded steps still to be asked for (see `admit`). */
 const MAX_SETTLE_ROUNDS = 5;

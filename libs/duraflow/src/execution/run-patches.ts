@@ -1,6 +1,6 @@
 import { StepMemo } from '../persistence/step.store';
 import { DeterminismGuard } from './determinism-guard';
-import { patchMarkerKey } from '../domain/patch-markers';
+import { patchMarkerKey } from '../domain/reserved-keys';
 
 /** Where a run's patch answers go: the step runner's fenced checkpoint, or nowhere in a replay. */
 export type PatchMarkerWriter = (key: string, patched: boolean) => Promise<void> | void;

@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import type { SqlExecutor } from '../persistence/duraflow-database';
 import { describeError } from '../util/describe-error';
-import { LeaderFence } from '../persistence/leader-fence';
+import { LeaderFence } from '../persistence/lifecycle/leader-fence';
 import { LeaderElection, LeaderElectionLogger } from './leader-election';
 
 /**

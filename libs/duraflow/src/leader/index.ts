@@ -4,4 +4,4 @@ export { RedisLeaderElection, type RedisLeaderElectionOptions } from './redis-le
 export { PostgresLeaderElection, type PostgresLeaderElectionOptions } from './postgres-leader-election';
 export { advisoryLockId } from '../util/advisory-lock-id';
 export { createLeaderElection, type LeaderElectionOptions } from './create-leader-election';
-export type { LeaderFence } from '../persistence/leader-fence';
+export type { LeaderFence } from '../persistence/lifecycle/leader-fence';

@@ -1,6 +1,6 @@
 import { LoggerService } from '@nestjs/common';
 import type { SqlExecutor } from '../persistence/duraflow-database';
-import { LeaderFence } from '../persistence/leader-fence';
+import { LeaderFence } from '../persistence/lifecycle/leader-fence';
 
 /**
  * Who runs the reaper. Followers try again on every tick, so a dead leader is replaced as

@@ -4,7 +4,7 @@ import { REAPER_LEADER_KEY } from '../domain/duraflow.constants';
 import { clientExecutor } from '../persistence/duraflow-database';
 import { acquireOrRenewLeaderLease, releaseLeaderLease } from '../persistence/sql/leader-lease';
 import { BaseLeaderElection } from './base-leader-election';
-import { LeaderFence } from '../persistence/leader-fence';
+import { LeaderFence } from '../persistence/lifecycle/leader-fence';
 import { LeaderElectionLogger } from './leader-election';
 
 /** How long connecting or a statement may take before the connection counts as lost. */

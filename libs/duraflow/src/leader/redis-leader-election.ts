@@ -5,7 +5,7 @@ import { DuraflowRedisOptions } from '../config/duraflow.options';
 import { REAPER_LEADER_KEY } from '../domain/duraflow.constants';
 import type { SqlExecutor } from '../persistence/duraflow-database';
 import { BaseLeaderElection } from './base-leader-election';
-import { LeaderFence } from '../persistence/leader-fence';
+import { LeaderFence } from '../persistence/lifecycle/leader-fence';
 import { LeaderElectionLogger } from './leader-election';
 
 /** Extends the key's life only while this node holds it: after an expiry another node may have it. */

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
 import { ResolvedDuraflowOptions } from '../config/duraflow.options';
-import { TaskStore } from '../persistence/task.store';
+import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
 import { LeaseFencing, TaskLease } from './task-lease';
 
 /** Opens the leases of the claims this process makes (a worker's claims, cancel's take-overs). */
@@ -9,13 +9,13 @@ import { LeaseFencing, TaskLease } from './task-lease';
 export class TaskLeases {
   private readonly fencing: LeaseFencing;
 
-  constructor(@Inject(RESOLVED_DURAFLOW_OPTIONS) options: ResolvedDuraflowOptions, tasks: TaskStore) {
+  constructor(@Inject(RESOLVED_DURAFLOW_OPTIONS) options: ResolvedDuraflowOptions, transitions: TaskTransitions) {
     this.fencing = {
       // A statement may wait out an outage for as long as the reaper leaves the task with this claim.
       retryForMs: options.reaper.staleAfterMs,
-      ownsTask: (taskId, claimToken) => tasks.ownsTask(taskId, claimToken),
+      ownsTask: (taskId, claimToken) => transitions.ownsTask(taskId, claimToken),
       confirmAfterMs: options.worker.leaseConfirmAfterMs,
-      confirm: async (taskId, claimToken) => (await tasks.heartbeat([taskId], [claimToken])).has(claimToken),
+      confirm: async (taskId, claimToken) => (await transitions.renew([taskId], [claimToken])).has(claimToken),
     };
   }
 

@@ -7,6 +7,7 @@ import { TraceContext1700000000300 } from './1700000000300-TraceContext';
 import { FlowControl1700000000400 } from './1700000000400-FlowControl';
 import { SafeDeploys1700000000500 } from './1700000000500-SafeDeploys';
 import { Schedules1700000000700 } from './1700000000700-Schedules';
+import { RunnableOrder1700000000800 } from './1700000000800-RunnableOrder';
 
 /** Every Duraflow migration, in order: pass to a TypeORM DataSource's `migrations`. */
 export const DURAFLOW_MIGRATIONS = [
@@ -19,4 +20,5 @@ export const DURAFLOW_MIGRATIONS = [
   FlowControl1700000000400,
   SafeDeploys1700000000500,
   Schedules1700000000700,
+  RunnableOrder1700000000800,
 ];

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type * as Otel from '@opentelemetry/api';
 import type { RunOutcome } from '../domain/run-outcome';
 import type { TaskLease } from '../lease/task-lease';
-import type { ClaimedTask } from '../persistence/task.store';
+import type { ClaimedTask } from '../persistence/lifecycle/claim-tasks';
 import { DuraflowMetrics } from './metrics';
 import { DuraflowTracing } from './tracing';
 
@@ -30,9 +30,9 @@ const observedRuns = new WeakMap<TaskLease, ObservedRun>();
 
 /**
  * Spans and metrics of the runs this process executes. The worker wraps each run in `observe`;
- * the step runner and the saga call `observeStepAttempt` and `observeCompensation` with the run's
- * lease. With no tracer and no metrics configured nothing is registered, and the hooks cost one
- * WeakMap lookup before they call the code they wrap.
+ * a step's attempts call `observeStepAttempt` with the run's lease, and every undo of a step goes
+ * through `observeUndo`. With no tracer and no metrics configured nothing is registered, and the
+ * hooks cost one WeakMap lookup before they call the code they wrap.
  */
 @Injectable()
 export class RunObserver {
@@ -96,27 +96,33 @@ export class RunObserver {
   }
 
   /**
-   * A dead letter's compensation run again (`SagaService.retryDeadLetter`): a `duraflow.compensate
-   * <key>` span under the caller's active span, and the compensations counter (a failed retry
-   * keeps its entry: no new dead letter).
+   * One undo of a step (a compensation with its retries, or a dead letter's retry): a
+   * `duraflow.compensate <key>` span and the compensations counter. Under the span of the run
+   * whose lease undoes it (a rollback, a parent's rollback of its finished child), or under the
+   * caller's active span (a dead letter's retry, which has no lease). A failure counts a dead
+   * letter, but for a retry (its entry stays: no new dead letter).
    */
-  observeDeadLetterRetry<R extends CompensationResult>(
-    entry: { deadLetterId: string; taskId: string; workflow: string; stepKey: string },
-    body: () => Promise<R>,
-  ): Promise<R> {
-    if (!this.active) return body();
+  observeUndo<R extends CompensationResult>(undo: ObservedUndo, body: () => Promise<R | undefined>): Promise<R | undefined> {
+    const run = undo.lease ? observedRuns.get(undo.lease) : undefined;
+    if (!run && (undo.lease || !this.active)) return body();
     const observed = {
-      taskId: entry.taskId,
-      workflow: entry.workflow,
-      tracing: this.tracing,
-      metrics: this.metrics.enabled ? this.metrics : undefined,
-      context: this.tracing?.active(),
+      taskId: undo.taskId,
+      workflow: undo.workflow,
+      tracing: run ? run.tracing : this.tracing,
+      metrics: run ? run.metrics : this.metrics.enabled ? this.metrics : undefined,
+      context: run ? run.context : this.tracing?.active(),
     };
-    return compensationObserved(observed, entry.stepKey, body, {
-      deadLetterOnFailure: false,
-      deadLetterId: entry.deadLetterId,
-    }) as Promise<R>;
+    return compensationObserved(observed, undo.stepKey, body, { deadLetterOnFailure: !undo.deadLetterId, deadLetterId: undo.deadLetterId });
   }
+}
+
+/** What an observed undo is: the step and its task, and the lease of the rollback that runs it or the dead letter it retries. */
+export interface ObservedUndo {
+  lease?: TaskLease;
+  deadLetterId?: string;
+  taskId: string;
+  workflow: string;
+  stepKey: string;
 }
 
 const FAILED_OUTCOMES = new Set<RunOutcome>(['failed', 'rolled_back', 'partial_rollback', 'unrecorded']);
@@ -157,20 +163,6 @@ export function observeStepAttempt<T>(lease: TaskLease, stepKey: string, attempt
       throw error;
     },
   );
-}
-
-/**
- * One compensation (with its retries) of an observed run's rollback: a `duraflow.compensate <key>`
- * span under the run's, and the compensation and dead-letter counters.
- */
-export function observeCompensation<R extends CompensationResult>(
-  lease: TaskLease,
-  stepKey: string,
-  body: () => Promise<R | undefined>,
-): Promise<R | undefined> {
-  const observed = observedRuns.get(lease);
-  if (!observed) return body();
-  return compensationObserved(observed, stepKey, body, { deadLetterOnFailure: true });
 }
 
 function compensationObserved<R extends CompensationResult>(

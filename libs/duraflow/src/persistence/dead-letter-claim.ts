@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { Client } from 'pg';
 import { advisoryLockId } from '../util/advisory-lock-id';
 import { clientExecutor, DuraflowDatabase, SqlExecutor, transactionOn } from './duraflow-database';
@@ -21,17 +22,44 @@ export function deadLetterLockId(id: string): string {
  * outcome is written in it, under a savepoint, and lands with the commit, only while the claim holds.
  */
 export class DeadLetterClaim {
+  private readonly controller = new AbortController();
+  private confirmedAt = performance.now();
+
   private constructor(
     private readonly client: Client,
     private readonly inTransaction: boolean,
-  ) {}
+    private readonly confirmAfterMs: number,
+  ) {
+    // A session lost while the compensation runs ends the claim: the signal aborts, and its
+    // next statement fails instead of crashing the process.
+    client.on('error', () => this.controller.abort(new Error("the dead letter's claim was lost (its session ended)")));
+  }
+
+  /** Aborts once the claim is known lost (its session ended). */
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  /**
+   * Before an attempt of the compensation: a claim older than `confirmAfterMs` checks that its
+   * session (and so its lock) is still there; a lost one aborts `signal`. Never rejects.
+   */
+  async confirmIfOld(): Promise<void> {
+    if (this.signal.aborted || performance.now() - this.confirmedAt < this.confirmAfterMs) return;
+    const sentAt = performance.now();
+    try {
+      await this.client.query('SELECT 1');
+      this.confirmedAt = sentAt;
+    } catch (error) {
+      this.controller.abort(error);
+    }
+  }
 
   /** Claims the entry `id` (whether or not it exists); null when another retry or a discard holds it. */
-  static async take(db: DuraflowDatabase, id: string): Promise<DeadLetterClaim | null> {
+  static async take(db: DuraflowDatabase, id: string, confirmAfterMs: number): Promise<DeadLetterClaim | null> {
     const client = db.createDedicatedClient('duraflow dead-letter retry');
     const inTransaction = !db.sessionsDirect;
-    // A session lost while the compensation runs fails the next statement; it must not crash the process.
-    client.on('error', () => undefined);
+    const claim = new DeadLetterClaim(client, inTransaction, confirmAfterMs);
     try {
       await client.connect();
       if (inTransaction) await client.query('BEGIN');
@@ -39,7 +67,7 @@ export class DeadLetterClaim {
         `SELECT ${inTransaction ? 'pg_try_advisory_xact_lock' : 'pg_try_advisory_lock'}($1::bigint) AS claimed`,
         [deadLetterLockId(id)],
       );
-      if (rows[0].claimed) return new DeadLetterClaim(client, inTransaction);
+      if (rows[0].claimed) return claim;
     } catch (error) {
       await client.end().catch(() => undefined);
       throw error;

@@ -3,10 +3,10 @@ import { DeadLetter } from '../domain/entities/dead-letter.entity';
 import { KeysetPosition, keysetPageSql, olderThan, StoredPage } from './cursor';
 import { DeadLetterClaim, deadLetterLockId } from './dead-letter-claim';
 import { DuraflowDatabase, SqlExecutor } from './duraflow-database';
-import { ownedTaskRow } from './fencing';
+import { ownedTaskRow } from './lifecycle/fencing';
 import { DEAD_LETTER_COLUMNS, toDeadLetter } from './row-mappers';
+import { ClaimFence } from './step.store';
 import { DeadLetterForRetry, readDeadLetterForRetry } from './sql/read-dead-letter-for-retry';
-import { resolveDeadLetter } from './sql/resolve-dead-letter';
 
 export interface DeadLetterRow {
   deadLetter: DeadLetter;
@@ -16,9 +16,8 @@ export interface DeadLetterRow {
 /**
  * The statements that write `dead_letter_queue` (a rollback's entry, fenced on its claim; a
  * failed retry's count) and read it, and the claim a retry or a discard takes on an entry.
- * Resolving an entry also writes `step_runs` and `agent_tasks` in one transaction, and a retry
- * reads the entry with its step and task: sql/resolve-dead-letter.ts and
- * sql/read-dead-letter-for-retry.ts, reached through here.
+ * Resolving an entry is a move of its task's lifecycle (lifecycle/resolve-dead-letter.ts); a
+ * retry reads the entry with its step and task (sql/read-dead-letter-for-retry.ts).
  */
 @Injectable()
 export class DeadLetterStore {
@@ -53,25 +52,47 @@ export class DeadLetterStore {
   }
 
   /**
-   * Fenced on the rollback's claim: the compensation of `stepId` failed for good. One open
-   * dead letter per step (idx_dlq_step_id); writing again only refreshes its error.
+   * The compensation of the step `stepId` of task `taskId` failed for good: its dead letter,
+   * fenced on the claim of the rollback that ran it (`fence`: the task's own, or its parent's).
+   * One open dead letter per step (idx_dlq_step_id); writing again only refreshes its error.
    */
-  async insertDeadLetter(taskId: string, claimToken: string, stepId: string, errorJson: string): Promise<boolean> {
+  async insertDeadLetter(taskId: string, stepId: string, errorJson: string, fence: ClaimFence): Promise<boolean> {
     const { rowCount } = await this.db.query(
       `INSERT INTO dead_letter_queue (task_id, step_id, error)
-       SELECT $1, $3, $4::jsonb
-       FROM (${ownedTaskRow('$1', '$2')}) owner
+       SELECT $1, $2, $3::jsonb
+       FROM (${ownedTaskRow('$4', '$5')}) owner
        ON CONFLICT (step_id) DO UPDATE SET error = EXCLUDED.error
        RETURNING id`,
-      [taskId, claimToken, stepId, errorJson],
+      [taskId, stepId, errorJson, fence.taskId, fence.claimToken],
       'duraflow_dead_letter',
     );
     return rowCount > 0;
   }
 
-  /** Claims the entry for a retry, on a session of its own (DeadLetterClaim); null when a retry or a discard holds it. */
-  claimForRetry(id: string): Promise<DeadLetterClaim | null> {
-    return DeadLetterClaim.take(this.db, id);
+  /**
+   * The dead letters still open on the child that the step `stepKey` of `parentTaskId` started
+   * (its own steps', which hold its children's in turn): a parent's dead letter for that step
+   * resolves once there are none. Null when the step started no child.
+   */
+  async openDeadLettersOfChild(
+    executor: SqlExecutor,
+    parentTaskId: string,
+    stepKey: string,
+  ): Promise<{ childTaskId: string; open: number } | null> {
+    const { rows } = await executor.query(
+      `SELECT c.id, (SELECT count(*)::int FROM dead_letter_queue d WHERE d.task_id = c.id) AS open
+       FROM agent_tasks c WHERE c.parent_task_id = $1 AND c.parent_step_key = $2`,
+      [parentTaskId, stepKey],
+    );
+    return rows.length ? { childTaskId: rows[0].id, open: rows[0].open } : null;
+  }
+
+  /**
+   * Claims the entry for a retry, on a session of its own (DeadLetterClaim, confirmed before an
+   * attempt once older than `confirmAfterMs`); null when a retry or a discard holds it.
+   */
+  claimForRetry(id: string, confirmAfterMs: number): Promise<DeadLetterClaim | null> {
+    return DeadLetterClaim.take(this.db, id, confirmAfterMs);
   }
 
   /** Claims the entry for the rest of the caller's transaction (a discard); false when a retry or a discard holds it. */
@@ -85,11 +106,6 @@ export class DeadLetterStore {
   /** The entry with its step and task (sql/read-dead-letter-for-retry.ts); null when there is none. */
   findForRetry(executor: SqlExecutor, id: string): Promise<DeadLetterForRetry | null> {
     return readDeadLetterForRetry(executor, id);
-  }
-
-  /** The dead letter is resolved, inside the caller's transaction (sql/resolve-dead-letter.ts). Returns the task's status. */
-  resolve(tx: SqlExecutor, deadLetter: DeadLetter, compensated: boolean): Promise<string | null> {
-    return resolveDeadLetter(tx, deadLetter, compensated);
   }
 
   /** A retry failed again: one more retry counted, and the latest error kept. */

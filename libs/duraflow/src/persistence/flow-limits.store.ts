@@ -3,9 +3,15 @@ import { FlowLimitStats } from '../domain/flow-control';
 import { FlowLimits } from '../validation/flow-limits';
 import { DuraflowDatabase } from './duraflow-database';
 import { ClientBase, QueryResultRow } from 'pg';
-import { claimLimitedTasksSql, claimPreparedLimitedTasks, PreparedLimitedClaim, preparedLimitedClaim } from './sql/claim-limited-tasks';
+import {
+  claimLimitedTasksSql,
+  keyPendingTasks,
+  claimPreparedLimitedTasks,
+  PreparedLimitedClaim,
+  preparedLimitedClaim,
+} from './lifecycle/claim-limited-tasks';
 import { readFlowLimits } from './sql/read-flow-limits';
-import { ClaimedTask, CLAIM_SETTINGS, toClaimedTasks } from './task.store';
+import { CLAIM_SETTINGS, ClaimedTask, toClaimedTasks } from './lifecycle/claim-tasks';
 
 /**
  * Flow control's statements: the limited claim (sql/claim-limited-tasks.ts), the limits the
@@ -81,12 +87,7 @@ export class FlowLimitsStore {
           flow.rateLimit?.perKey ?? false,
         ],
       );
-      await this.db.query(
-        `UPDATE agent_tasks SET concurrency_key = ''
-         WHERE workflow_name = $1 AND status = 'pending'
-           AND (concurrency_key IS NULL OR (NOT $2 AND concurrency_key <> ''))`,
-        [flow.workflowName, flow.concurrencyKey !== null],
-      );
+      await keyPendingTasks(this.db, flow);
     }
   }
 

@@ -2,8 +2,8 @@ import { Injectable } from '@nestjs/common';
 import { StepRun } from '../domain/entities/step-run.entity';
 import { JsonPreview, StepSummary } from '../domain/task-summaries';
 import { DuraflowDatabase } from './duraflow-database';
-import { ownedTaskRow, ownedTaskRows } from './fencing';
-import { deadLettered } from './rollback-rules';
+import { ownedTaskRow, ownedTaskRows } from './lifecycle/fencing';
+import { deadLettered } from './lifecycle/rollback-rules';
 import { STEP_COLUMNS, toStepRun } from './row-mappers';
 
 /** What a run needs to know of a step it may have run before. */
@@ -49,6 +49,12 @@ export interface FailedStepAttempt {
   errorJson: string;
   attempt: number;
   startedAt: Date;
+}
+
+/** The claim a write is fenced on: it lands only while this claim owns its running task. */
+export interface ClaimFence {
+  taskId: string;
+  claimToken: string;
 }
 
 /** A completed step with a compensation, as a rollback sees it. */
@@ -232,11 +238,15 @@ export class StepStore {
     }));
   }
 
-  /** Fenced: the compensation of this step succeeded. Set once; never cleared. */
-  async markCompensated(taskId: string, claimToken: string, stepId: string): Promise<boolean> {
+  /**
+   * The compensation of the step `stepId` of task `taskId` succeeded: `compensated_at` set, once
+   * (never cleared), fenced on the claim of the rollback that ran it (`fence`: the task's own, or
+   * its parent's when a parent rolls back a finished child).
+   */
+  async markCompensated(taskId: string, stepId: string, fence: ClaimFence): Promise<boolean> {
     const { rowCount } = await this.db.query(
-      markCompensatedSql('$2', `task_id = $1 AND EXISTS (${OWNED_TASK})`),
-      [taskId, stepId, claimToken],
+      markCompensatedSql('$2', `task_id = $1 AND EXISTS (${ownedTaskRow('$3', '$4')})`),
+      [taskId, stepId, fence.taskId, fence.claimToken],
       'duraflow_step_compensated',
     );
     return rowCount > 0;

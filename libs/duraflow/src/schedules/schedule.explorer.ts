@@ -14,7 +14,6 @@ import {
   UnknownScheduleTimezoneError,
   UnknownScheduleWorkflowError,
 } from '../domain/errors';
-import { checkSubmitInput } from '../validation/call-options';
 import { CronSchedule, isKnownTimezone } from './cron-schedule';
 import {
   DEFAULT_MAX_CATCH_UP,
@@ -25,7 +24,8 @@ import {
   WorkflowScheduleOptions,
 } from '../domain/schedule-options';
 import { RegisteredSchedule, ScheduleRegistry } from './schedule.registry';
-import { concurrencyKeyOf } from '../validation/flow-limits';
+import { TaskFactory } from '../execution/task-factory';
+import { NewTask } from '../persistence/lifecycle/create-tasks';
 import { findWorkflowProviders } from '../discovery/workflow-providers';
 
 interface FoundSchedule {
@@ -48,6 +48,7 @@ export class ScheduleExplorer implements OnModuleInit {
     private readonly metadata: WorkflowMetadataAccessor,
     private readonly workflows: WorkflowRegistry,
     private readonly registry: ScheduleRegistry,
+    private readonly factory: TaskFactory,
     @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
     @Inject(DURAFLOW_MODULE_OPTIONS) private readonly moduleOptions: DuraflowModuleOptions,
   ) {}
@@ -124,27 +125,14 @@ export class ScheduleExplorer implements OnModuleInit {
       throw new InvalidScheduleError(name, `"maxCatchUp" must be an integer from 1 to ${MAX_CATCH_UP}, got ${String(maxCatchUp)}.`);
     }
     const workflow = this.findWorkflow(name, definition.workflow);
-    let inputJson: string;
-    let concurrencyKey: string | null;
+    let task: NewTask;
     try {
-      inputJson = await checkSubmitInput(workflow, definition.input, this.options);
-      concurrencyKey = concurrencyKeyOf(workflow.flow, inputJson);
+      task = await this.factory.prepare(workflow.name, definition.input, {}, { kind: 'schedule' });
     } catch (error) {
       if (error instanceof DuraflowError) throw new InvalidScheduleInputError(name, workflow.name, error);
       throw error;
     }
-    return {
-      name,
-      workflow: workflow.name,
-      cron,
-      catchUp,
-      maxCatchUp,
-      inputJson,
-      maxRetries: workflow.maxRetries ?? this.options.maxRetries,
-      workflowVersion: workflow.declaredVersion ?? null,
-      concurrencyKey,
-      source,
-    };
+    return { name, workflow: workflow.name, cron, catchUp, maxCatchUp, task, source };
   }
 
   private parseCron(name: string, expression: unknown, timezone: string): CronSchedule {

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { CronSchedule } from './cron-schedule';
 import { ScheduleCatchUp } from '../domain/schedule-options';
+import { NewTask } from '../persistence/lifecycle/create-tasks';
 
 /** A schedule as the ticker runs it: checked at boot, its input already validated and serialized. */
 export interface RegisteredSchedule {
@@ -9,14 +10,12 @@ export interface RegisteredSchedule {
   cron: CronSchedule;
   catchUp: ScheduleCatchUp;
   maxCatchUp: number;
-  /** The input every tick submits, as the workflow's checks left it (JSON). */
-  inputJson: string;
-  /** The tasks' `max_retries`: the workflow's, else the module's. */
-  maxRetries: number;
-  /** The version the tasks start on: the newest this process registers (null when it declares none). */
-  workflowVersion: number | null;
-  /** Flow control's key of the input (null for a workflow without limits). */
-  concurrencyKey: string | null;
+  /**
+   * The task every tick creates, as the task factory prepared it at boot (its input checked by
+   * the workflow's DTO, its version the newest this process registers); each tick adds its own
+   * idempotency key.
+   */
+  task: NewTask;
   /** Where it was defined, for messages: `@Workflow("report")`, `forRoot({ schedules })[0]`. */
   source: string;
 }

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
-import { TaskStore } from '../persistence/task.store';
+import { scheduleIdempotencyKey } from '../domain/reserved-keys';
+import { TaskFactory } from '../execution/task-factory';
 import { MAX_CATCH_UP } from '../domain/schedule-options';
 import { RegisteredSchedule } from './schedule.registry';
 import { newestTickTask } from './read-schedule-status';
@@ -23,11 +24,6 @@ export interface StoredScheduleState {
   lastTask: { id: string; status: string | null; tickAt: Date } | null;
 }
 
-/** The idempotency key of a tick's task: the tick is visible on the task (`idempotencyKey`). */
-export function scheduleTaskIdempotencyKey(scheduleName: string, tickAt: Date): string {
-  return `schedule:${scheduleName}:${tickAt.toISOString()}`;
-}
-
 /**
  * The way in to `duraflow_schedules` and `duraflow_schedule_ticks`.
  *
@@ -45,7 +41,7 @@ export function scheduleTaskIdempotencyKey(scheduleName: string, tickAt: Date): 
 export class ScheduleStore {
   constructor(
     private readonly db: DuraflowDatabase,
-    private readonly tasks: TaskStore,
+    private readonly factory: TaskFactory,
   ) {}
 
   /**
@@ -86,16 +82,10 @@ export class ScheduleStore {
         'duraflow_claim_schedule_tick',
       );
       if (!claimed.rowCount) return null;
-      const { task } = await this.tasks.insertTask(executor, {
-        workflowName: schedule.workflow,
-        inputJson: schedule.inputJson,
-        priority: 0,
-        scheduledAt: null,
-        maxRetries: schedule.maxRetries,
-        workflowVersion: schedule.workflowVersion,
-        concurrencyKey: schedule.concurrencyKey,
-        idempotencyKey: scheduleTaskIdempotencyKey(schedule.name, tickAt),
-      });
+      const { task } = await this.factory.create(
+        { ...schedule.task, idempotencyKey: scheduleIdempotencyKey(schedule.name, tickAt) },
+        executor,
+      );
       // The pruning subquery walks the primary key backwards, SCHEDULE_TICKS_KEPT entries at most.
       await executor.query(
         `WITH ticked AS (

@@ -12,8 +12,7 @@ import {
   DeadLetterTaskActiveError,
   InvalidListOptionsError,
 } from '../domain/errors';
-import { ChildRollback } from '../execution/child-rollback';
-import { runCompensation } from '../execution/compensation';
+import { isChildStep, UndoResult, undoStep } from '../execution/undo-step';
 import { deadLetterError } from '../persistence/dead-letter-error';
 import { decodeCursor, keysetPage, listLimit } from '../persistence/cursor';
 import { DeadLetterClaim } from '../persistence/dead-letter-claim';
@@ -22,7 +21,7 @@ import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { DeadLetterForRetry } from '../persistence/sql/read-dead-letter-for-retry';
 import { TaskStore } from '../persistence/task.store';
 import { RunObserver } from '../observability/run-observer';
-import { WaitStore } from '../persistence/wait.store';
+import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
 
 export interface ListDeadLettersOptions {
   /** Only this task's dead letters. */
@@ -61,8 +60,8 @@ export class SagaService {
     private readonly db: DuraflowDatabase,
     private readonly deadLetters: DeadLetterStore,
     private readonly tasks: TaskStore,
+    private readonly transitions: TaskTransitions,
     private readonly observer: RunObserver,
-    private readonly waits: WaitStore,
   ) {}
 
   /**
@@ -96,7 +95,7 @@ export class SagaService {
    */
   async retryDeadLetter(id: string): Promise<DeadLetterRetryResult> {
     if (typeof id !== 'string' || !UUID_PATTERN.test(id)) throw new DeadLetterNotFoundError(String(id));
-    const claim = await this.deadLetters.claimForRetry(id);
+    const claim = await this.deadLetters.claimForRetry(id, this.options.worker.leaseConfirmAfterMs);
     if (!claim) throw new DeadLetterBusyError(id);
     let retried: Omit<DeadLetterRetryResult, 'task'> & { taskId: string };
     try {
@@ -126,70 +125,62 @@ export class SagaService {
       if (entry.taskStatus === 'pending' || entry.taskStatus === 'running') {
         throw new DeadLetterTaskActiveError(id, entry.deadLetter.taskId, entry.taskStatus);
       }
-      await this.deadLetters.resolve(tx, entry.deadLetter, false);
+      await this.transitions.resolveDeadLetter(tx, entry.deadLetter, false);
       return entry.deadLetter.taskId;
     });
     return this.tasks.findTask(taskId);
   }
 
   /**
-   * A parent's dead letter for a child's step (the child's rollback was partial): nothing runs
-   * here; it resolves once the child has no dead letter left (retry or discard those first).
+   * The compensation of a claimed entry run again through `undoStep` (one attempt, no transaction
+   * open), and its outcome written on the claim's session: resolved, or one more retry counted.
    */
-  private async retryChildStep(
-    claim: DeadLetterClaim,
-    entry: DeadLetterForRetry,
-    stepKey: string,
-  ): Promise<Omit<DeadLetterRetryResult, 'task'>> {
-    const { deadLetter } = entry;
-    const child = await this.waits.openDeadLettersOfChild(claim.session, deadLetter.taskId, stepKey);
-    if (!child || child.open === 0) {
-      await claim.transaction((tx) => this.deadLetters.resolve(tx, deadLetter, true));
+  private async retryClaimed(claim: DeadLetterClaim, entry: DeadLetterForRetry): Promise<Omit<DeadLetterRetryResult, 'task'>> {
+    const { deadLetter, stepKey, compensationFn, workflowName } = entry;
+    if (stepKey === null) throw new DeadLetterOrphanedError(deadLetter.id);
+    const step = {
+      taskId: deadLetter.taskId,
+      workflowName: workflowName ?? '',
+      stepKey,
+      output: entry.output,
+      outputUndefined: entry.outputUndefined,
+      compensationFn: compensationFn ?? '',
+    };
+    // Only a compensation this deployment registers can be retried: nothing written otherwise.
+    if (
+      !isChildStep(compensationFn) &&
+      !(compensationFn && workflowName && this.registry.resolveCompensation(workflowName, stepKey, compensationFn))
+    ) {
+      throw new CompensationNotRegisteredError(String(compensationFn), stepKey, workflowName ?? undefined);
+    }
+    const result = await undoStep(step, {
+      by: claim,
+      deadLetterId: deadLetter.id,
+      child: () => this.childResolved(claim, step),
+      registry: this.registry,
+      observer: this.observer,
+    });
+    if (result?.ok) {
+      await claim.transaction((tx) => this.transitions.resolveDeadLetter(tx, deadLetter, true));
       return { outcome: 'compensated', deadLetter: null };
     }
-    const reason = new Error(
-      `the child task ${child.childTaskId} still has ${child.open} dead letter(s): retry or discard them first, then retry this one`,
-    );
-    const error = deadLetterError(reason, {
-      stepKey,
-      compensationFn: entry.compensationFn,
-      attempt: 1,
-      retry: (deadLetter.retryCount ?? 0) + 1,
-    });
+    const failure = result ?? { error: claim.signal.reason, attempts: 1 };
+    const retry = (deadLetter.retryCount ?? 0) + 1;
+    const error = deadLetterError(failure.error, { stepKey, compensationFn, attempt: failure.attempts, retry });
     return {
       outcome: 'failed',
       deadLetter: await this.deadLetters.recordRetryFailure(claim.session, deadLetter.id, JSON.stringify(error)),
     };
   }
 
-  /** The compensation of a claimed entry, run outside any transaction, and its outcome written on the claim's session. */
-  private async retryClaimed(claim: DeadLetterClaim, entry: DeadLetterForRetry): Promise<Omit<DeadLetterRetryResult, 'task'>> {
-    const { deadLetter, stepKey, compensationFn, workflowName } = entry;
-    if (stepKey === null) throw new DeadLetterOrphanedError(deadLetter.id);
-    if (compensationFn && ChildRollback.isChildStep(compensationFn)) return this.retryChildStep(claim, entry, stepKey);
-    const compensation =
-      compensationFn && workflowName ? this.registry.resolveCompensation(workflowName, stepKey, compensationFn) : undefined;
-    if (!compensation) throw new CompensationNotRegisteredError(String(compensationFn), stepKey, workflowName ?? undefined);
-    const retry = { deadLetterId: deadLetter.id, taskId: deadLetter.taskId, workflow: workflowName ?? '', stepKey };
-    const outcome = await this.observer.observeDeadLetterRetry(retry, () =>
-      runCompensation({
-        compensation,
-        output: entry.outputUndefined ? undefined : entry.output,
-        runId: deadLetter.taskId,
-        workflowName: workflowName ?? '',
-        stepKey,
-        signal: new AbortController().signal,
-        maxAttempts: 1,
-      }),
-    );
-    if (outcome.ok) {
-      await claim.transaction((tx) => this.deadLetters.resolve(tx, deadLetter, true));
-      return { outcome: 'compensated', deadLetter: null };
-    }
-    const error = deadLetterError(outcome.error, { stepKey, compensationFn, attempt: 1, retry: (deadLetter.retryCount ?? 0) + 1 });
-    return {
-      outcome: 'failed',
-      deadLetter: await this.deadLetters.recordRetryFailure(claim.session, deadLetter.id, JSON.stringify(error)),
-    };
+  /**
+   * A parent's dead letter for a child's step (the child's rollback was partial): nothing runs
+   * here; it resolves once the child has no dead letter left (retry or discard those first).
+   */
+  private async childResolved(claim: DeadLetterClaim, step: { taskId: string; stepKey: string }): Promise<UndoResult> {
+    const child = await this.deadLetters.openDeadLettersOfChild(claim.session, step.taskId, step.stepKey);
+    if (!child || child.open === 0) return { ok: true, attempts: 1 };
+    const reason = `the child task ${child.childTaskId} still has ${child.open} dead letter(s): retry or discard them first, then retry this one`;
+    return { ok: false, error: new Error(reason), attempts: 1 };
   }
 }

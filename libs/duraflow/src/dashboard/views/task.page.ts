@@ -2,7 +2,7 @@ import { AgentTask } from '../../domain/entities/agent-task.entity';
 import { DeadLetter } from '../../domain/entities/dead-letter.entity';
 import { isTerminalStatus } from '../../domain/task-status';
 import { StepSummary } from '../../domain/task-summaries';
-import { TaskSignal } from '../../persistence/wait.store';
+import { TaskSignal } from '../../persistence/signal.store';
 import { durationBetween, formatDuration, timeElement } from './format';
 import { html, Html, HtmlValue } from './html';
 import { isHeld, layout, statusBadge, ViewContext } from './layout';

@@ -1,5 +1,5 @@
 import type { SqlExecutor } from '../duraflow-database';
-import { PATCH_MARKER_PREFIX } from '../../domain/patch-markers';
+import { PATCH_MARKER_PREFIX } from '../../domain/reserved-keys';
 
 /** Unfinished tasks of one workflow version: what must drain before that version's code can go. */
 export interface UnfinishedVersionCounts {

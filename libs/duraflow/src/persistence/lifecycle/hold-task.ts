@@ -1,7 +1,8 @@
 import { TASK_SUBMITTED_CHANNEL } from '../../domain/duraflow.constants';
 import { AgentTask } from '../../domain/entities/agent-task.entity';
 import { SqlExecutor } from '../duraflow-database';
-import { ownedBy } from '../fencing';
+import { ownedBy } from './fencing';
+import { held, MOVE } from './task-lifecycle';
 import { TASK_COLUMNS, toAgentTask } from '../row-mappers';
 
 /**
@@ -14,10 +15,7 @@ import { TASK_COLUMNS, toAgentTask } from '../row-mappers';
 /** Fenced on the run's claim: the task goes back to pending, held. False when the claim no longer owns it. */
 export async function holdTask(db: SqlExecutor, id: string, claimToken: string, errorJson: string): Promise<boolean> {
   const { rowCount } = await db.query(
-    `UPDATE agent_tasks
-     SET status = 'pending', held_at = now(), error = $3::jsonb, worker_id = NULL, claim_token = NULL,
-         heartbeat_at = NULL, updated_at = now()
-     WHERE ${ownedBy('$1', '$2')}`,
+    `UPDATE agent_tasks SET ${MOVE.hold('$3::jsonb')} WHERE ${ownedBy('$1', '$2')}`,
     [id, claimToken, errorJson],
     'duraflow_hold_task',
   );
@@ -31,8 +29,7 @@ export async function holdTask(db: SqlExecutor, id: string, claimToken: string, 
 export async function resumeHeldTask(db: SqlExecutor, id: string): Promise<AgentTask | null> {
   const { rows } = await db.query(
     `WITH resumed AS (
-       UPDATE agent_tasks SET held_at = NULL, error = NULL, updated_at = now()
-       WHERE id = $1 AND status = 'pending' AND held_at IS NOT NULL
+       UPDATE agent_tasks t SET ${MOVE.resume} WHERE t.id = $1 AND ${held('t')}
        RETURNING ${TASK_COLUMNS}
      )
      SELECT resumed.*, pg_notify('${TASK_SUBMITTED_CHANNEL}', workflow_name) AS notified FROM resumed`,

@@ -2,11 +2,14 @@ import { createHash } from 'node:crypto';
 import { ClientBase, QueryResult, QueryResultRow } from 'pg';
 import { FlowLimits } from '../../validation/flow-limits';
 import { advisoryLockId } from '../../util/advisory-lock-id';
+import { SqlExecutor } from '../duraflow-database';
 import { countLiteral, textLiteral } from '../literals';
-import { TASK_COLUMNS_OF_T } from '../row-mappers';
+import { CLAIMED_COLUMNS } from './claim-tasks';
+import { keyedPick } from './limited-claim-keys';
+import { claimableVersions, MOVE, runnable, runnableOrder } from './task-lifecycle';
 
 /**
- * The claim of one workflow with flow control: what `TaskStore.claimTasks` does for the others,
+ * The claim of one workflow with flow control: what `claimTasks` (claim-tasks.ts) does for the others,
  * within the workflow's limits, exact under any number of concurrent claimers. One round trip of
  * three statements, one transaction (the simple query protocol runs them as one):
  *
@@ -24,7 +27,7 @@ import { TASK_COLUMNS_OF_T } from '../row-mappers';
  *
  * Fairness with a concurrency key: keys are visited in key order starting after the key where the
  * previous claim of the workflow stopped (flow_limits.key_cursor), wrapping around once; each
- * visited key gives its tasks in the claim order (priority DESC, created_at, id), as many as its
+ * visited key gives its tasks in the claim order (the runnable order of task-lifecycle.ts), as many as its
  * free slots (keyConcurrency, its rate limit) and the room left in the batch allow. A key with a
  * backlog of any size thus gives at most one batch before the next key's turn. Each visit is a
  * few index probes (the next key in idx_agent_tasks_flow_pending, its running count, its first
@@ -99,142 +102,75 @@ export async function claimPreparedLimitedTasks(
 /** Statement 3: the claim; `workerId` and `limit` are SQL expressions (literals, or parameters). */
 function limitedClaimStatement(flow: FlowLimits, versions: number[], workerId: string, limit: string): string {
   const workflow = textLiteral(flow.workflowName);
-  // Only versions this process registers, and no task the determinism guard holds (claimable-workflows.ts).
-  const versionList = versions.length ? versions : [1];
-  const claimableVersion = (alias: string) =>
-    `${alias}.held_at IS NULL AND coalesce(${alias}.workflow_version, 1) = ANY(ARRAY[${versionList.map(countLiteral).join(', ')}]::int[])`;
   const rate = flow.rateLimit;
   const window = rate ? `(clock.at - ${countLiteral(rate.periodMs)} * interval '1 millisecond')` : '';
-  const runnable = (alias: string) =>
-    `${alias}.status = 'pending' AND ${alias}.deleted_at IS NULL AND (${alias}.scheduled_at IS NULL OR ${alias}.scheduled_at <= now()) AND ${claimableVersion(alias)}`;
+  // Runnable now, claimable by this process (its versions, not held): the plain claim's rules.
+  const claimable = (t: string) => `${runnable(t)} AND ${claimableVersions(t, versions)}`;
+  const pick = flow.concurrencyKey ? keyedPick({ workflow, flow, limit, claimable, window }) : unkeyedPick(workflow, claimable);
+  return `WITH RECURSIVE
+    clock AS MATERIALIZED (SELECT clock_timestamp() AS at),
+    budget AS MATERIALIZED (SELECT GREATEST(0, LEAST(${workflowCaps(workflow, flow, limit, window).join(', ')}))::bigint AS n),
+    ${pick},
+    claimed AS (
+      UPDATE agent_tasks t SET ${MOVE.claim(workerId, 't', 'clock.at')}
+      FROM picked, clock
+      WHERE t.id = picked.id
+      RETURNING ${CLAIMED_COLUMNS}
+    )${rate ? rateStarts(workflow, rate.perKey, window) : ''}
+    SELECT * FROM claimed`;
+}
 
-  // What the whole workflow may still start now.
-  const workflowCaps = [limit];
+/** What the whole workflow may still start now: the batch, its free slots, its rate limit's room. */
+function workflowCaps(workflow: string, flow: FlowLimits, limit: string, window: string): string[] {
+  const caps = [limit];
   if (flow.concurrency !== null) {
-    workflowCaps.push(
+    caps.push(
       `${countLiteral(flow.concurrency)} - (SELECT count(*) FROM agent_tasks r
          WHERE r.workflow_name = ${workflow} AND r.status = 'running' AND r.concurrency_key IS NOT NULL)`,
     );
   }
+  const rate = flow.rateLimit;
   if (rate && !rate.perKey) {
-    workflowCaps.push(
+    caps.push(
       `${countLiteral(rate.limit)} - (SELECT count(*) FROM flow_starts s, clock
          WHERE s.workflow_name = ${workflow} AND s.rate_key = '' AND s.started_at > ${window})`,
     );
   }
+  return caps;
+}
 
-  const pick = flow.concurrencyKey ? keyedPick(workflow, flow, limit, runnable, window) : unkeyedPick(workflow, runnable);
-  const rateKey = rate?.perKey ? 'claimed.concurrency_key' : `''`;
-  return `WITH RECURSIVE
-    clock AS MATERIALIZED (SELECT clock_timestamp() AS at),
-    budget AS MATERIALIZED (SELECT GREATEST(0, LEAST(${workflowCaps.join(', ')}))::bigint AS n),
-    ${pick},
-    claimed AS (
-      UPDATE agent_tasks t
-      SET status = 'running', worker_id = ${workerId}, claim_token = gen_random_uuid(),
-          started_at = COALESCE(t.started_at, clock.at), heartbeat_at = now(), updated_at = now()
-      FROM picked, clock
-      WHERE t.id = picked.id
-      RETURNING ${TASK_COLUMNS_OF_T}, t.claim_token, picked.fresh, t.trace_context
-    )${
-      rate
-        ? `,
+/** The starts of a rate-limited workflow recorded, and those out of the window pruned. */
+function rateStarts(workflow: string, perKey: boolean, window: string): string {
+  return `,
     started AS (
       INSERT INTO flow_starts (workflow_name, rate_key, started_at)
-      SELECT ${workflow}, ${rateKey}, clock.at FROM claimed, clock
+      SELECT ${workflow}, ${perKey ? 'claimed.concurrency_key' : `''`}, clock.at FROM claimed, clock
     ),
     pruned AS (
       DELETE FROM flow_starts s USING clock WHERE s.workflow_name = ${workflow} AND s.started_at <= ${window}
-    )`
-        : ''
-    }
-    SELECT * FROM claimed`;
+    )`;
 }
 
-/** A workflow without a key: its first runnable tasks in the claim order, as many as the budget allows. */
-function unkeyedPick(workflow: string, runnable: (alias: string) => string): string {
+/** A workflow without a key: its first runnable tasks in the runnable order, as many as the budget allows. */
+function unkeyedPick(workflow: string, claimable: (t: string) => string): string {
   return `picked AS (
       SELECT a.id, a.started_at IS NULL AS fresh FROM agent_tasks a
-      WHERE a.workflow_name = ${workflow} AND a.concurrency_key = '' AND ${runnable('a')}
-      ORDER BY a.priority DESC, a.created_at, a.id
+      WHERE a.workflow_name = ${workflow} AND a.concurrency_key = '' AND ${claimable('a')}
+      ORDER BY ${runnableOrder('a')}
       LIMIT (SELECT n FROM budget)
       FOR UPDATE OF a SKIP LOCKED
     )`;
 }
 
-/** How many keys one claim visits at most (a claim that finds nothing stops there; the next goes on from there). */
-const MAX_KEYS_VISITED = 200;
-
 /**
- * A keyed workflow: the round-robin walk over its keys (a recursive loose index scan of
- * idx_agent_tasks_flow_pending from the cursor, wrapping around once), then each visited key's
- * first tasks, locked SKIP LOCKED; the cursor moves to the last key visited.
+ * Gives a limited workflow's pending tasks that have no key of its kind the key `''` (submitted
+ * before it had limits, or by a node that did not declare them; or keyed while it no longer
+ * keys), so its limited claim sees them. Run when a worker registers the workflow's limits.
  */
-function keyedPick(workflow: string, flow: FlowLimits, limit: string, runnable: (alias: string) => string, window: string): string {
-  const rate = flow.rateLimit;
-  // No key ever gives more than this in one claim: its runnable tasks are counted up to it only.
-  const perKeyCaps = [flow.keyConcurrency, rate?.perKey ? rate.limit : null].filter((cap): cap is number => cap !== null);
-  const mostPerKey = perKeyCaps.length ? `LEAST(${limit}, ${perKeyCaps.map(countLiteral).join(', ')})` : limit;
-  // What one key may still start now, beyond the room left in the batch.
-  const keyCaps: string[] = [
-    `(SELECT count(*) FROM (SELECT 1 FROM agent_tasks p
-       WHERE p.workflow_name = ${workflow} AND p.concurrency_key = nk.k AND ${runnable('p')}
-       LIMIT ${mostPerKey}) AS runnable)`,
-  ];
-  if (flow.keyConcurrency !== null) {
-    keyCaps.push(
-      `${countLiteral(flow.keyConcurrency)} - (SELECT count(*) FROM agent_tasks r
-         WHERE r.workflow_name = ${workflow} AND r.concurrency_key = nk.k AND r.status = 'running')`,
-    );
-  }
-  if (rate?.perKey) {
-    keyCaps.push(
-      `${countLiteral(rate.limit)} - (SELECT count(*) FROM flow_starts s, clock
-         WHERE s.workflow_name = ${workflow} AND s.rate_key = nk.k AND s.started_at > ${window})`,
-    );
-  }
-  const nextKey = (after: string) =>
-    `SELECT a.concurrency_key::varchar FROM agent_tasks a
-     WHERE a.workflow_name = ${workflow} AND a.status = 'pending' AND a.concurrency_key IS NOT NULL${after}
-     ORDER BY a.concurrency_key LIMIT 1`;
-  return `cursor AS MATERIALIZED (
-      SELECT COALESCE((SELECT key_cursor FROM flow_limits WHERE workflow_name = ${workflow}), '')::varchar AS k
-    ),
-    walk (k, wrapped, taken, visited, take) AS (
-      SELECT c.k, false, 0::bigint, 0, 0::bigint FROM cursor c
-      UNION ALL
-      SELECT nk.k, nk.wrapped, w.taken + t.take, w.visited + 1, t.take
-      FROM walk w
-      CROSS JOIN LATERAL (
-        SELECT k, wrapped FROM (
-          (SELECT (${nextKey(' AND a.concurrency_key > w.k')}) AS k, w.wrapped AS wrapped)
-          UNION ALL
-          (SELECT (${nextKey('')}), true WHERE NOT w.wrapped)
-        ) AS candidates
-        WHERE k IS NOT NULL
-        LIMIT 1
-      ) AS nk
-      CROSS JOIN LATERAL (
-        SELECT GREATEST(0, LEAST(b.n - w.taken, ${keyCaps.join(', ')}))::bigint AS take FROM budget b
-        OFFSET 0 -- evaluated once per key (pulled up, each use of take would count again)
-      ) AS t
-      WHERE w.taken < (SELECT n FROM budget) AND w.visited < ${MAX_KEYS_VISITED}
-        AND NOT (nk.wrapped AND nk.k > (SELECT k FROM cursor))
-    ),
-    picked AS (
-      SELECT p.id, p.fresh FROM walk w
-      CROSS JOIN LATERAL (
-        SELECT a.id, a.started_at IS NULL AS fresh FROM agent_tasks a
-        WHERE a.workflow_name = ${workflow} AND a.concurrency_key = w.k AND ${runnable('a')}
-        ORDER BY a.priority DESC, a.created_at, a.id
-        LIMIT w.take
-        FOR UPDATE OF a SKIP LOCKED
-      ) AS p
-      WHERE w.visited > 0 AND w.take > 0
-    ),
-    moved AS (
-      INSERT INTO flow_limits (workflow_name, key_cursor)
-      SELECT ${workflow}, w.k FROM walk w WHERE w.visited = (SELECT max(visited) FROM walk) AND w.visited > 0
-      ON CONFLICT (workflow_name) DO UPDATE SET key_cursor = EXCLUDED.key_cursor
-    )`;
+export async function keyPendingTasks(db: SqlExecutor, flow: FlowLimits): Promise<void> {
+  await db.query(
+    `UPDATE agent_tasks SET concurrency_key = ''
+     WHERE workflow_name = $1 AND status = 'pending' AND (concurrency_key IS NULL OR (NOT $2 AND concurrency_key <> ''))`,
+    [flow.workflowName, flow.concurrencyKey !== null],
+  );
 }

@@ -1,5 +1,6 @@
 import { SqlExecutor } from '../duraflow-database';
-import { rollbackFinalStatus, taskDeadLettered } from '../rollback-rules';
+import { rollbackFinalStatus, taskDeadLettered } from './rollback-rules';
+import { MOVE } from './task-lifecycle';
 import { markCompensatedSql } from '../step.store';
 
 /** The entry being resolved. */
@@ -32,7 +33,7 @@ export async function resolveDeadLetter(tx: SqlExecutor, entry: ResolvedDeadLett
        SELECT id, ${rollbackFinalStatus('rollback_reason', taskDeadLettered('$1'), 'true')} AS status
        FROM agent_tasks WHERE id = $1 AND status = 'partial_rollback'
      ), moved AS (
-       UPDATE agent_tasks t SET status = decided.status, updated_at = now()
+       UPDATE agent_tasks t SET ${MOVE.resolve('decided.status')}
        FROM decided WHERE t.id = decided.id AND decided.status <> 'partial_rollback'
        RETURNING t.status
      )

@@ -1,6 +1,8 @@
 import { TASK_SUBMITTED_CHANNEL } from '../../domain/duraflow.constants';
 import { SqlExecutor } from '../duraflow-database';
 import { textLiteral } from '../literals';
+import { oldestKeptSignal, waitCompletionSeq } from './signal-delivery';
+import { MOVE } from './task-lifecycle';
 
 /** What a send found: the task's status (null: no such task), and the signal's id when it was kept. */
 export interface SentSignal {
@@ -44,23 +46,22 @@ export async function sendSignal(executor: SqlExecutor, taskId: string, name: st
        LIMIT 1
      ), deliver AS (
        SELECT w.id, w.step_key FROM waiting w
-       WHERE (w.wake_at IS NULL OR w.wake_at > clock_timestamp())
-         AND NOT EXISTS (SELECT 1 FROM task_signals k WHERE k.task_id = ${task} AND k.name = ${signal} AND k.consumed_at IS NULL)
+       WHERE (w.wake_at IS NULL OR w.wake_at > clock_timestamp()) AND NOT EXISTS (${oldestKeptSignal(task, signal)})
      ), kept AS (
+       -- Taken by the waiting wait at once when there is one to deliver to (no older signal of the name is kept).
        INSERT INTO task_signals (task_id, name, payload, consumed_at, consumed_by_step)
-       SELECT ${task}, ${signal}, ${payload},
-              CASE WHEN EXISTS (SELECT 1 FROM deliver) THEN clock_timestamp() END, (SELECT step_key FROM deliver)
-       FROM target WHERE status IN ('pending', 'running')
+       SELECT ${task}, ${signal}, ${payload}, consumed.at, consumed.by
+       FROM target LEFT JOIN (SELECT clock_timestamp() AS at, step_key AS by FROM deliver) consumed ON true
+       WHERE target.status IN ('pending', 'running')
        RETURNING id
      ), delivered AS (
        UPDATE step_runs s
-       SET status = 'completed', output = ${payload}, completed_at = clock_timestamp(),
-           completion_seq = (SELECT COALESCE(max(completion_seq), 0) + 1 FROM step_runs WHERE task_id = ${task})
+       SET status = 'completed', output = ${payload}, completed_at = clock_timestamp(), completion_seq = ${waitCompletionSeq(task, null)}
        FROM deliver d
        WHERE s.id = d.id AND EXISTS (SELECT 1 FROM kept)
        RETURNING s.id
      ), woken AS (
-       UPDATE agent_tasks t SET scheduled_at = now(), updated_at = now()
+       UPDATE agent_tasks t SET ${MOVE.wake}
        FROM target
        WHERE t.id = ${task} AND target.status = 'pending' AND target.rollback_reason IS NULL AND EXISTS (SELECT 1 FROM kept)
          AND EXISTS (SELECT 1 FROM step_runs s

@@ -1,6 +1,8 @@
 import { SqlExecutor } from '../duraflow-database';
-import { ownedBy } from '../fencing';
 import { countLiteral, textLiteral } from '../literals';
+import { ownedBy, ownedTaskRow } from './fencing';
+import { consumedBy, oldestKeptSignal, waitCompletionSeq } from './signal-delivery';
+import { MOVE, TERMINAL } from './task-lifecycle';
 
 /** The wake-up time of a task that waits with no deadline (a signal without timeout, a child): the claim never reaches it. */
 export const NO_WAKE_UP = new Date('9999-12-31T00:00:00.000Z');
@@ -17,18 +19,17 @@ export interface WaitToSettle {
   childTaskId?: string;
   /** What the row records of the wait (a sleep's duration, a signal's name, a child's id). */
   inputJson: string | null;
-  /** The completion_seq the row gets if the wait is over now. */
+  /** The run's count of completions: the row gets the next place in the task's completion order at least this (signal-delivery.ts). */
   completionSeq: number;
 }
 
 export type WaitSettlement =
-  | { outcome: 'completed'; output: unknown; outputUndefined: boolean }
-  | { outcome: 'failed'; error: Record<string, unknown> }
+  /** `completionSeq`: the place the wait took in the task's completion order. */
+  | { outcome: 'completed'; output: unknown; outputUndefined: boolean; completionSeq: number }
+  | { outcome: 'failed'; error: Record<string, unknown>; completionSeq: number }
   /** `wakeInMs`: how long until the wake-up by the database's clock (the one the claim compares with). */
   | { outcome: 'waiting'; wakeAt: Date; wakeInMs: number }
   | { outcome: 'lost' };
-
-const TERMINAL = `('completed', 'failed', 'cancelled', 'rolled_back', 'partial_rollback')`;
 
 function timeLiteral(value: Date | null): string {
   return value ? `${textLiteral(value.toISOString())}::timestamptz` : 'NULL::timestamptz';
@@ -39,12 +40,10 @@ function evidence(wait: WaitToSettle, task: string, due: string): { ctes: string
   switch (wait.kind) {
     case 'signal':
       return {
-        // The oldest undelivered signal of the name, taken once.
+        // The oldest kept signal of the name, taken once.
         ctes: `taken AS (
-           UPDATE task_signals SET consumed_at = clock_timestamp(), consumed_by_step = ${textLiteral(wait.stepKey)}
-           WHERE id = (SELECT id FROM task_signals WHERE task_id = ${task} AND name = ${textLiteral(wait.signalName!)}
-                         AND consumed_at IS NULL ORDER BY id LIMIT 1)
-             AND EXISTS (SELECT 1 FROM owner)
+           UPDATE task_signals SET ${consumedBy(textLiteral(wait.stepKey))}
+           WHERE id = (${oldestKeptSignal(task, textLiteral(wait.signalName!))}) AND EXISTS (SELECT 1 FROM owner)
            RETURNING payload
          ),`,
         status: `CASE WHEN EXISTS (SELECT 1 FROM taken) THEN 'completed' WHEN ${due} THEN 'failed' ELSE 'waiting' END`,
@@ -104,32 +103,56 @@ export async function settleWait(executor: SqlExecutor, wait: WaitToSettle): Pro
        INSERT INTO step_runs (task_id, step_key, kind, status, input, output, error, wake_at, completion_seq, attempt, started_at, completed_at)
        SELECT ${task}, ${textLiteral(wait.stepKey)}, ${textLiteral(wait.kind)}, d.status,
               ${wait.inputJson === null ? 'NULL' : `${textLiteral(wait.inputJson)}::jsonb`}, d.output, d.error, ${wakeAt},
-              CASE WHEN d.status <> 'waiting' THEN ${countLiteral(wait.completionSeq)} END, 1, clock_timestamp(),
+              CASE WHEN d.status <> 'waiting' THEN ${waitCompletionSeq(task, countLiteral(wait.completionSeq))} END, 1, clock_timestamp(),
               CASE WHEN d.status = 'waiting' THEN NULL ELSE clock_timestamp() END
        FROM decided d
        ON CONFLICT (task_id, step_key) DO UPDATE
        SET status = EXCLUDED.status, output = EXCLUDED.output, error = EXCLUDED.error,
            completion_seq = EXCLUDED.completion_seq, completed_at = EXCLUDED.completed_at
        WHERE step_runs.status = 'waiting'
-       RETURNING id
+       RETURNING completion_seq
      ), suspended AS (
-       UPDATE agent_tasks
-       SET status = 'pending', scheduled_at = ${wait.wakeAt ? wakeAt : timeLiteral(NO_WAKE_UP)}, worker_id = NULL, claim_token = NULL,
-           heartbeat_at = NULL, updated_at = now()
+       UPDATE agent_tasks SET ${MOVE.suspend(wait.wakeAt ? wakeAt : timeLiteral(NO_WAKE_UP))}
        WHERE ${ownedBy(task, token)} AND (SELECT status FROM decided) = 'waiting'
        RETURNING scheduled_at
      )
      SELECT d.status, d.output, d.output IS NULL AS output_undefined, d.error,
             (SELECT scheduled_at FROM suspended) AS wake_at,
             (SELECT EXTRACT(EPOCH FROM scheduled_at - clock_timestamp()) * 1000 FROM suspended) AS wake_in_ms,
-            (SELECT count(*) FROM step) AS written
+            (SELECT completion_seq FROM step) AS completion_seq
      FROM decided d`,
   );
   if (!rows.length) return { outcome: 'lost' };
   const row = rows[0];
-  if (row.status === 'completed') return { outcome: 'completed', output: row.output, outputUndefined: row.output_undefined };
-  if (row.status === 'failed') return { outcome: 'failed', error: row.error };
+  if (row.status === 'completed') {
+    return { outcome: 'completed', output: row.output, outputUndefined: row.output_undefined, completionSeq: Number(row.completion_seq) };
+  }
+  if (row.status === 'failed') return { outcome: 'failed', error: row.error, completionSeq: Number(row.completion_seq) };
   const until: Date = row.wake_at ?? wait.wakeAt ?? NO_WAKE_UP;
   const wakeInMs = row.wake_in_ms === null ? until.getTime() - Date.now() : Number(row.wake_in_ms);
   return { outcome: 'waiting', wakeAt: until, wakeInMs };
+}
+
+/**
+ * A sleep whose end has passed, reached again by the run it suspended: its `waiting` row is
+ * completed in one statement, fenced on the claim (no signal or child to look at, so nothing to
+ * lock first). Null when the claim no longer owns the task or the row is not waiting; else the
+ * sleep's place in the task's completion order.
+ *
+ * Committed without waiting for its WAL flush, as the claim and a wait's settle are: losing it in
+ * a crash leaves the row `waiting` with its wake-up passed, so the replay completes the same sleep
+ * again (its end was fixed when it was first reached); every later synchronous commit of the run
+ * (a checkpoint, the completion) flushes the WAL past it. One round trip, simple protocol.
+ */
+export async function completeDueSleep(db: SqlExecutor, taskId: string, claimToken: string, stepKey: string, runSeq: number) {
+  const task = `${textLiteral(taskId)}::uuid`;
+  const { rows } = await db.query<{ completion_seq: number }>(
+    `/* duraflow_complete_sleep */ SELECT set_config('synchronous_commit', 'off', true);
+     UPDATE step_runs SET status = 'completed', completed_at = clock_timestamp(), completion_seq = ${waitCompletionSeq(task, countLiteral(runSeq))}
+     WHERE task_id = ${task} AND step_key = ${textLiteral(stepKey)} AND kind = 'sleep' AND status = 'waiting'
+       AND wake_at <= clock_timestamp()
+       AND EXISTS (${ownedTaskRow(task, `${textLiteral(claimToken)}::uuid`)})
+     RETURNING completion_seq`,
+  );
+  return rows.length ? Number(rows[0].completion_seq) : null;
 }

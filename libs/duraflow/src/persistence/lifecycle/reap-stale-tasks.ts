@@ -1,9 +1,10 @@
 import { TASK_FINISHED_CHANNEL, TASK_SUBMITTED_CHANNEL } from '../../domain/duraflow.constants';
 import { TaskStatus } from '../../domain/task-status';
-import type { LeaderFence } from '../leader-fence';
+import type { LeaderFence } from './leader-fence';
 import { deadLetterErrorSql } from '../dead-letter-error';
 import { SqlExecutor } from '../duraflow-database';
-import { leftToUndo, rollbackFinalStatus, taskDeadLettered } from '../rollback-rules';
+import { leftToUndo, rollbackFinalStatus, taskDeadLettered } from './rollback-rules';
+import { MOVE } from './task-lifecycle';
 
 /** What the reaper did with one stale task. */
 export interface ReapedTask {
@@ -40,26 +41,22 @@ const MAX_RETRIES_EXCEEDED = { code: `'MAX_RETRIES_EXCEEDED'`, name: `'MaxRetrie
  */
 export async function reapStaleTasks(db: SqlExecutor, staleAfterMs: number, fence?: LeaderFence): Promise<ReapedTask[]> {
   const { condition, values, name } = fenceCondition(fence);
-  const { rows } = await db.query(
-    `WITH leader AS (${condition}), stale AS (
-       SELECT t.id, t.retry_count, t.max_retries, t.rollback_reason,
-              EXISTS (
-                SELECT 1 FROM step_runs s WHERE s.task_id = t.id AND ${leftToUndo('s')}
-              ) AS undo_left,
-              ${taskDeadLettered('t.id')} AS dead_lettered
-       FROM agent_tasks t
-       WHERE EXISTS (SELECT 1 FROM leader)
-         AND t.status = 'running' AND t.heartbeat_at < now() - $1 * interval '1 millisecond'
-       FOR UPDATE OF t SKIP LOCKED
-     ), decided AS (
-       SELECT stale.*,
-              CASE WHEN COALESCE(retry_count, 0) < COALESCE(max_retries, 0) THEN 'requeue'
-                   WHEN rollback_reason IS NULL AND undo_left THEN 'rollback'
-                   WHEN rollback_reason IS NOT NULL AND undo_left THEN 'abandon'
-                   ELSE 'end' END AS action
-       FROM stale
-     ), abandoned AS (
-       INSERT INTO dead_letter_queue (task_id, step_id, error)
+  const { rows } = await db.query(reapSql(condition), [staleAfterMs, ...values], name);
+  return rows.map((row) => ({
+    id: row.id,
+    status: row.status,
+    retryCount: row.retry_count,
+    workflowName: row.workflow_name,
+    errorCode: row.error_code,
+    action: row.action,
+  }));
+}
+
+/** Back to pending: to run again (a retry counted), or to roll back. */
+const BACK_TO_PENDING = `d.action IN ('requeue', 'rollback')`;
+
+/** The dead letters of the compensations an abandoned rollback never ran. */
+const ABANDONED_DEAD_LETTERS = `INSERT INTO dead_letter_queue (task_id, step_id, error)
        SELECT s.task_id, s.id, ${deadLetterErrorSql(
          {
            ...MAX_RETRIES_EXCEEDED,
@@ -70,39 +67,54 @@ export async function reapStaleTasks(db: SqlExecutor, staleAfterMs: number, fenc
        )}
        FROM step_runs s JOIN decided ON decided.id = s.task_id AND decided.action = 'abandon'
        WHERE ${leftToUndo('s')}
-       ON CONFLICT (step_id) DO NOTHING
-     ), reaped AS (
-       UPDATE agent_tasks t
-       SET status = CASE
-             WHEN d.action IN ('requeue', 'rollback') THEN 'pending'
-             ELSE ${rollbackFinalStatus('t.rollback_reason', `(d.action = 'abandon' OR d.dead_lettered)`, 't.rollback_reason IS NOT NULL')} END,
+       ON CONFLICT (step_id) DO NOTHING`;
+
+/** The reap move of each decided task: its status, a retry counted, its rollback and error as the action says. */
+const REAPED = `UPDATE agent_tasks t
+       SET ${MOVE.reap(
+         `CASE WHEN ${BACK_TO_PENDING} THEN '${TaskStatus.PENDING}' ELSE ${rollbackFinalStatus(
+           't.rollback_reason',
+           `(d.action = 'abandon' OR d.dead_lettered)`,
+           't.rollback_reason IS NOT NULL',
+         )} END`,
+         `CASE WHEN ${BACK_TO_PENDING} THEN NULL ELSE now() END`,
+       )},
            retry_count = CASE WHEN d.action = 'requeue' THEN COALESCE(t.retry_count, 0) + 1 ELSE t.retry_count END,
            rollback_reason = CASE WHEN d.action = 'rollback' THEN 'failed' ELSE t.rollback_reason END,
            error = CASE WHEN d.action = 'requeue' OR t.rollback_reason IS NOT NULL THEN t.error ELSE jsonb_build_object(
              'code', ${MAX_RETRIES_EXCEEDED.code}, 'name', ${MAX_RETRIES_EXCEEDED.name},
              'message', 'The task''s worker stopped heartbeating ' || (COALESCE(t.retry_count, 0) + 1)
-                        || ' time(s); max_retries is ' || COALESCE(t.max_retries, 0) || '.') END,
-           completed_at = CASE WHEN d.action IN ('requeue', 'rollback') THEN NULL ELSE now() END,
-           worker_id = NULL, claim_token = NULL, heartbeat_at = NULL, updated_at = now()
+                        || ' time(s); max_retries is ' || COALESCE(t.max_retries, 0) || '.') END
        FROM decided d
        WHERE t.id = d.id
-       RETURNING t.id, t.status, t.retry_count, t.workflow_name, t.error ->> 'code' AS error_code, d.action
+       RETURNING t.id, t.status, t.retry_count, t.workflow_name, t.error ->> 'code' AS error_code, d.action`;
+
+/** The reaping pass, its `leader` CTE `fence` (one row while the fence holds). */
+function reapSql(fence: string): string {
+  return `WITH leader AS (${fence}), stale AS (
+       SELECT t.id, t.retry_count, t.max_retries, t.rollback_reason,
+              EXISTS (SELECT 1 FROM step_runs s WHERE s.task_id = t.id AND ${leftToUndo('s')}) AS undo_left,
+              ${taskDeadLettered('t.id')} AS dead_lettered
+       FROM agent_tasks t
+       WHERE EXISTS (SELECT 1 FROM leader)
+         AND t.status = '${TaskStatus.RUNNING}' AND t.heartbeat_at < now() - $1 * interval '1 millisecond'
+       FOR UPDATE OF t SKIP LOCKED
+     ), decided AS (
+       SELECT stale.*,
+              CASE WHEN COALESCE(retry_count, 0) < COALESCE(max_retries, 0) THEN 'requeue'
+                   WHEN rollback_reason IS NULL AND undo_left THEN 'rollback'
+                   WHEN rollback_reason IS NOT NULL AND undo_left THEN 'abandon'
+                   ELSE 'end' END AS action
+       FROM stale
+     ), abandoned AS (
+       ${ABANDONED_DEAD_LETTERS}
+     ), reaped AS (
+       ${REAPED}
      )
      SELECT id, status, retry_count, workflow_name, error_code, action,
-            pg_notify(CASE WHEN status = 'pending' THEN '${TASK_SUBMITTED_CHANNEL}' ELSE '${TASK_FINISHED_CHANNEL}' END,
-                      CASE WHEN status = 'pending' THEN workflow_name ELSE id::text END)
-     FROM reaped`,
-    [staleAfterMs, ...values],
-    name,
-  );
-  return rows.map((row) => ({
-    id: row.id,
-    status: row.status,
-    retryCount: row.retry_count,
-    workflowName: row.workflow_name,
-    errorCode: row.error_code,
-    action: row.action,
-  }));
+            pg_notify(CASE WHEN status = '${TaskStatus.PENDING}' THEN '${TASK_SUBMITTED_CHANNEL}' ELSE '${TASK_FINISHED_CHANNEL}' END,
+                      CASE WHEN status = '${TaskStatus.PENDING}' THEN workflow_name ELSE id::text END)
+     FROM reaped`;
 }
 
 /** The `leader` CTE: one row while the fence holds (values from $2 on), and the statement's prepared name. */

@@ -1,0 +1,117 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { ResolvedDuraflowOptions } from '../config/duraflow.options';
+import { runScopeStorage } from '../decorators/run-scope';
+import { RegisteredWorkflow, WorkflowRegistry } from '../discovery/workflow.registry';
+import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
+import { AgentTask } from '../domain/entities/agent-task.entity';
+import { TaskLease } from '../lease/task-lease';
+import { WakeUpTimer } from '../notifications/wake-up-timer';
+import { ClaimedTask } from '../persistence/lifecycle/claim-tasks';
+import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
+import { StepMemo, StepStore } from '../persistence/step.store';
+import { OutputLimits } from '../util/json';
+import { CheckpointBatcher } from './checkpoint-batcher';
+import { RunKernel } from './run-kernel';
+import { RunWaits } from './run-waits';
+import { StepAttempts, StepFailure } from './step-attempts';
+import { TaskFactory } from './task-factory';
+import { BuiltContext, buildWorkflowContext } from './workflow-context';
+
+/** Opens the live run of each claimed task: its recorded steps read, its kernel, steps, waits and context built. */
+@Injectable()
+export class LiveRuns {
+  constructor(
+    @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
+    private readonly registry: WorkflowRegistry,
+    private readonly steps: StepStore,
+    private readonly checkpoints: CheckpointBatcher,
+    private readonly transitions: TaskTransitions,
+    private readonly factory: TaskFactory,
+    private readonly wakeUps: WakeUpTimer,
+  ) {}
+
+  /** The run of a claimed task (its workflow at the task's version); a fresh task has no step to read. */
+  async open({ task, fresh, traceContext }: ClaimedTask, lease: TaskLease): Promise<LiveRun> {
+    const workflow = this.registry.get(task.workflowName, task.workflowVersion);
+    const memos = fresh ? new Map<string, StepMemo>() : await lease.retry(() => this.steps.loadStepMemos(task.id));
+    return new LiveRun(task, workflow, lease, memos, {
+      checkpoints: this.checkpoints,
+      outputLimits: this.outputLimits,
+      transitions: this.transitions,
+      factory: this.factory,
+      wakeUps: this.wakeUps,
+      traceContextJson: traceContext ? JSON.stringify(traceContext) : null,
+    });
+  }
+
+  /** What a step or a workflow may return (`maxOutputBytes`, `maxJsonDepth`). */
+  get outputLimits(): OutputLimits {
+    return { maxBytes: this.options.maxOutputBytes, maxDepth: this.options.maxJsonDepth };
+  }
+}
+
+interface LiveRunParts {
+  checkpoints: CheckpointBatcher;
+  outputLimits: OutputLimits;
+  transitions: TaskTransitions;
+  factory: TaskFactory;
+  wakeUps: WakeUpTimer;
+  traceContextJson: string | null;
+}
+
+/**
+ * One execution of a claimed task by this worker: the run kernel (run-kernel.ts) with the live
+ * effects (its steps' attempts and checkpoints, its waits settled in the database) behind the
+ * workflow's context. What the executor reads once the workflow returned or threw.
+ */
+export class LiveRun {
+  readonly kernel: RunKernel;
+  private readonly attempts: StepAttempts;
+  private readonly waits: RunWaits;
+  private readonly context: BuiltContext;
+
+  constructor(
+    task: AgentTask,
+    private readonly workflow: RegisteredWorkflow,
+    lease: TaskLease,
+    memos: Map<string, StepMemo>,
+    parts: LiveRunParts,
+  ) {
+    this.kernel = new RunKernel(
+      { taskId: task.id, workflowName: task.workflowName },
+      memos,
+      (key, patched) => this.attempts.writePatchMarker(key, patched),
+      () => lease.stoppedBecause,
+    );
+    this.attempts = new StepAttempts(workflow, lease, this.kernel, parts.checkpoints, parts.outputLimits);
+    this.waits = new RunWaits({ ...parts, lease, kernel: this.kernel });
+    this.context = buildWorkflowContext(
+      task,
+      this.kernel,
+      {
+        runStep: (key, fn, options, previous) => this.attempts.run(key, fn, options, previous),
+        sleep: (key, wakeAt, recorded, input) => this.waits.sleep(key, wakeAt, recorded, input),
+        waitForSignal: (key, name, deadline, timeoutMs) => this.waits.waitForSignal(key, name, deadline, timeoutMs),
+        startChild: (key, name, input, options) => this.waits.startChild(key, name, input, options),
+        runChild: (key, name, input, options, recorded) => this.waits.runChild(key, name, input, options, recorded),
+      },
+      lease.signal,
+    );
+    this.attempts.scope = this.context.scope;
+  }
+
+  /** Calls the workflow inside its run scope (where @Step methods find the run). */
+  call(): Promise<unknown> {
+    return runScopeStorage.run(this.context.scope, () => this.workflow.run(this.context.ctx));
+  }
+
+  /** A checkpoint or a wait could not be written (the database was unreachable): the run decides nothing. */
+  get persistenceFailure(): unknown {
+    return this.attempts.persistenceFailure ?? this.waits.persistenceFailure;
+  }
+
+  /** The step that failed for good, if one did. */
+  get lastFailure(): StepFailure | undefined {
+    return this.attempts.lastFailure;
+  }
+}

@@ -1,0 +1,117 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { ResolvedDuraflowOptions } from '../config/duraflow.options';
+import { RegisteredWorkflow, WorkflowRegistry } from '../discovery/workflow.registry';
+import { RESOLVED_DURAFLOW_OPTIONS, WORKFLOW_NAME_PATTERN } from '../domain/duraflow.constants';
+import { AgentTask } from '../domain/entities/agent-task.entity';
+import { InvalidWorkflowNameError } from '../domain/errors';
+import { childIdempotencyKey } from '../domain/reserved-keys';
+import { RunObserver } from '../observability/run-observer';
+import { SqlExecutor } from '../persistence/duraflow-database';
+import { CreatedTask, NewTask, NewTasks } from '../persistence/lifecycle/create-tasks';
+import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
+import { checkSubmitInput, checkSubmitManyOptions, checkSubmitOptions, CheckedSubmitOptions } from '../validation/call-options';
+import { concurrencyKeyOf } from '../validation/flow-limits';
+import { checkVersionOption } from '../validation/version-option';
+
+/** The options a task is created with, as a caller may pass them (checked by the factory). */
+export interface TaskOptions {
+  priority?: number;
+  scheduledAt?: Date | string;
+  maxRetries?: number;
+  idempotencyKey?: string;
+  /** The workflow version to start (one this process registers); default the newest. */
+  version?: number;
+}
+
+/** Whose task it is: a caller's submit (its trace continues in the run), a parent's child, or a schedule's tick. */
+export type TaskOrigin =
+  | { kind: 'submit' }
+  | { kind: 'child'; parentTaskId: string; parentStepKey: string; traceContextJson: string | null }
+  | { kind: 'schedule' };
+
+/**
+ * The one way a task is made: submit, submitMany, a run's child, a schedule's tick (and, in what
+ * comes, retries, forks and published events). Every value is checked before anything is
+ * written: the name, the version, the options, the input against the workflow's DTO and the
+ * module's limits, and the concurrency key of a limited workflow; the defaults are applied here
+ * (max retries: the call's, the workflow's, the module's). Creating is the lifecycle's create move.
+ */
+@Injectable()
+export class TaskFactory {
+  constructor(
+    @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
+    private readonly registry: WorkflowRegistry,
+    private readonly observer: RunObserver,
+    private readonly transitions: TaskTransitions,
+  ) {}
+
+  /**
+   * A task of workflow `name`, checked and ready to create; nothing written.
+   * @throws InvalidWorkflowNameError, UnknownWorkflowError, UnknownWorkflowVersionError, InvalidSubmitOptionsError,
+   *   InputValidationError, NotSerializableError, InputTooLargeError, InvalidConcurrencyKeyError
+   */
+  async prepare(name: string, input: unknown, options: TaskOptions = {}, origin: TaskOrigin = { kind: 'submit' }): Promise<NewTask> {
+    const workflow = this.workflow(name, origin.kind === 'submit' ? options?.version : undefined);
+    const checked = checkSubmitOptions(origin.kind === 'child' ? { ...(options ?? {}), idempotencyKey: undefined } : (options ?? {}));
+    const inputJson = await checkSubmitInput(workflow, input, this.options);
+    return {
+      ...this.common(workflow, checked, origin),
+      inputJson,
+      idempotencyKey: origin.kind === 'child' ? childIdempotencyKey(origin.parentTaskId, origin.parentStepKey) : checked.idempotencyKey,
+      concurrencyKey: this.concurrencyKey(name, inputJson),
+      parentTaskId: origin.kind === 'child' ? origin.parentTaskId : null,
+      parentStepKey: origin.kind === 'child' ? origin.parentStepKey : null,
+    };
+  }
+
+  /**
+   * Many tasks of workflow `name` (submitMany), each input checked as `prepare` checks it (an
+   * error names the index of the input); no idempotency key. Nothing written.
+   */
+  async prepareMany(name: string, inputs: unknown[], options: Omit<TaskOptions, 'idempotencyKey'> = {}): Promise<NewTasks> {
+    const workflow = this.workflow(name, options?.version);
+    const checked = checkSubmitManyOptions(inputs, options ?? {});
+    const inputsJson: string[] = [];
+    for (const [index, input] of inputs.entries()) inputsJson.push(await checkSubmitInput(workflow, input, this.options, index));
+    const limited = this.registry.get(name).flow;
+    return {
+      ...this.common(workflow, checked, { kind: 'submit' }),
+      inputsJson,
+      concurrencyKeys: limited ? inputsJson.map((json) => this.concurrencyKey(name, json)) : null,
+    };
+  }
+
+  /** The create move (the task holding its idempotency key when there is one), on `executor` when given (a caller's transaction). */
+  create(task: NewTask, executor?: SqlExecutor): Promise<CreatedTask> {
+    return this.transitions.create(task, executor);
+  }
+
+  /** The create move for many tasks of one workflow, in one statement. */
+  createMany(batch: NewTasks, executor?: SqlExecutor): Promise<AgentTask[]> {
+    return this.transitions.createMany(batch, executor);
+  }
+
+  private workflow(name: string, version: unknown): RegisteredWorkflow {
+    if (typeof name !== 'string' || !WORKFLOW_NAME_PATTERN.test(name)) throw new InvalidWorkflowNameError(name);
+    return this.registry.get(name, checkVersionOption(version));
+  }
+
+  /** What every task of the workflow gets from the checked options and its origin. */
+  private common(workflow: RegisteredWorkflow, checked: CheckedSubmitOptions, origin: TaskOrigin) {
+    return {
+      workflowName: workflow.name,
+      priority: checked.priority,
+      scheduledAt: checked.scheduledAt,
+      maxRetries: checked.maxRetries ?? workflow.maxRetries ?? this.options.maxRetries,
+      // A submit's run continues the caller's trace; a child's, its parent's; a tick starts none.
+      traceContextJson:
+        origin.kind === 'submit' ? this.observer.captureTraceContext() : origin.kind === 'child' ? origin.traceContextJson : null,
+      workflowVersion: workflow.declaredVersion ?? null,
+    };
+  }
+
+  /** Flow control's key: the claim applies the limits of the newest registered version (background/task-claimer.ts). */
+  private concurrencyKey(name: string, inputJson: string): string | null {
+    return concurrencyKeyOf(this.registry.get(name).flow, inputJson);
+  }
+}

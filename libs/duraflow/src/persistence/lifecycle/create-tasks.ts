@@ -1,0 +1,118 @@
+import { TASK_SUBMITTED_CHANNEL } from '../../domain/duraflow.constants';
+import { AgentTask } from '../../domain/entities/agent-task.entity';
+import { SqlExecutor } from '../duraflow-database';
+import { TASK_COLUMNS, toAgentTask } from '../row-mappers';
+
+/** A task to create, as the task factory (execution/task-factory.ts) prepared it: every value checked. */
+export interface NewTask {
+  workflowName: string;
+  /** Already serialized JSON. */
+  inputJson: string;
+  priority: number;
+  scheduledAt: Date | null;
+  maxRetries: number;
+  idempotencyKey: string | null;
+  /** The submitter's W3C trace context as JSON (OpenTelemetry), or null. */
+  traceContextJson: string | null;
+  /** The workflow's declared version; null for a workflow that declares none (version 1). */
+  workflowVersion: number | null;
+  /** Flow control's key: null for a workflow without limits. */
+  concurrencyKey: string | null;
+  /** A child's parent and the parent's step that started it; null for a task of its own. */
+  parentTaskId: string | null;
+  parentStepKey: string | null;
+}
+
+/** What creating a task found: the task, whether this call created it, and whether an existing one has the same input. */
+export interface CreatedTask {
+  task: AgentTask;
+  created: boolean;
+  sameInput: boolean;
+}
+
+/**
+ * The create move: one INSERT, or nothing when a task already holds the idempotency key (the
+ * unique partial index arbitrates concurrent creates: a second one waits for the first to
+ * commit). The NOTIFY is sent by PostgreSQL on commit, so a worker never wakes for a rolled-back
+ * task, and only for a task runnable now.
+ */
+const INSERT_TASK = `WITH inserted AS (
+     INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, idempotency_key, trace_context, workflow_version,
+                              concurrency_key, parent_task_id, parent_step_key)
+     VALUES ($1, $2::jsonb, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11)
+     ON CONFLICT (workflow_name, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+     RETURNING ${TASK_COLUMNS}
+   )
+   SELECT inserted.*,
+          CASE WHEN scheduled_at IS NULL OR scheduled_at <= now() THEN pg_notify('${TASK_SUBMITTED_CHANNEL}', workflow_name) END AS notified
+   FROM inserted`;
+
+/** The task holding an idempotency key, and whether its input is the same as jsonb (key order and number spelling aside). */
+const FIND_BY_IDEMPOTENCY_KEY = `SELECT ${TASK_COLUMNS}, input = $3::jsonb AS same_input
+   FROM agent_tasks WHERE workflow_name = $1 AND idempotency_key = $2`;
+
+/**
+ * Creates a task on `executor` (the pool, the caller's transaction, or a transaction of the
+ * library's), or finds the one that already holds its idempotency key.
+ */
+export async function createTask(executor: SqlExecutor, task: NewTask): Promise<CreatedTask> {
+  const values = [
+    task.workflowName,
+    task.inputJson,
+    task.priority,
+    task.scheduledAt,
+    task.maxRetries,
+    task.idempotencyKey,
+    task.traceContextJson,
+    task.workflowVersion,
+    task.concurrencyKey,
+    task.parentTaskId,
+    task.parentStepKey,
+  ];
+  // A task that held the key and was deleted between the two statements: insert again.
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const inserted = await executor.query(INSERT_TASK, values, 'duraflow_insert_task');
+    if (inserted.rows.length) return { task: toAgentTask(inserted.rows[0]), created: true, sameInput: true };
+    const existing = await executor.query(FIND_BY_IDEMPOTENCY_KEY, [task.workflowName, task.idempotencyKey, task.inputJson]);
+    if (existing.rows.length) {
+      return { task: toAgentTask(existing.rows[0]), created: false, sameInput: existing.rows[0].same_input === true };
+    }
+  }
+  throw new Error(`Could not insert or find the task with idempotency key "${task.idempotencyKey}"; try again.`);
+}
+
+/** Many tasks of one workflow, all with the same options and no idempotency key (submitMany). */
+export interface NewTasks extends Omit<NewTask, 'inputJson' | 'concurrencyKey' | 'idempotencyKey' | 'parentTaskId' | 'parentStepKey'> {
+  inputsJson: string[];
+  /** One per input (flow control's key), or none for a workflow without limits. */
+  concurrencyKeys: Array<string | null> | null;
+}
+
+/**
+ * Creates many tasks of one workflow in one statement, with one NOTIFY for all of them (a
+ * NOTIFY serializes commits across the server, so one per batch rather than one per task).
+ */
+export async function createTasks(executor: SqlExecutor, batch: NewTasks): Promise<AgentTask[]> {
+  const { rows } = await executor.query(
+    `WITH inserted AS (
+       INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, trace_context, workflow_version, concurrency_key)
+       SELECT $1, input, $3, $4, $5, $6::jsonb, $7, ($8::varchar[])[n] FROM unnest($2::jsonb[]) WITH ORDINALITY AS i(input, n) ORDER BY n
+       RETURNING ${TASK_COLUMNS}
+     ), notified AS (
+       SELECT pg_notify('${TASK_SUBMITTED_CHANNEL}', $1) WHERE $4::timestamptz IS NULL OR $4::timestamptz <= now()
+     )
+     SELECT inserted.* FROM inserted, (SELECT count(*) FROM notified) AS sent`,
+    [
+      batch.workflowName,
+      batch.inputsJson,
+      batch.priority,
+      batch.scheduledAt,
+      batch.maxRetries,
+      batch.traceContextJson,
+      batch.workflowVersion,
+      batch.concurrencyKeys ?? [],
+    ],
+    'duraflow_insert_tasks',
+  );
+  return rows.map(toAgentTask);
+}

@@ -1,0 +1,116 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { ResolvedDuraflowOptions } from '../../config/duraflow.options';
+import { RESOLVED_DURAFLOW_OPTIONS, UUID_PATTERN } from '../../domain/duraflow.constants';
+import { AgentTask } from '../../domain/entities/agent-task.entity';
+import { StepRun } from '../../domain/entities/step-run.entity';
+import { InvalidListOptionsError } from '../../domain/errors';
+import { TaskStatus } from '../../domain/task-status';
+import { StepSummary, StepSummaryOptions, TaskCountFilter, TaskCounts, TaskProgress } from '../../domain/task-summaries';
+import { decodeCursor, keysetPage, listLimit } from '../../persistence/cursor';
+import { DuraflowDatabase } from '../../persistence/duraflow-database';
+import { SignalStore, TaskSignal } from '../../persistence/signal.store';
+import { readTaskProgress } from '../../persistence/sql/read-task-progress';
+import { StepStore } from '../../persistence/step.store';
+import { TaskStore } from '../../persistence/task.store';
+import { checkPreviewChars, createdRange } from '../../validation/call-options';
+
+export interface ListTasksOptions {
+  status?: TaskStatus | `${TaskStatus}`;
+  workflowName?: string;
+  /** Only tasks created at or after this time (a Date or an ISO-8601 string). */
+  createdAfter?: Date | string;
+  /** Only tasks created before this time. */
+  createdBefore?: Date | string;
+  /**
+   * true: only tasks the determinism guard holds (pending, `heldAt` set); false: only tasks it
+   * does not hold. Default: both.
+   */
+  held?: boolean;
+  /** 1..1000, default 50. */
+  limit?: number;
+  /** `nextCursor` of the previous page. */
+  cursor?: string;
+}
+
+export interface TaskPage {
+  items: AgentTask[];
+  /** Pass to `list` for the next (older) page; null on the last page. */
+  nextCursor: string | null;
+}
+
+/** An id that no task can have (not a UUID): a read answers "none" without asking the database. */
+function isTaskId(id: unknown): id is string {
+  return typeof id === 'string' && UUID_PATTERN.test(id);
+}
+
+/** WorkflowService's reads: a task, its steps, signals and children, pages and counts of tasks. */
+@Injectable()
+export class TaskReader {
+  constructor(
+    @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
+    private readonly db: DuraflowDatabase,
+    private readonly tasks: TaskStore,
+    private readonly steps: StepStore,
+    private readonly signals: SignalStore,
+  ) {}
+
+  async get(id: string): Promise<AgentTask | null> {
+    return isTaskId(id) ? this.tasks.findTask(id) : null;
+  }
+
+  async getSteps(id: string): Promise<StepRun[]> {
+    return isTaskId(id) ? this.steps.listSteps(id) : [];
+  }
+
+  async getStep(id: string, stepKey: string): Promise<StepRun | null> {
+    return isTaskId(id) && typeof stepKey === 'string' ? this.steps.findStep(id, stepKey) : null;
+  }
+
+  async getStepSummaries(id: string, options: StepSummaryOptions = {}): Promise<StepSummary[]> {
+    const previewChars = checkPreviewChars(options.previewChars);
+    return isTaskId(id) ? this.steps.listStepSummaries(id, previewChars) : [];
+  }
+
+  async getProgress(id: string): Promise<TaskProgress | null> {
+    return isTaskId(id) ? readTaskProgress(this.db, id) : null;
+  }
+
+  async getSignals(id: string): Promise<TaskSignal[]> {
+    return isTaskId(id) ? this.signals.listSignals(id) : [];
+  }
+
+  async getChildren(id: string): Promise<AgentTask[]> {
+    return isTaskId(id) ? this.tasks.listChildren(id) : [];
+  }
+
+  async list(options: ListTasksOptions = {}): Promise<TaskPage> {
+    const limit = listLimit(options.limit);
+    if (options.status !== undefined && !Object.values(TaskStatus).includes(options.status as TaskStatus)) {
+      throw new InvalidListOptionsError('status', `must be one of ${Object.values(TaskStatus).join(', ')}.`);
+    }
+    if (options.held !== undefined && typeof options.held !== 'boolean') {
+      throw new InvalidListOptionsError('held', 'must be true (only held tasks), false (none held) or left out.');
+    }
+    const page = await this.tasks.listTasks({
+      status: options.status,
+      workflowName: options.workflowName,
+      ...createdRange(options),
+      held: options.held,
+      limit,
+      maxBytes: this.options.maxListPageBytes,
+      after: options.cursor ? decodeCursor(options.cursor) : undefined,
+    });
+    return keysetPage(page, (row) => row.task);
+  }
+
+  async countByStatus(filter: TaskCountFilter = {}): Promise<TaskCounts> {
+    const found = await this.tasks.countTasksByStatus({ workflowName: filter.workflowName, ...createdRange(filter) });
+    const counts = {} as TaskCounts;
+    for (const status of Object.values(TaskStatus)) counts[status] = found.get(status) ?? 0;
+    return counts;
+  }
+
+  async countHeld(filter: TaskCountFilter = {}): Promise<number> {
+    return this.tasks.countHeldTasks({ workflowName: filter.workflowName, ...createdRange(filter) });
+  }
+}

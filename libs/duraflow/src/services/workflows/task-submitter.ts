@@ -1,0 +1,56 @@
+import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { AgentTask } from '../../domain/entities/agent-task.entity';
+import { IdempotencyKeyConflictError } from '../../domain/errors';
+import { TaskFactory } from '../../execution/task-factory';
+import { DuraflowDatabase } from '../../persistence/duraflow-database';
+
+export interface SubmitOptions {
+  /** Higher runs first. Default 0. */
+  priority?: number;
+  /** Not claimed before this time. */
+  scheduledAt?: Date | string;
+  /** Recoveries after a worker died before the task fails. Default: the workflow's, else the module's (3). */
+  maxRetries?: number;
+  /**
+   * Submitting again with the same key (for the same workflow) and the same input returns the
+   * first task and creates nothing; with another input it throws IdempotencyKeyConflictError.
+   */
+  idempotencyKey?: string;
+  /** Create the task in the caller's transaction: it exists (and is claimable) only if that commits. */
+  manager?: EntityManager;
+  /**
+   * The workflow version to start (one this process registers); default: the newest registered.
+   * An unknown version throws UnknownWorkflowVersionError and writes nothing.
+   */
+  version?: number;
+}
+
+/** What `submitWithResult` resolves with. */
+export interface SubmitResult {
+  task: AgentTask;
+  /** False when an earlier submit with the same idempotency key (and input) created the task. */
+  created: boolean;
+}
+
+/** WorkflowService's submits: the task factory's checked task, created on the pool or in the caller's transaction. */
+@Injectable()
+export class TaskSubmitter {
+  constructor(
+    private readonly factory: TaskFactory,
+    private readonly db: DuraflowDatabase,
+  ) {}
+
+  async submit(name: string, input: unknown, options: SubmitOptions = {}, manager?: EntityManager): Promise<SubmitResult> {
+    const task = await this.factory.prepare(name, input, options ?? {});
+    const { task: stored, created, sameInput } = await this.factory.create(task, this.db.forManager(manager ?? options?.manager));
+    if (!sameInput) throw new IdempotencyKeyConflictError(name, task.idempotencyKey!, stored.id);
+    return { task: stored, created };
+  }
+
+  async submitMany(name: string, inputs: unknown[], options: Omit<SubmitOptions, 'idempotencyKey'> = {}): Promise<AgentTask[]> {
+    const batch = await this.factory.prepareMany(name, inputs, options ?? {});
+    if (!batch.inputsJson.length) return [];
+    return this.factory.createMany(batch, this.db.forManager(options?.manager));
+  }
+}
