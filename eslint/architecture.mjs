@@ -150,4 +150,34 @@ const noCycle = {
   },
 };
 
-export default { rules: { layers, 'no-cycle': noCycle } };
+/** SQL that writes a task row: a move of its lifecycle. */
+const TASK_WRITE = /\b(UPDATE|INSERT\s+INTO|DELETE\s+FROM)\s+agent_tasks\b/i;
+
+const taskLifecycle = {
+  meta: {
+    type: 'problem',
+    docs: { description: 'Only the task lifecycle module writes agent_tasks: every status change is one of its named moves.' },
+    schema: [{ type: 'object', properties: { owner: { type: 'string' } }, required: ['owner'], additionalProperties: false }],
+    messages: {
+      outside:
+        'This SQL writes agent_tasks outside {{owner}}: a task changes only through a move of its lifecycle. Add or extend a move there (task-lifecycle.ts, TaskTransitions) and call it.',
+    },
+  },
+  create(context) {
+    const owner = path.resolve(context.cwd, context.options[0].owner);
+    if (context.filename.startsWith(owner + path.sep)) return {};
+    const check = (node, text) => {
+      if (TASK_WRITE.test(text)) context.report({ node, messageId: 'outside', data: { owner: context.options[0].owner } });
+    };
+    return {
+      Literal(node) {
+        if (typeof node.value === 'string') check(node, node.value);
+      },
+      TemplateLiteral(node) {
+        check(node, node.quasis.map((quasi) => quasi.value.cooked ?? quasi.value.raw).join(' '));
+      },
+    };
+  },
+};
+
+export default { rules: { layers, 'no-cycle': noCycle, 'task-lifecycle': taskLifecycle } };

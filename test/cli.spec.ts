@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { TestingModule } from '@nestjs/testing';
-import { RedisLeaderElection, ReaperService, workflow } from '@duraflow/nestjs';
+import { ReaperService, workflow } from '@duraflow/nestjs';
+import { RedisLeaderElection } from '@duraflow/nestjs/leader';
 import { CLI_TIMEOUT_MS, CliRun, duraflowCli as duraflow } from './support/duraflow-cli';
 import { eventually } from './support/waiting';
 import { databaseUrl, TestDatabase } from './support/database';

@@ -141,11 +141,16 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
         }
       }
       expect([...undeclared]).toEqual([]);
+      const subpaths = Object.entries(manifest.exports as Record<string, string | { types: string; default: string }>).filter(
+        (entry): entry is [string, { types: string; default: string }] => typeof entry[1] === 'object',
+      );
+      expect(subpaths.map(([subpath]) => subpath)).toEqual(['.', './dashboard', './replay']);
+      const typesVersions = Object.values(manifest.typesVersions['*'] as Record<string, string[]>).flat();
       for (const target of [
         manifest.main,
         manifest.types,
-        manifest.exports['.'].types,
-        manifest.exports['.'].default,
+        ...subpaths.flatMap(([, entry]) => [entry.types, entry.default]),
+        ...typesVersions,
         manifest.bin.duraflow,
       ]) {
         expect(packed.files).toContain(target.replace(/^\.\//, ''));
@@ -304,7 +309,8 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
    * stops it through Nest's shutdown hooks.
    */
   async function expectOrderFulfilled(app: PreparedHostApp, db: TestDatabase): Promise<void> {
-    const host = new HostAppProcess(app.dir, { DATABASE_URL: db.url });
+    const operatorKey = randomBytes(12).toString('hex');
+    const host = new HostAppProcess(app.dir, { DATABASE_URL: db.url, OPERATOR_KEY: operatorKey });
     let completedAt: number | undefined;
     try {
       const url = await host.ready;
@@ -331,6 +337,11 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
         order: { id: orderId, sku: 'DF-1', quantity: 2, status: 'shipped', taskId },
         task: { id: taskId, status: 'completed', output: { reservationId: `reservation-${orderId}` }, error: null },
       });
+      // The dashboard, mounted from the package's subpath, behind the host's guard.
+      expect((await fetch(`${url}/duraflow/tasks/${taskId}`)).status).toBe(401);
+      const page = await fetch(`${url}/duraflow/tasks/${taskId}`, { headers: { 'x-operator-key': operatorKey } });
+      expect(page.status).toBe(200);
+      expect(await page.text()).toContain(taskId);
       const { rows } = await db.client.query('SELECT name FROM migrations ORDER BY timestamp');
       expect(rows.map((row) => row.name)).toEqual([...DURAFLOW_MIGRATION_NAMES, 'CreateOrders1710000000000']);
       // The boot check has had its second: the host enabled shutdown hooks, so it stayed quiet.

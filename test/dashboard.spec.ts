@@ -1,11 +1,5 @@
-import {
-  AgentTask,
-  InvalidDashboardOptionsError,
-  resolveDashboardOptions,
-  SagaService,
-  TaskStatus,
-  WorkflowService,
-} from '@duraflow/nestjs';
+import { AgentTask, InvalidDashboardOptionsError, SagaService, TaskStatus, WorkflowService } from '@duraflow/nestjs';
+import { resolveDashboardOptions } from '@duraflow/nestjs/dashboard';
 import { crashedRunOnReorderedCode, ODD_STEP_KEY, OPERATOR_HEADERS, startDashboardApp } from './fixtures/dashboard/dashboard-app';
 import { deployed, resetDeployed } from './fixtures/deploys/deployed-code';
 import { TestHttpApp, useTestBed } from './support/test-bed';

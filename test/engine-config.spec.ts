@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
-import { DURAFLOW_MODULE_OPTIONS, DuraflowModuleOptions } from '@duraflow/nestjs';
+import { DuraflowModuleOptions } from '@duraflow/nestjs';
+import { DURAFLOW_MODULE_OPTIONS } from '@duraflow/nestjs/config/duraflow.module-definition';
 import { EngineConfigError, loadEngineConfig } from '../src/config/engine.config';
 import { http, startTestEngine } from './fixtures/engine/engine-app';
 import { EngineProcess } from './fixtures/engine/engine-process';

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { SchedulerRegistry } from '@nestjs/schedule';
-import { DURAFLOW_MODULE_OPTIONS, DuraflowModuleOptions, REAPER_INTERVAL_NAME, WorkerService } from '@duraflow/nestjs';
+import { DuraflowModuleOptions, REAPER_INTERVAL_NAME, WorkerService } from '@duraflow/nestjs';
+import { DURAFLOW_MODULE_OPTIONS } from '@duraflow/nestjs/config/duraflow.module-definition';
 import { RedisServer, SHARED_REDIS_URL } from './support/redis-server';
 import { http, startTestEngine } from './fixtures/engine/engine-app';
 import { useTestBed } from './support/test-bed';

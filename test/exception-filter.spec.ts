@@ -4,17 +4,8 @@ import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-hos
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import { IsInt, IsString, Min } from 'class-validator';
 import { firstValueFrom, isObservable, Observable } from 'rxjs';
-import {
-  DuraflowError,
-  DuraflowExceptionFilter,
-  duraflowErrorStatus,
-  DuraflowModule,
-  GrpcStatusCode,
-  SagaService,
-  TaskNotFoundError,
-  workflow,
-  WorkflowService,
-} from '@duraflow/nestjs';
+import { DuraflowError, DuraflowExceptionFilter, duraflowErrorStatus, DuraflowModule, SagaService, TaskNotFoundError, workflow, WorkflowService } from '@duraflow/nestjs';
+import { GrpcStatusCode } from '@duraflow/nestjs/domain/errors/error-status';
 import { useTestBed } from './support/test-bed';
 
 class OrderInput {

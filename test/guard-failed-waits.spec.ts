@@ -1,4 +1,5 @@
-import { ChildWorkflowFailedError, replayCheck, SignalTimeoutError, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
+import { ChildWorkflowFailedError, SignalTimeoutError, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
+import { replayCheck } from '@duraflow/nestjs/replay';
 import { useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
 

@@ -1,5 +1,5 @@
 import { InvalidDuraflowOptionsError, TaskStatus, WorkerService, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
-import { resolveDuraflowOptions } from '../libs/duraflow/src/config/duraflow.options';
+import { resolveDuraflowOptions } from '../libs/duraflow/src/config/resolved-options';
 import { TaskTransitions } from '../libs/duraflow/src/persistence/lifecycle/task-transitions';
 import { useTestBed } from './support/test-bed';
 import { eventually, sleep } from './support/waiting';

@@ -1,13 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import {
-  InvalidDuraflowOptionsError,
-  resolveDuraflowOptions,
-  SagaService,
-  TaskStatus,
-  workflow,
-  WorkflowContext,
-  WorkflowService,
-} from '@duraflow/nestjs';
+import { InvalidDuraflowOptionsError, SagaService, TaskStatus, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
+import { resolveDuraflowOptions } from '@duraflow/nestjs/config/resolved-options';
 import { useTestBed } from './support/test-bed';
 
 /*

@@ -1,7 +1,8 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { exportRecordedRuns, ReplayCheckInputError, replayCheck } from '@duraflow/nestjs';
+import { ReplayCheckInputError } from '@duraflow/nestjs';
+import { exportRecordedRuns, replayCheck } from '@duraflow/nestjs/replay';
 import { writeFile } from 'node:fs/promises';
 import { insertCrashedRun } from './fixtures/deploys/crashed-runs';
 import { deployed, guardedWorkflow, resetDeployed } from './fixtures/deploys/deployed-code';

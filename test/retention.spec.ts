@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TestingModule } from '@nestjs/testing';
 import { DuraflowModuleOptions, InvalidDuraflowOptionsError, ReaperService } from '@duraflow/nestjs';
-import { resolveDuraflowOptions } from '../libs/duraflow/src/config/duraflow.options';
+import { resolveDuraflowOptions } from '../libs/duraflow/src/config/resolved-options';
 import { useTestBed } from './support/test-bed';
 import { eventually, sleep } from './support/waiting';
 

@@ -1,4 +1,5 @@
-import { CompensationTimeoutError, TaskStatus, WorkerService, WorkflowRegistry } from '@duraflow/nestjs';
+import { CompensationTimeoutError, TaskStatus, WorkerService } from '@duraflow/nestjs';
+import { WorkflowRegistry } from '@duraflow/nestjs/discovery/workflow.registry';
 import { scenario, VendorError } from './fixtures/saga/scenario';
 import { FAST_BACKOFF, functionalUndoName, KEEPSAKES, TRIP } from './fixtures/saga/workflows';
 import { FIND_COMPENSABLE_STEPS, FIND_FAILED_COMPENSATIONS, forTask, SEED_TEXT } from './fixtures/schema/seed-queries';

@@ -1,7 +1,7 @@
 import { TestingModule } from '@nestjs/testing';
 import { Pool } from 'pg';
 import { InvalidDuraflowOptionsError, TaskStatus, WorkerService, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
-import { resolveDuraflowOptions } from '../libs/duraflow/src/config/duraflow.options';
+import { resolveDuraflowOptions } from '../libs/duraflow/src/config/resolved-options';
 import { TaskTransitions } from '../libs/duraflow/src/persistence/lifecycle/task-transitions';
 import { StepBarrier } from './fixtures/steps/barrier';
 import { useTestBed } from './support/test-bed';

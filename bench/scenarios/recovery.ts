@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { resolveDuraflowOptions } from '@duraflow/nestjs';
+import { resolveDuraflowOptions } from '@duraflow/nestjs/config/resolved-options';
 import { SHORT_INTERVALS } from '../config';
 import { BenchContext, rawSection } from '../context';
 import { BenchDuraflowOptions } from '../protocol';

@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
-import { DURAFLOW_DEFAULTS, DuraflowPooler, ResolvedRetention, defaultLeaseConfirmAfterMs } from '@duraflow/nestjs';
+import { DURAFLOW_DEFAULTS, DuraflowPooler, DuraflowRetentionOptions, defaultLeaseConfirmAfterMs } from '@duraflow/nestjs';
 import { redactPassword } from './redact-password';
 
 /** The engine's settings, read once from the environment; a bad value stops the start. */
@@ -49,7 +49,7 @@ export interface EngineConfig {
   /** A direct connection past the pooler for LISTEN and the sessions that hold state (`listenUrl`). */
   listenUrl: string | undefined;
   /** The library's `retention`: ms kept after finishing per final status (undefined: forever), batch size, interval. */
-  retention: ResolvedRetention;
+  retention: DuraflowRetentionOptions & { batchSize: number; intervalMs: number };
 }
 
 export class EngineConfigError extends Error {

@@ -1,5 +1,5 @@
 import { ArgumentMetadata, ValidationError, ValidationPipe } from '@nestjs/common';
-import { DEFAULT_MAX_JSON_DEPTH, InputViolation, jsonPathDeeperThan } from '@duraflow/nestjs';
+import { DURAFLOW_DEFAULTS, InputViolation, jsonPathDeeperThan } from '@duraflow/nestjs';
 import { InvalidRequestError } from '../api/request.errors';
 
 /**
@@ -7,7 +7,7 @@ import { InvalidRequestError } from '../api/request.errors';
  * (one level down in the body) as deep as the library accepts it. Thousands of levels would
  * overflow the stack in class-transformer, a 500 instead of a 400.
  */
-const MAX_REQUEST_DEPTH = DEFAULT_MAX_JSON_DEPTH + 1;
+const MAX_REQUEST_DEPTH = DURAFLOW_DEFAULTS.maxJsonDepth + 1;
 
 /** Refuses a value nested too deep before anything recurses into it. */
 class DuraflowValidationPipe extends ValidationPipe {

@@ -3,6 +3,8 @@ import { ConfigModule, ConfigService } from '@nestjs/config';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DURAFLOW_ENTITIES, DURAFLOW_MIGRATIONS, DuraflowModule } from '@duraflow/nestjs';
+import { DuraflowDashboardModule } from '@duraflow/nestjs/dashboard';
+import { OperatorKeyGuard } from './operator-key.guard.js';
 import { CreateOrders1710000000000 } from './orders/create-orders.migration.js';
 import { FulfilOrderWorkflow } from './orders/fulfil-order.workflow.js';
 import { Order } from './orders/order.entity.js';
@@ -37,6 +39,8 @@ import { WarehouseService } from './orders/warehouse.service.js';
         };
       },
     }),
+    // The operator's view at /duraflow, behind the app's own guard.
+    DuraflowDashboardModule.forRoot({ path: '/duraflow', guards: [OperatorKeyGuard] }),
   ],
   controllers: [OrdersController],
   providers: [WarehouseService, FulfilOrderWorkflow],

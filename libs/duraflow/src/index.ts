@@ -1,66 +1,86 @@
+// The public API of @duraflow/nestjs. What an application needs to define, run, operate and
+// observe workflows; optional parts have subpaths of their own: `@duraflow/nestjs/dashboard` (the
+// dashboard's options and helpers) and `@duraflow/nestjs/replay` (the replay check as a function).
+
+// The module and its options.
 export { DuraflowModule } from './duraflow.module';
-export { DURAFLOW_MODULE_OPTIONS } from './config/duraflow.module-definition';
-export * from './config/duraflow.options';
 export {
-  DEFAULT_LIST_LIMIT,
-  DEFAULT_MAX_JSON_DEPTH,
-  MAX_IDEMPOTENCY_KEY_LENGTH,
-  MAX_JSON_DEPTH,
-  MAX_LIST_LIMIT,
-  SIGNAL_NAME_PATTERN,
-  UUID_PATTERN,
-  WORKFLOW_NAME_PATTERN,
-} from './domain/duraflow.constants';
-export { jsonPathDeeperThan } from './util/json';
-export { Workflow, Step, Compensate, WorkflowMetadata, StepMetadata } from './decorators';
+  DuraflowModuleOptions,
+  DuraflowWorkerOptions,
+  DuraflowBackpressureOptions,
+  DuraflowReaperOptions,
+  DuraflowRedisOptions,
+  DuraflowRetentionOptions,
+  DuraflowPooler,
+  DURAFLOW_DEFAULTS,
+  defaultLeaseConfirmAfterMs,
+} from './config/duraflow.options';
+export { DuraflowMetricsOptions, DuraflowMetricsRegistry, DEFAULT_METRICS_PREFIX } from './config/metrics.options';
+
+// Defining workflows.
+export { Workflow, Step, Compensate } from './decorators';
 export { workflow } from './decorators/workflow';
 export { currentStepContext } from './decorators/run-scope';
-export { isTransientDatabaseError } from './persistence/transient-error';
 export {
-  WorkflowService,
-  SubmitOptions,
-  SubmitResult,
-  ListTasksOptions,
-  TaskPage,
-  WaitForOptions,
-  CancelOptions,
-  SignalReceipt,
-} from './services/workflow.service';
-export { WorkerService, WorkerStats, WorkerState } from './services/worker.service';
-export { ReaperService, ReapResult, REAPER_INTERVAL_NAME } from './services/reaper.service';
-export * from './leader';
+  WorkflowContext,
+  StepContext,
+  StepOptions,
+  BackoffOptions,
+  SignalWaitOptions,
+  ChildWorkflowOptions,
+} from './domain/workflow-context';
+export {
+  WorkflowOptions,
+  FunctionalWorkflowDefinition,
+  FunctionalWorkflowOptions,
+  CompensationFn,
+  CompensationContext,
+  UnknownInputProperties,
+} from './domain/workflow-definition';
+export { FlowControlOptions, RateLimitOptions, FlowLimitStats } from './domain/flow-control';
+export { ScheduleDefinition, WorkflowScheduleOptions, ScheduleInfo } from './domain/schedule-options';
+
+// What an application injects, and what its methods take and give.
+export { WorkflowService } from './services/workflow.service';
+export { SubmitOptions, SubmitResult } from './services/workflows/task-submitter';
+export { ListTasksOptions, TaskPage } from './services/workflows/task-reader';
+export { CancelOptions, SignalReceipt } from './services/workflows/task-control';
+export { WaitForOptions } from './services/workflows/task-waiter';
+export { WorkerService } from './services/worker.service';
+export { WorkerStats, WorkerState } from './domain/worker-stats';
+export { ReaperService } from './services/reaper.service';
+export { ReapResult } from './domain/reap-result';
+export { RetentionStats, RetentionCounts } from './domain/retention-stats';
 export { SagaService, ListDeadLettersOptions, DeadLetterPage, DeadLetterRetryResult } from './services/saga.service';
-export { WorkflowRegistry, RegisteredWorkflow, RegisteredCompensation } from './discovery/workflow.registry';
-export * from './domain/entities';
-export * from './domain/errors';
-export * from './http';
+export { TaskSignal } from './persistence/signal.store';
+
+// A task, its steps and its dead letters, as stored and as read.
 export { TaskStatus, TERMINAL_STATUSES, isTerminalStatus } from './domain/task-status';
-export * from './domain/workflow-context';
-export * from './domain/workflow-definition';
+export { AgentTask, TaskError, StepRun, DeadLetter, DURAFLOW_ENTITIES } from './domain/entities';
+export { JsonPreview, StepSummary, StepSummaryOptions, TaskCountFilter, TaskCounts, TaskProgress } from './domain/task-summaries';
 export { DURAFLOW_MIGRATIONS } from './migrations';
 export { runDuraflowMigrations } from './migrations/run-migrations';
-export * from './domain/task-summaries';
-export * from './dashboard';
+
+// Errors (each with a stable `code`), and what they mean to an API.
+export * from './domain/errors';
+export { DuraflowExceptionFilter, DuraflowErrorResponse, duraflowErrorResponse } from './http/duraflow-exception.filter';
+export { duraflowErrorStatus, DuraflowErrorStatus } from './domain/errors/error-status';
+export { isTransientDatabaseError } from './persistence/transient-error';
+
+// The operator's view.
+export { DuraflowDashboardModule, DuraflowDashboardOptions } from './dashboard';
 export { DuraflowMetrics } from './observability/metrics';
-export { DuraflowMetricsOptions, DuraflowMetricsRegistry, DEFAULT_METRICS_PREFIX } from './config/metrics.options';
-export { DuraflowLogFields, DuraflowLogRecord } from './observability/duraflow-logger';
+export { DuraflowLogRecord } from './observability/duraflow-logger';
 export { DURAFLOW_TRACER_NAME } from './observability/tracer-name';
-export { replayCheck, exportRecordedRuns, ReplayCheckOptions, ReplayCheckReport, ReplayRunResult } from './replay/replay-check';
-export { ReplayOutcome } from './replay/replay-run';
-export { RecordedRun, RecordedStep, RecordedRunsFile } from './replay/recorded-run';
-export { RecordedRunsQuery } from './replay/read-recorded-runs';
-export { ReplayWorkflowSource } from './replay/replay-workflows';
-export { ClaimableWorkflow } from './discovery/workflow.registry';
+
+// The limits the library checks, for APIs that check them first.
 export {
-  ScheduleCatchUp,
-  ScheduleDefinition,
-  ScheduleInfo,
-  WorkflowScheduleOptions,
-  DEFAULT_MAX_CATCH_UP,
-  MAX_CATCH_UP,
-  SCHEDULE_NAME_PATTERN,
-} from './domain/schedule-options';
-export { FlowControlOptions, RateLimitOptions, FlowLimitKind, FlowLimitStats } from './domain/flow-control';
-export { MAX_CONCURRENCY_KEY_LENGTH } from './validation/flow-limits';
-export { TaskSignal } from './persistence/signal.store';
-export { RetentionCounts, RetentionStats } from './domain/retention-stats';
+  WORKFLOW_NAME_PATTERN,
+  SIGNAL_NAME_PATTERN,
+  UUID_PATTERN,
+  MAX_IDEMPOTENCY_KEY_LENGTH,
+  MAX_LIST_LIMIT,
+  MAX_JSON_DEPTH,
+  REAPER_INTERVAL_NAME,
+} from './domain/duraflow.constants';
+export { jsonPathDeeperThan } from './util/json';

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
-import { ResolvedDuraflowOptions } from '../config/duraflow.options';
+import { ResolvedDuraflowOptions } from '../config/resolved-options';
 
 /**
  * When a worker takes less work. Event loop lag is measured per window (`lagWindowMs`, then

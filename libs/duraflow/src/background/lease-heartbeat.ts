@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
-import { ResolvedDuraflowOptions } from '../config/duraflow.options';
+import { ResolvedDuraflowOptions } from '../config/resolved-options';
 import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
 import { describeError } from '../util/describe-error';
 import { TaskLease } from '../lease/task-lease';

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { REAPER_INTERVAL_NAME, RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
-import { ResolvedDuraflowOptions } from '../config/duraflow.options';
+import { ResolvedDuraflowOptions } from '../config/resolved-options';
 import { ReapResult } from '../domain/reap-result';
 import { TaskStatus } from '../domain/task-status';
 import { createLeaderElection, LeaderElection, LeaderFence, reaperLeaderApplicationName } from '../leader';

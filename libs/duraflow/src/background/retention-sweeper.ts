@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
-import { RETENTION_STATUSES, ResolvedDuraflowOptions } from '../config/duraflow.options';
+import { RETENTION_STATUSES, ResolvedDuraflowOptions } from '../config/resolved-options';
 import { RetentionCounts, RetentionStats } from '../domain/retention-stats';
 import { TaskStatus } from '../domain/task-status';
 import { DuraflowDatabase } from '../persistence/duraflow-database';

@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
-import { ResolvedDuraflowOptions } from '../config/duraflow.options';
+import { ResolvedDuraflowOptions } from '../config/resolved-options';
 import { RunOutcome } from '../domain/run-outcome';
 import { TaskExecutor } from '../execution/task-executor';
 import { FlowLimitStats } from '../domain/flow-control';
@@ -16,25 +16,12 @@ import { ClaimedTask } from '../persistence/lifecycle/claim-tasks';
 import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
 import { describeError } from '../util/describe-error';
 import { BackpressureMonitor } from './backpressure-monitor';
+import { IdlePoll } from './idle-poll';
+import { RunCounters } from './run-counters';
 import { LeaseHeartbeat } from './lease-heartbeat';
 import { SlotPool, TakenTask } from './slot-pool';
 import { TaskClaimer } from './task-claimer';
 import { WakeUpTimer } from '../notifications/wake-up-timer';
-
-type OutcomeCounter =
-  'completed' | 'failed' | 'rolledBack' | 'partialRollback' | 'cancelled' | 'stopped' | 'unrecorded' | 'held' | 'suspended';
-
-const OUTCOME_COUNTER: Record<RunOutcome, OutcomeCounter> = {
-  completed: 'completed',
-  failed: 'failed',
-  rolled_back: 'rolledBack',
-  partial_rollback: 'partialRollback',
-  cancelled: 'cancelled',
-  stopped: 'stopped',
-  unrecorded: 'unrecorded',
-  held: 'held',
-  suspended: 'suspended',
-};
 
 /**
  * The worker's loop: claims tasks of the workflows this process registers into its slot pool
@@ -51,26 +38,11 @@ const OUTCOME_COUNTER: Record<RunOutcome, OutcomeCounter> = {
 export class WorkerLoop {
   private readonly logger = new Logger('Duraflow');
   private readonly taskLogger = new DuraflowLogger();
-  private readonly counters: Record<OutcomeCounter | 'claimed', number> = {
-    claimed: 0,
-    completed: 0,
-    failed: 0,
-    rolledBack: 0,
-    partialRollback: 0,
-    cancelled: 0,
-    stopped: 0,
-    unrecorded: 0,
-    held: 0,
-    suspended: 0,
-  };
+  private readonly counters = new RunCounters();
   private readonly pool: SlotPool;
   private readonly backpressure: BackpressureMonitor;
   private state: WorkerState = 'idle';
-  private pollTimer: NodeJS.Timeout | undefined;
-  /** The delay of the poll now scheduled; above the poll interval while backing off. */
-  private pollDelayMs = 0;
-  /** Something happened since the last poll (a NOTIFY, a claimed task): the next poll does not back off. */
-  private active = true;
+  private readonly idlePoll: IdlePoll;
   private claimLoop: Promise<void> | undefined;
   private claimRequested = false;
   private claimFailing = false;
@@ -92,9 +64,19 @@ export class WorkerLoop {
     const { concurrency, prefetch } = options.worker;
     this.pool = new SlotPool({ concurrency, prefetch });
     this.backpressure = new BackpressureMonitor(options.worker, this.logger);
+    this.idlePoll = new IdlePoll({
+      intervalMs: () => this.backpressure.pollIntervalMs,
+      maxIdleIntervalMs: options.worker.maxIdlePollIntervalMs,
+      quiet: () => this.pool.size === 0 && this.notifications.listening,
+      poll: () => {
+        this.handBackLongWaiting();
+        this.claimer.mayHaveRoom();
+        this.requestClaim();
+      },
+    });
     this.pool.onSlotFreed(() => this.requestClaim());
     this.pool.onEnded((lease, outcome) => {
-      this.counters[OUTCOME_COUNTER[outcome]]++;
+      this.counters.ended(outcome);
       this.heartbeat.release(lease);
       this.claimer.mayHaveRoom();
       this.requestClaim();
@@ -131,7 +113,7 @@ export class WorkerLoop {
     ];
     await this.notifications.ensureListening();
     this.backpressure.start(() => this.handBackLongWaiting());
-    this.schedulePoll();
+    this.idlePoll.start();
     this.logger.log(
       `Worker ${this.options.workerId} started (concurrency ${this.options.worker.concurrency}, workflows: ${this.registry.describe().join(', ') || 'none'})`,
     );
@@ -154,7 +136,7 @@ export class WorkerLoop {
       state: this.state,
       concurrency: this.options.worker.concurrency,
       running: held,
-      ...this.counters,
+      ...this.counters.snapshot(),
       listening: this.notifications.listening,
       backpressure: {
         queued: held,
@@ -192,38 +174,13 @@ export class WorkerLoop {
     for (const task of taken) task.dismiss();
   }
 
-  private schedulePoll(): void {
-    this.pollDelayMs = this.nextPollDelay();
-    this.pollTimer = setTimeout(() => {
-      this.handBackLongWaiting();
-      this.claimer.mayHaveRoom();
-      this.requestClaim();
-      if (this.state === 'running') this.schedulePoll();
-    }, this.pollDelayMs);
-  }
-
-  /**
-   * The poll interval while anything happens; doubled per quiet poll up to the idle ceiling.
-   * Without LISTEN the poll is the only way to hear of a submit, so it never backs off then.
-   */
-  private nextPollDelay(): number {
-    const base = this.backpressure.pollIntervalMs;
-    const quiet = !this.active && this.pool.size === 0 && this.notifications.listening;
-    this.active = false;
-    if (!quiet) return base;
-    return Math.min(Math.max(this.pollDelayMs * 2, base), Math.max(base, this.options.worker.maxIdlePollIntervalMs));
-  }
-
-  /** A NOTIFY, a claim, or LISTEN lost: the poll goes back to its interval at once (not after the backed-off wait). */
+  /** A NOTIFY, a claim, or LISTEN lost: the poll goes back to its interval at once. */
   private noteActivity(): void {
-    this.active = true;
-    if (this.state !== 'running' || this.pollDelayMs <= this.backpressure.pollIntervalMs) return;
-    clearTimeout(this.pollTimer);
-    this.schedulePoll();
+    this.idlePoll.noteActivity();
   }
 
   private async drainAndStop(): Promise<void> {
-    clearTimeout(this.pollTimer);
+    this.idlePoll.stop();
     this.backpressure.stop();
     for (const unsubscribe of this.unsubscribe) unsubscribe();
     await this.claimLoop;
@@ -309,7 +266,7 @@ export class WorkerLoop {
 
   private admit(claimed: ClaimedTask, claimedAt: number): void {
     const lease = this.leases.open(claimed.task.id, claimed.claimToken, claimedAt);
-    this.counters.claimed++;
+    this.counters.claimed();
     this.pool.admit(lease, (slot) =>
       this.observer
         .observe(claimed, lease, () => this.executor.execute(claimed, lease, slot))

@@ -1,37 +1,20 @@
-import {
-  Body,
-  Controller,
-  Get,
-  Inject,
-  Injectable,
-  MessageEvent,
-  Param,
-  Post,
-  Query,
-  Res,
-  Sse,
-  Type,
-  UseFilters,
-  UseGuards,
-} from '@nestjs/common';
+import { Body, Controller, Get, Injectable, MessageEvent, Param, Post, Query, Res, Sse, Type, UseFilters, UseGuards } from '@nestjs/common';
 import { Observable } from 'rxjs';
-import { DuraflowError } from '../domain/errors';
-import { isTerminalStatus } from '../domain/task-status';
+import { isHeld, isTerminalStatus } from '../domain/task-status';
 import { SagaService } from '../services/saga.service';
 import { WorkflowService } from '../services/workflow.service';
 import { DashboardLinks, DeadLetterAction, StepValueKind } from './dashboard-links';
 import { DashboardReader } from './dashboard-reader';
-import { DashboardReply, DashboardResponder, page, redirect } from './dashboard-responder';
+import { DashboardReplies } from './dashboard-replies';
+import { page, redirect } from './dashboard-responder';
 import { DashboardExceptionFilter } from './dashboard-exception.filter';
-import { DASHBOARD_OPTIONS, ResolvedDashboardOptions } from './dashboard.options';
+import { ResolvedDashboardOptions } from './dashboard.options';
 import { LiveTaskFeed } from './live-task-feed';
 import { RequestLinks } from './request-links';
 import { SameOriginGuard } from './same-origin.guard';
 import { parseTaskFilters } from './task-filters';
 import { confirmCancelPage, confirmDeadLetterPage, confirmResumePage, signalFormPage } from './views/confirm.page';
 import { deadLettersPage } from './views/dead-letters.page';
-import { isHeld, ViewContext } from './views/layout';
-import { messagePage } from './views/message.page';
 import { isTaskNotice, taskLiveContent, taskPage } from './views/task.page';
 import { taskListPage } from './views/task-list.page';
 
@@ -49,29 +32,28 @@ const DEAD_LETTER_ACTIONS: readonly DeadLetterAction[] = ['retry', 'discard'];
 @Injectable()
 export class DashboardController {
   constructor(
-    @Inject(DASHBOARD_OPTIONS) private readonly options: ResolvedDashboardOptions,
     private readonly workflows: WorkflowService,
     private readonly saga: SagaService,
     private readonly reader: DashboardReader,
     private readonly feed: LiveTaskFeed,
-    private readonly responder: DashboardResponder,
+    private readonly replies: DashboardReplies,
   ) {}
 
   @Get()
   async tasks(@Query() query: QueryParams, @RequestLinks() links: DashboardLinks, @Res() response: unknown): Promise<void> {
     const { filters, problems } = parseTaskFilters(query);
     if (filters.id) {
-      if (await this.workflows.get(filters.id)) return this.send(response, redirect(links.task(filters.id)));
+      if (await this.workflows.get(filters.id)) return this.replies.send(response, redirect(links.task(filters.id)));
       problems.push(`No task has the id ${filters.id}.`);
     }
     const data = await this.reader.taskList(filters, problems);
-    this.send(response, page(taskListPage(this.context(links), data), problems.length ? 400 : 200));
+    this.replies.send(response, page(taskListPage(this.replies.context(links), data), problems.length ? 400 : 200));
   }
 
   @Get('dead-letters')
   async deadLetters(@Query() query: QueryParams, @RequestLinks() links: DashboardLinks, @Res() response: unknown): Promise<void> {
     const data = await this.reader.deadLetterList(typeof query.cursor === 'string' && query.cursor ? query.cursor : undefined);
-    this.send(response, page(deadLettersPage(this.context(links), data), data.problems.length ? 400 : 200));
+    this.replies.send(response, page(deadLettersPage(this.replies.context(links), data), data.problems.length ? 400 : 200));
   }
 
   @Get('tasks/:id')
@@ -82,18 +64,18 @@ export class DashboardController {
     @Res() response: unknown,
   ): Promise<void> {
     const details = await this.reader.taskDetails(id);
-    const context = this.context(links);
-    if (!details) return this.send(response, this.taskMissing(context, id));
-    this.send(response, page(taskPage(context, details, isTaskNotice(query.notice) ? query.notice : undefined)));
+    const context = this.replies.context(links);
+    if (!details) return this.replies.send(response, this.replies.taskMissing(context, id));
+    this.replies.send(response, page(taskPage(context, details, isTaskNotice(query.notice) ? query.notice : undefined)));
   }
 
   /** The live part of a task's page alone, for the client script to swap in. */
   @Get('tasks/:id/live')
   async taskLive(@Param('id') id: string, @RequestLinks() links: DashboardLinks, @Res() response: unknown): Promise<void> {
     const details = await this.reader.taskDetails(id);
-    const context = this.context(links);
-    if (!details) return this.send(response, this.taskMissing(context, id));
-    this.send(response, page(taskLiveContent(context, details)));
+    const context = this.replies.context(links);
+    if (!details) return this.replies.send(response, this.replies.taskMissing(context, id));
+    this.replies.send(response, page(taskLiveContent(context, details)));
   }
 
   @Sse('tasks/:id/events')
@@ -110,8 +92,9 @@ export class DashboardController {
     @Res() response: unknown,
   ): Promise<void> {
     const task = isValueKind(kind) ? await this.workflows.get(id) : null;
-    if (!task || !isValueKind(kind)) return this.send(response, this.missing(links, id, 'No such value', `Task ${id} has no ${kind}.`));
-    this.send(response, { kind: 'json', body: JSON.stringify(task[kind] ?? null), filename: `task-${task.id}-${kind}.json` });
+    if (!task || !isValueKind(kind))
+      return this.replies.send(response, this.replies.missing(links, id, 'No such value', `Task ${id} has no ${kind}.`));
+    this.replies.send(response, { kind: 'json', body: JSON.stringify(task[kind] ?? null), filename: `task-${task.id}-${kind}.json` });
   }
 
   /** A step's whole input, output or error, as JSON. */
@@ -125,8 +108,11 @@ export class DashboardController {
   ): Promise<void> {
     const step = isValueKind(kind) ? await this.workflows.getStep(id, key) : null;
     if (!step || !isValueKind(kind))
-      return this.send(response, this.missing(links, id, 'No such step', `Task ${id} has no step "${key}" with a ${kind}.`));
-    this.send(response, { kind: 'json', body: JSON.stringify(step[kind] ?? null), filename: `step-${step.id}-${kind}.json` });
+      return this.replies.send(
+        response,
+        this.replies.missing(links, id, 'No such step', `Task ${id} has no step "${key}" with a ${kind}.`),
+      );
+    this.replies.send(response, { kind: 'json', body: JSON.stringify(step[kind] ?? null), filename: `step-${step.id}-${kind}.json` });
   }
 
   @Get('tasks/:id/cancel')
@@ -136,15 +122,15 @@ export class DashboardController {
     @RequestLinks() links: DashboardLinks,
     @Res() response: unknown,
   ): Promise<void> {
-    const context = this.context(links);
+    const context = this.replies.context(links);
     const task = await this.workflows.get(id);
-    if (!task) return this.send(response, this.taskMissing(context, id));
+    if (!task) return this.replies.send(response, this.replies.taskMissing(context, id));
     if (isTerminalStatus(task.status)) {
       const message = `Task ${task.id} already finished (${task.status}): there is nothing to cancel.`;
-      return this.send(response, this.missing(links, id, 'Nothing to cancel', message, 409));
+      return this.replies.send(response, this.replies.missing(links, id, 'Nothing to cancel', message, 409));
     }
     const steps = await this.workflows.getStepSummaries(id, { previewChars: 1 });
-    this.send(response, page(confirmCancelPage(context, task, steps, compensate === 'true')));
+    this.replies.send(response, page(confirmCancelPage(context, task, steps, compensate === 'true')));
   }
 
   @Post('tasks/:id/cancel')
@@ -156,7 +142,7 @@ export class DashboardController {
     @Res() response: unknown,
   ): Promise<void> {
     const withCompensation = compensate === 'true';
-    await this.act(response, links, [['Back to the task', links.task(id)]], async () => {
+    await this.replies.act(response, links, [['Back to the task', links.task(id)]], async () => {
       await this.workflows.cancel(id, { compensate: withCompensation });
       return redirect(links.task(id, { notice: withCompensation ? 'cancelled-compensated' : 'cancelled' }));
     });
@@ -165,21 +151,21 @@ export class DashboardController {
   /** What resuming a task the determinism guard holds does, and the divergence that held it. */
   @Get('tasks/:id/resume')
   async confirmResume(@Param('id') id: string, @RequestLinks() links: DashboardLinks, @Res() response: unknown): Promise<void> {
-    const context = this.context(links);
+    const context = this.replies.context(links);
     const task = await this.workflows.get(id);
-    if (!task) return this.send(response, this.taskMissing(context, id));
+    if (!task) return this.replies.send(response, this.replies.taskMissing(context, id));
     if (!isHeld(task)) {
       const message = `Task ${task.id} is not held by the determinism guard (status ${task.status}): there is nothing to resume.`;
-      return this.send(response, this.missing(links, id, 'Nothing to resume', message, 409));
+      return this.replies.send(response, this.replies.missing(links, id, 'Nothing to resume', message, 409));
     }
-    this.send(response, page(confirmResumePage(context, task)));
+    this.replies.send(response, page(confirmResumePage(context, task)));
   }
 
   /** Resumes it through WorkflowService.resume: it runs again on the code deployed now. */
   @Post('tasks/:id/resume')
   @UseGuards(SameOriginGuard)
   async resume(@Param('id') id: string, @RequestLinks() links: DashboardLinks, @Res() response: unknown): Promise<void> {
-    await this.act(response, links, [['Back to the task', links.task(id)]], async () => {
+    await this.replies.act(response, links, [['Back to the task', links.task(id)]], async () => {
       await this.workflows.resume(id);
       return redirect(links.task(id, { notice: 'resumed' }));
     });
@@ -187,10 +173,10 @@ export class DashboardController {
 
   @Get('tasks/:id/signal')
   async signalForm(@Param('id') id: string, @RequestLinks() links: DashboardLinks, @Res() response: unknown): Promise<void> {
-    const context = this.context(links);
+    const context = this.replies.context(links);
     const task = await this.workflows.get(id);
-    if (!task) return this.send(response, this.taskMissing(context, id));
-    this.send(response, page(signalFormPage(context, task)));
+    if (!task) return this.replies.send(response, this.replies.taskMissing(context, id));
+    this.replies.send(response, page(signalFormPage(context, task)));
   }
 
   /** Sends the signal through WorkflowService.signal; a payload that is not JSON is shown back on the form. */
@@ -210,12 +196,12 @@ export class DashboardController {
         payload = JSON.parse(text);
       } catch (error) {
         const task = await this.workflows.get(id);
-        if (!task) return this.send(response, this.taskMissing(this.context(links), id));
+        if (!task) return this.replies.send(response, this.replies.taskMissing(this.replies.context(links), id));
         const problem = `The payload is not JSON: ${(error as Error).message}`;
-        return this.send(response, page(signalFormPage(this.context(links), task, problem, { name, payload: text }), 400));
+        return this.replies.send(response, page(signalFormPage(this.replies.context(links), task, problem, { name, payload: text }), 400));
       }
     }
-    await this.act(response, links, [['Back to the task', links.task(id)]], async () => {
+    await this.replies.act(response, links, [['Back to the task', links.task(id)]], async () => {
       await this.workflows.signal(id, name, payload);
       return redirect(links.task(id, { notice: 'signalled' }));
     });
@@ -229,16 +215,16 @@ export class DashboardController {
     @RequestLinks() links: DashboardLinks,
     @Res() response: unknown,
   ): Promise<void> {
-    const context = this.context(links);
+    const context = this.replies.context(links);
     const task = await this.workflows.get(id);
-    if (!task) return this.send(response, this.taskMissing(context, id));
+    if (!task) return this.replies.send(response, this.replies.taskMissing(context, id));
     const entry = (await this.reader.deadLettersOf(id)).find((candidate) => candidate.id === entryId);
     if (!entry || !isDeadLetterAction(action)) {
       const message = `Task ${task.id} has no dead letter ${entryId} to ${action}: it may have been retried successfully or discarded already.`;
-      return this.send(response, this.missing(links, id, 'No such dead letter', message));
+      return this.replies.send(response, this.replies.missing(links, id, 'No such dead letter', message));
     }
     const step = (await this.workflows.getStepSummaries(id, { previewChars: 1 })).find((candidate) => candidate.id === entry.stepId);
-    this.send(response, page(confirmDeadLetterPage(context, task, entry, step, action)));
+    this.replies.send(response, page(confirmDeadLetterPage(context, task, entry, step, action)));
   }
 
   @Post('tasks/:id/dead-letters/:entry/:action')
@@ -250,7 +236,7 @@ export class DashboardController {
     @RequestLinks() links: DashboardLinks,
     @Res() response: unknown,
   ): Promise<void> {
-    await this.act(
+    await this.replies.act(
       response,
       links,
       [
@@ -266,65 +252,10 @@ export class DashboardController {
           const task = await this.saga.discardDeadLetter(entryId);
           return task ? redirect(links.task(task.id, { notice: 'discarded' })) : redirect(links.deadLetters());
         }
-        return this.missing(links, id, 'No such action', `"${action}" is not an action on a dead letter: retry or discard.`);
+        return this.replies.missing(links, id, 'No such action', `"${action}" is not an action on a dead letter: retry or discard.`);
       },
     );
   }
-
-  /** Runs an action; a typed error of the library is shown to the operator with its message. */
-  private async act(
-    response: unknown,
-    links: DashboardLinks,
-    next: Array<[string, string]>,
-    action: () => Promise<DashboardReply>,
-  ): Promise<void> {
-    let reply: DashboardReply;
-    try {
-      reply = await action();
-    } catch (error) {
-      if (!(error instanceof DuraflowError)) throw error;
-      reply = page(
-        messagePage(this.context(links), { title: 'The action was refused', code: error.code, message: error.message, next }),
-        statusOf(error),
-      );
-    }
-    this.send(response, reply);
-  }
-
-  /** A page that says what is not there (or not possible), with the way back to the task. */
-  private missing(links: DashboardLinks, taskId: string, title: string, message: string, status = 404): DashboardReply {
-    return page(messagePage(this.context(links), { title, message, next: [['Back to the task', links.task(taskId)]] }), status);
-  }
-
-  private taskMissing(context: ViewContext, id: string): DashboardReply {
-    const message = `No task has the id ${id}. It may have been deleted; check the id.`;
-    return page(
-      messagePage(context, { title: 'No such task', code: 'TASK_NOT_FOUND', message, next: [['All tasks', context.links.home()]] }),
-      404,
-    );
-  }
-
-  private context(links: DashboardLinks): ViewContext {
-    return { links, options: this.options, now: new Date() };
-  }
-
-  private send(response: unknown, reply: DashboardReply): void {
-    this.responder.send(response, reply);
-  }
-}
-
-/** The HTTP status a refused action answers with: 404 for what does not exist, 409 for a state that forbids it. */
-function statusOf(error: DuraflowError): number {
-  if (error.code.endsWith('_NOT_FOUND') || error.code === 'UNKNOWN_WORKFLOW') return 404;
-  const conflicts = [
-    'TASK_ALREADY_FINISHED',
-    'TASK_NOT_HELD',
-    'COMPENSATION_NOT_REGISTERED',
-    'DEAD_LETTER_BUSY',
-    'DEAD_LETTER_TASK_ACTIVE',
-    'DEAD_LETTER_ORPHANED',
-  ];
-  return conflicts.includes(error.code) ? 409 : 400;
 }
 
 function isValueKind(kind: string): kind is StepValueKind {

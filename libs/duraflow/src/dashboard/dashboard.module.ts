@@ -2,6 +2,7 @@ import { DynamicModule, Module } from '@nestjs/common';
 import { mountDashboardController } from './dashboard.controller';
 import { DASHBOARD_OPTIONS, DuraflowDashboardOptions, resolveDashboardOptions } from './dashboard.options';
 import { DashboardReader } from './dashboard-reader';
+import { DashboardReplies } from './dashboard-replies';
 import { DashboardResponder } from './dashboard-responder';
 import { LiveTaskFeed } from './live-task-feed';
 import { SameOriginGuard } from './same-origin.guard';
@@ -25,7 +26,14 @@ export class DuraflowDashboardModule {
       module: DuraflowDashboardModule,
       imports: resolved.imports,
       controllers: [mountDashboardController(resolved)],
-      providers: [{ provide: DASHBOARD_OPTIONS, useValue: resolved }, DashboardReader, DashboardResponder, LiveTaskFeed, SameOriginGuard],
+      providers: [
+        { provide: DASHBOARD_OPTIONS, useValue: resolved },
+        DashboardReader,
+        DashboardResponder,
+        DashboardReplies,
+        LiveTaskFeed,
+        SameOriginGuard,
+      ],
     };
   }
 }

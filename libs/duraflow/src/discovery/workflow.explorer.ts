@@ -3,7 +3,7 @@ import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import { loadDtoValidation } from '../dependencies/optional-dependencies';
 import { RESOLVED_DURAFLOW_OPTIONS, WORKFLOW_NAME_PATTERN } from '../domain/duraflow.constants';
-import { ResolvedDuraflowOptions, ResolvedStepOptions, resolveStepOptions } from '../config/duraflow.options';
+import { ResolvedDuraflowOptions, ResolvedStepOptions, resolveStepOptions } from '../config/resolved-options';
 import {
   DuplicateCompensationError,
   DuplicateStepDefinitionError,

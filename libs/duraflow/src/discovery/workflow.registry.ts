@@ -1,5 +1,5 @@
 import { Injectable, Type } from '@nestjs/common';
-import { ResolvedStepOptions } from '../config/duraflow.options';
+import { ResolvedStepOptions } from '../config/resolved-options';
 import { DuplicateWorkflowError, UnknownWorkflowError, UnknownWorkflowVersionError } from '../domain/errors';
 import { CompensationFn } from '../domain/workflow-definition';
 import { WorkflowContext } from '../domain/workflow-context';

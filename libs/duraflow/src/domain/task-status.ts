@@ -21,3 +21,12 @@ export const TERMINAL_STATUSES: readonly TaskStatus[] = [
 export function isTerminalStatus(status: string): boolean {
   return (TERMINAL_STATUSES as readonly string[]).includes(status);
 }
+
+/**
+ * Held by the determinism guard now: `pending` with `heldAt` set (a task cancelled while held
+ * keeps its `heldAt`, but is no longer held). The lifecycle's SQL twin is `held()`
+ * (persistence/lifecycle/task-lifecycle.ts).
+ */
+export function isHeld(task: { status: string; heldAt?: Date | null }): boolean {
+  return task.status === TaskStatus.PENDING && task.heldAt !== null && task.heldAt !== undefined;
+}

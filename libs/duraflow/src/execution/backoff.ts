@@ -1,4 +1,4 @@
-import { ResolvedBackoff } from '../config/duraflow.options';
+import { ResolvedBackoff } from '../config/resolved-options';
 
 /**
  * Delay before retry number `retry` (1-based): exponential, capped, with "equal jitter"

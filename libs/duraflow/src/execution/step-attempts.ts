@@ -1,5 +1,5 @@
 import { RunScope, runScopeStorage } from '../decorators/run-scope';
-import { resolveStepOptions } from '../config/duraflow.options';
+import { resolveStepOptions } from '../config/resolved-options';
 import { RegisteredWorkflow } from '../discovery/workflow.registry';
 import { RunAbortedError, StepTimeoutError } from '../domain/errors';
 import { StepContext, StepOptions } from '../domain/workflow-context';

@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { ResolvedDuraflowOptions } from '../config/duraflow.options';
+import { ResolvedDuraflowOptions } from '../config/resolved-options';
 import { RegisteredWorkflow, WorkflowRegistry } from '../discovery/workflow.registry';
 import { RESOLVED_DURAFLOW_OPTIONS, WORKFLOW_NAME_PATTERN } from '../domain/duraflow.constants';
 import { AgentTask } from '../domain/entities/agent-task.entity';

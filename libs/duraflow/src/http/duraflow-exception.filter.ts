@@ -2,7 +2,7 @@ import { ArgumentsHost, Catch, ExceptionFilter, Optional } from '@nestjs/common'
 import { HttpAdapterHost } from '@nestjs/core';
 import { throwError } from 'rxjs';
 import { DuraflowError } from '../domain/errors/duraflow.error';
-import { duraflowErrorStatus } from './duraflow-error-status';
+import { duraflowErrorStatus } from '../domain/errors/error-status';
 
 /** The body of an error response: the same four properties for every Duraflow error. */
 export interface DuraflowErrorResponse {

@@ -1,2 +1,2 @@
-export * from './duraflow-error-status';
+export * from '../domain/errors/error-status';
 export * from './duraflow-exception.filter';

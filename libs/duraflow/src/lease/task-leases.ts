@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
-import { ResolvedDuraflowOptions } from '../config/duraflow.options';
+import { ResolvedDuraflowOptions } from '../config/resolved-options';
 import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
 import { LeaseFencing, TaskLease } from './task-lease';
 

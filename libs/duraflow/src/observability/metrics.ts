@@ -3,7 +3,7 @@ import type * as PromClient from 'prom-client';
 import { loadPromClient } from '../dependencies/optional-dependencies';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
-import { ResolvedDuraflowOptions } from '../config/duraflow.options';
+import { ResolvedDuraflowOptions } from '../config/resolved-options';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { readMetricGauges } from '../persistence/sql/read-metric-gauges';
 import { describeError } from '../util/describe-error';
@@ -18,35 +18,41 @@ const SECONDS_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5
 const CLAIM_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
 const WAIT_BUCKETS = [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600];
 
-/** Every metric of one module, registered in one registry. */
-function createInstruments(client: typeof PromClient, registry: PromClient.Registry, prefix: string, readGauges: () => Promise<Gauges>) {
+/** How the metrics of one module are made: each registered in its registry, under its prefix. */
+function instrumentMakers(client: typeof PromClient, registry: PromClient.Registry, prefix: string, readGauges: () => Promise<Gauges>) {
   const registers = [registry];
   const name = (suffix: string) => {
     registry.removeSingleMetric(prefix + suffix); // a module booted again in this process (tests) replaces its metrics
     return prefix + suffix;
   };
-  const counter = <L extends string>(suffix: string, help: string, labelNames: readonly L[]) =>
-    new client.Counter<L>({ name: name(suffix), help, labelNames, registers });
-  const histogram = <L extends string>(suffix: string, help: string, labelNames: readonly L[], buckets: number[]) =>
-    new client.Histogram<L>({ name: name(suffix), help, labelNames, buckets, registers });
-  const gauge = <L extends string>(
-    suffix: string,
-    help: string,
-    labelNames: readonly L[],
-    fill: (gauge: PromClient.Gauge<L>, g: NonNullable<Gauges>) => void,
-  ) =>
-    new client.Gauge<L>({
-      name: name(suffix),
-      help,
-      labelNames,
-      registers,
-      async collect() {
-        this.reset();
-        const gauges = await readGauges();
-        if (gauges) fill(this, gauges);
-      },
-    });
+  return {
+    counter: <L extends string>(suffix: string, help: string, labelNames: readonly L[]) =>
+      new client.Counter<L>({ name: name(suffix), help, labelNames, registers }),
+    histogram: <L extends string>(suffix: string, help: string, labelNames: readonly L[], buckets: number[]) =>
+      new client.Histogram<L>({ name: name(suffix), help, labelNames, buckets, registers }),
+    gauge: <L extends string>(
+      suffix: string,
+      help: string,
+      labelNames: readonly L[],
+      fill: (gauge: PromClient.Gauge<L>, g: NonNullable<Gauges>) => void,
+    ) =>
+      new client.Gauge<L>({
+        name: name(suffix),
+        help,
+        labelNames,
+        registers,
+        async collect() {
+          this.reset();
+          const gauges = await readGauges();
+          if (gauges) fill(this, gauges);
+        },
+      }),
+  };
+}
 
+/** Every metric of one module, registered in one registry. */
+function createInstruments(client: typeof PromClient, registry: PromClient.Registry, prefix: string, readGauges: () => Promise<Gauges>) {
+  const { counter, histogram, gauge } = instrumentMakers(client, registry, prefix, readGauges);
   return {
     tasksFinished: counter('tasks_finished_total', 'Tasks that reached a final status, by workflow and outcome.', ['workflow', 'outcome']),
     runs: counter('runs_total', 'Runs (executions of a claimed task) by workflow and how they ended.', ['workflow', 'outcome']),

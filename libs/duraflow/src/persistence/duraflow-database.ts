@@ -4,7 +4,7 @@ import { getDataSourceToken } from '@nestjs/typeorm';
 import { Client, ClientBase, Pool, PoolClient, PoolConfig, QueryResult, QueryResultRow } from 'pg';
 import { DataSource, EntityManager } from 'typeorm';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
-import { ResolvedDuraflowOptions } from '../config/duraflow.options';
+import { ResolvedDuraflowOptions } from '../config/resolved-options';
 import { InvalidDuraflowOptionsError } from '../domain/errors';
 
 /**

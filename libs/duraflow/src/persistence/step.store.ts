@@ -1,6 +1,5 @@
 import { Injectable } from '@nestjs/common';
 import { StepRun } from '../domain/entities/step-run.entity';
-import { JsonPreview, StepSummary } from '../domain/task-summaries';
 import { DuraflowDatabase } from './duraflow-database';
 import { ownedTaskRow, ownedTaskRows } from './lifecycle/fencing';
 import { deadLettered } from './lifecycle/rollback-rules';
@@ -266,45 +265,4 @@ export class StepStore {
     const { rows } = await this.db.query(`SELECT ${STEP_COLUMNS} FROM step_runs WHERE task_id = $1 AND step_key = $2`, [taskId, stepKey]);
     return rows.length ? toStepRun(rows[0]) : null;
   }
-
-  /**
-   * A task's steps in `listSteps` order, their input and output cut to `previewChars` in the
-   * database: a task of many steps with outputs of MiBs reads a few KiB per step.
-   */
-  async listStepSummaries(taskId: string, previewChars: number): Promise<StepSummary[]> {
-    const { rows } = await this.db.query(
-      `SELECT id, task_id, step_key, status, error, compensation_fn, compensated_at, started_at, completed_at,
-              created_at, attempt, completion_seq, kind, wake_at,
-              left(i.pretty, $2) AS input_text, char_length(i.pretty) > $2 AS input_truncated, octet_length(input::text) AS input_bytes,
-              left(o.pretty, $2) AS output_text, char_length(o.pretty) > $2 AS output_truncated, octet_length(output::text) AS output_bytes
-       FROM step_runs
-       CROSS JOIN LATERAL (SELECT jsonb_pretty(input) AS pretty) i
-       CROSS JOIN LATERAL (SELECT jsonb_pretty(output) AS pretty) o
-       WHERE task_id = $1
-       ORDER BY completion_seq NULLS LAST, created_at, id`,
-      [taskId, previewChars],
-    );
-    return rows.map((row) => ({
-      id: row.id,
-      taskId: row.task_id,
-      stepKey: row.step_key,
-      status: row.status,
-      attempt: row.attempt ?? 0,
-      error: row.error,
-      compensationFn: row.compensation_fn,
-      compensatedAt: row.compensated_at,
-      startedAt: row.started_at,
-      completedAt: row.completed_at,
-      createdAt: row.created_at,
-      completionSeq: row.completion_seq,
-      kind: row.kind ?? null,
-      wakeAt: row.wake_at ?? null,
-      input: jsonPreview(row.input_text, row.input_truncated, row.input_bytes),
-      output: jsonPreview(row.output_text, row.output_truncated, row.output_bytes),
-    }));
-  }
-}
-
-function jsonPreview(text: string | null, truncated: boolean | null, bytes: number | null): JsonPreview | null {
-  return text === null ? null : { text, truncated: truncated === true, bytes: Number(bytes) };
 }

@@ -4,7 +4,8 @@ import { WorkflowMetadataAccessor } from '../discovery/workflow-metadata.accesso
 import { RegisteredWorkflow, WorkflowRegistry } from '../discovery/workflow.registry';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
 import { DURAFLOW_MODULE_OPTIONS } from '../config/duraflow.module-definition';
-import { DuraflowModuleOptions, ResolvedDuraflowOptions } from '../config/duraflow.options';
+import { DuraflowModuleOptions } from '../config/duraflow.options';
+import { ResolvedDuraflowOptions } from '../config/resolved-options';
 import {
   DuplicateScheduleError,
   DuraflowError,

@@ -1,7 +1,7 @@
 import { Inject, Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { ReaperLoop } from '../background/reaper-loop';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
-import { ResolvedDuraflowOptions } from '../config/duraflow.options';
+import { ResolvedDuraflowOptions } from '../config/resolved-options';
 import { isReplayBoot } from '../replay/replay-boot';
 import { ReapResult } from '../domain/reap-result';
 import { RetentionCounts, RetentionStats } from '../domain/retention-stats';

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
 import { RESOLVED_DURAFLOW_OPTIONS, UUID_PATTERN } from '../domain/duraflow.constants';
-import { ResolvedDuraflowOptions } from '../config/duraflow.options';
+import { ResolvedDuraflowOptions } from '../config/resolved-options';
 import { AgentTask } from '../domain/entities/agent-task.entity';
 import { DeadLetter } from '../domain/entities/dead-letter.entity';
 import {

@@ -1,7 +1,7 @@
 import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap } from '@nestjs/common';
 import { WorkerLoop } from '../background/worker-loop';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
-import { ResolvedDuraflowOptions } from '../config/duraflow.options';
+import { ResolvedDuraflowOptions } from '../config/resolved-options';
 import { isReplayBoot } from '../replay/replay-boot';
 import { FlowLimitStats } from '../domain/flow-control';
 import { WorkerStats } from '../domain/worker-stats';

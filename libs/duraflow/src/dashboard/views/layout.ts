@@ -1,4 +1,3 @@
-import { AgentTask } from '../../domain/entities/agent-task.entity';
 import { DASHBOARD_CLIENT_SCRIPT } from '../assets/client-script';
 import { DASHBOARD_STYLESHEET } from '../assets/stylesheet';
 import { DashboardLinks } from '../dashboard-links';
@@ -61,11 +60,6 @@ function ariaCurrent(value: string | false): Html {
 }
 
 /** A status as a coloured badge (`rolled_back` reads "rolled back"). */
-/** Held by the determinism guard now: pending with `heldAt` set (a task cancelled while held keeps its `heldAt`). */
-export function isHeld(task: Pick<AgentTask, 'status' | 'heldAt'>): boolean {
-  return task.status === 'pending' && task.heldAt !== null && task.heldAt !== undefined;
-}
-
 export function statusBadge(status: string): Html {
   return html`<span class="badge s-${status}">${status.replace(/_/g, ' ')}</span>`;
 }

@@ -4,7 +4,8 @@ import { TaskCounts } from '../../domain/task-summaries';
 import { filterQuery, TaskFilters } from '../task-filters';
 import { durationBetween, formatDuration, timeElement, timeOfDayElement, toDateTimeLocal } from './format';
 import { html, Html } from './html';
-import { isHeld, layout, statusBadge, ViewContext } from './layout';
+import { isHeld } from '../../domain/task-status';
+import { layout, statusBadge, ViewContext } from './layout';
 
 export interface TaskListData {
   filters: TaskFilters;

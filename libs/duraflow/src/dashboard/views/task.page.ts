@@ -5,7 +5,8 @@ import { StepSummary } from '../../domain/task-summaries';
 import { TaskSignal } from '../../persistence/signal.store';
 import { durationBetween, formatDuration, timeElement } from './format';
 import { html, Html, HtmlValue } from './html';
-import { isHeld, layout, statusBadge, ViewContext } from './layout';
+import { isHeld } from '../../domain/task-status';
+import { layout, statusBadge, ViewContext } from './layout';
 import { timelineEntries, timelineTable } from './timeline';
 import { errorBlock, previewOf, valueBlock } from './values';
 

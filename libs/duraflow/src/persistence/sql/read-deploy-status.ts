@@ -1,4 +1,5 @@
 import type { SqlExecutor } from '../duraflow-database';
+import { held } from '../lifecycle/task-lifecycle';
 import { PATCH_MARKER_PREFIX } from '../../domain/reserved-keys';
 
 /** Unfinished tasks of one workflow version: what must drain before that version's code can go. */
@@ -32,9 +33,9 @@ export interface DeployStatus {
 export async function readDeployStatus(executor: SqlExecutor): Promise<DeployStatus> {
   const versions = await executor.query<{ workflow_name: string; version: number; pending: number; running: number; held: number }>(
     `SELECT workflow_name, coalesce(workflow_version, 1) AS version,
-            count(*) FILTER (WHERE status = 'pending' AND held_at IS NULL)::int AS pending,
+            count(*) FILTER (WHERE status = 'pending' AND NOT ${held('agent_tasks')})::int AS pending,
             count(*) FILTER (WHERE status = 'running')::int AS running,
-            count(*) FILTER (WHERE held_at IS NOT NULL)::int AS held
+            count(*) FILTER (WHERE ${held('agent_tasks')})::int AS held
      FROM agent_tasks WHERE deleted_at IS NULL AND status IN ('pending', 'running')
      GROUP BY 1, 2 ORDER BY 1, 2`,
   );

@@ -1,5 +1,6 @@
 import { FlowLimitStats } from '../../domain/flow-control';
 import type { SqlExecutor } from '../duraflow-database';
+import { runnable } from '../lifecycle/task-lifecycle';
 
 /** How many keys at their limit one read lists per workflow (the most waiting first). */
 const KEYS_LISTED = 20;
@@ -19,14 +20,24 @@ export async function readFlowLimits(executor: SqlExecutor, workflowNames?: stri
     running: number;
     limit: number;
     waiting: number;
-  }>(
-    `WITH limits AS (
+  }>(FLOW_LIMITS, [workflowNames ?? null]);
+  return rows.map((row) => ({
+    workflow: row.workflow,
+    ...(row.key !== null && { key: row.key }),
+    kind: row.kind,
+    running: row.running,
+    limit: row.limit,
+    waiting: row.waiting,
+  }));
+}
+
+/** The statement of `readFlowLimits`: $1 the workflows to read (null: every one in flow_limits). */
+const FLOW_LIMITS = `WITH limits AS (
        SELECT * FROM flow_limits WHERE $1::varchar[] IS NULL OR workflow_name = ANY($1::varchar[])
      ), pending AS (
        SELECT p.workflow_name, p.concurrency_key, count(*)::int AS waiting
        FROM agent_tasks p JOIN limits l ON l.workflow_name = p.workflow_name
-       WHERE p.status = 'pending' AND p.concurrency_key IS NOT NULL AND p.deleted_at IS NULL
-         AND (p.scheduled_at IS NULL OR p.scheduled_at <= now())
+       WHERE p.concurrency_key IS NOT NULL AND ${runnable('p')}
        GROUP BY p.workflow_name, p.concurrency_key
      ), running AS (
        SELECT r.workflow_name, r.concurrency_key, count(*)::int AS running
@@ -73,15 +84,4 @@ export async function readFlowLimits(executor: SqlExecutor, workflowNames?: stri
        ) AS at_limit
        WHERE n <= ${KEYS_LISTED}
      )
-     SELECT workflow, key, kind, running, "limit", waiting FROM rows ORDER BY workflow, rank, waiting DESC, key`,
-    [workflowNames ?? null],
-  );
-  return rows.map((row) => ({
-    workflow: row.workflow,
-    ...(row.key !== null && { key: row.key }),
-    kind: row.kind,
-    running: row.running,
-    limit: row.limit,
-    waiting: row.waiting,
-  }));
-}
+     SELECT workflow, key, kind, running, "limit", waiting FROM rows ORDER BY workflow, rank, waiting DESC, key`;

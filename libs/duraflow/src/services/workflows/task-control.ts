@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { LeaseHeartbeat } from '../../background/lease-heartbeat';
-import { ResolvedDuraflowOptions } from '../../config/duraflow.options';
+import { ResolvedDuraflowOptions } from '../../config/resolved-options';
 import { WorkflowRegistry } from '../../discovery/workflow.registry';
 import { RESOLVED_DURAFLOW_OPTIONS, UUID_PATTERN } from '../../domain/duraflow.constants';
 import { AgentTask } from '../../domain/entities/agent-task.entity';

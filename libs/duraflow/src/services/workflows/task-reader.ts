@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { ResolvedDuraflowOptions } from '../../config/duraflow.options';
+import { ResolvedDuraflowOptions } from '../../config/resolved-options';
 import { RESOLVED_DURAFLOW_OPTIONS, UUID_PATTERN } from '../../domain/duraflow.constants';
 import { AgentTask } from '../../domain/entities/agent-task.entity';
 import { StepRun } from '../../domain/entities/step-run.entity';
@@ -9,6 +9,7 @@ import { StepSummary, StepSummaryOptions, TaskCountFilter, TaskCounts, TaskProgr
 import { decodeCursor, keysetPage, listLimit } from '../../persistence/cursor';
 import { DuraflowDatabase } from '../../persistence/duraflow-database';
 import { SignalStore, TaskSignal } from '../../persistence/signal.store';
+import { readStepSummaries } from '../../persistence/sql/read-step-summaries';
 import { readTaskProgress } from '../../persistence/sql/read-task-progress';
 import { StepStore } from '../../persistence/step.store';
 import { TaskStore } from '../../persistence/task.store';
@@ -68,7 +69,7 @@ export class TaskReader {
 
   async getStepSummaries(id: string, options: StepSummaryOptions = {}): Promise<StepSummary[]> {
     const previewChars = checkPreviewChars(options.previewChars);
-    return isTaskId(id) ? this.steps.listStepSummaries(id, previewChars) : [];
+    return isTaskId(id) ? readStepSummaries(this.db, id, previewChars) : [];
   }
 
   async getProgress(id: string): Promise<TaskProgress | null> {

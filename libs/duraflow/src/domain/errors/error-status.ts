@@ -1,5 +1,5 @@
 import { HttpStatus } from '@nestjs/common';
-import { DuraflowError } from '../domain/errors/duraflow.error';
+import { DuraflowError } from './duraflow.error';
 
 /**
  * gRPC status codes (the numbers of `@grpc/grpc-js`'s `status` enum, fixed by the gRPC

@@ -1,0 +1,254 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { MAX_JSON_DEPTH } from '../domain/duraflow.constants';
+import { InvalidDuraflowOptionsError } from '../domain/errors';
+import { FunctionalWorkflowDefinition, UNKNOWN_INPUT_PROPERTIES, UnknownInputProperties } from '../domain/workflow-definition';
+import { BackoffOptions, StepOptions } from '../domain/workflow-context';
+import {
+  DURAFLOW_DEFAULTS,
+  defaultLeaseConfirmAfterMs,
+  DuraflowBackpressureOptions,
+  DuraflowModuleOptions,
+  DuraflowPooler,
+  DuraflowReaperOptions,
+  DuraflowRedisOptions,
+  DuraflowWorkerOptions,
+} from './duraflow.options';
+import { ResolvedMetricsOptions, resolveMetricsOptions } from './metrics.options';
+
+export interface ResolvedBackoff {
+  initialDelayMs: number;
+  factor: number;
+  maxDelayMs: number;
+}
+
+export interface ResolvedStepOptions {
+  retries: number;
+  timeout: number | undefined;
+  backoff: ResolvedBackoff;
+}
+
+/** Every option with its default applied: the one place defaults live. */
+export interface ResolvedDuraflowOptions {
+  dataSource: string | undefined;
+  pooler: DuraflowPooler;
+  listenUrl: string | undefined;
+  workerId: string;
+  redis: DuraflowRedisOptions | undefined;
+  worker: Required<Omit<DuraflowWorkerOptions, 'backpressure'>> & { backpressure: Required<DuraflowBackpressureOptions> };
+  heartbeatIntervalMs: number;
+  reaper: Required<DuraflowReaperOptions>;
+  retention: ResolvedRetention;
+  workflows: FunctionalWorkflowDefinition[];
+  maxRetries: number;
+  step: ResolvedStepOptions;
+  compensation: ResolvedStepOptions;
+  maxInputBytes: number;
+  maxOutputBytes: number;
+  maxJsonDepth: number;
+  maxListPageBytes: number;
+  unknownInputProperties: UnknownInputProperties;
+  metrics: ResolvedMetricsOptions | null;
+}
+
+export interface ResolvedRetention {
+  completed: number | undefined;
+  failed: number | undefined;
+  rolledBack: number | undefined;
+  cancelled: number | undefined;
+  batchSize: number;
+  intervalMs: number;
+}
+
+/** The statuses retention applies to, by option name. */
+export const RETENTION_STATUSES = ['completed', 'failed', 'rolledBack', 'cancelled'] as const;
+
+export const DEFAULT_BACKOFF: ResolvedBackoff = { initialDelayMs: 100, factor: 2, maxDelayMs: 30_000 };
+
+/** A compensation that hangs must not hold a rollback forever: 30 s, then it counts as failed. */
+export const DEFAULT_COMPENSATION_OPTIONS: ResolvedStepOptions = { retries: 2, timeout: 30_000, backoff: DEFAULT_BACKOFF };
+
+export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): ResolvedDuraflowOptions {
+  const defaults = DURAFLOW_DEFAULTS;
+  if (options.retention !== undefined && (typeof options.retention !== 'object' || options.retention === null)) {
+    throw new InvalidDuraflowOptionsError('retention', 'must be { completed?, failed?, rolledBack?, cancelled? } (durations in ms).');
+  }
+  const staleAfterMs = options.reaper?.staleAfterMs ?? defaults.reaper.staleAfterMs;
+  const resolved: ResolvedDuraflowOptions = {
+    dataSource: options.dataSource,
+    pooler: options.pooler ?? 'none',
+    listenUrl: options.listenUrl,
+    workerId: options.workerId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
+    redis: options.redis,
+    worker: resolveWorker(options.worker, staleAfterMs),
+    heartbeatIntervalMs: options.heartbeatIntervalMs ?? defaults.heartbeatIntervalMs,
+    reaper: {
+      enabled: options.reaper?.enabled ?? defaults.reaper.enabled,
+      intervalMs: options.reaper?.intervalMs ?? defaults.reaper.intervalMs,
+      staleAfterMs,
+      leaderTtlMs: options.reaper?.leaderTtlMs ?? defaults.reaper.leaderTtlMs,
+      leaderKey: options.reaper?.leaderKey ?? defaults.reaper.leaderKey,
+    },
+    retention: {
+      completed: options.retention?.completed,
+      failed: options.retention?.failed,
+      rolledBack: options.retention?.rolledBack,
+      cancelled: options.retention?.cancelled,
+      batchSize: options.retention?.batchSize ?? defaults.retention.batchSize,
+      intervalMs: options.retention?.intervalMs ?? defaults.retention.intervalMs,
+    },
+    workflows: options.workflows ?? [],
+    maxRetries: options.maxRetries ?? defaults.maxRetries,
+    step: resolveStepOptions(options.step, { retries: 0, timeout: undefined, backoff: DEFAULT_BACKOFF }, 'step'),
+    compensation: resolveStepOptions(options.compensation, DEFAULT_COMPENSATION_OPTIONS, 'compensation'),
+    maxInputBytes: options.maxInputBytes ?? defaults.maxInputBytes,
+    maxOutputBytes: options.maxOutputBytes ?? defaults.maxOutputBytes,
+    maxJsonDepth: options.maxJsonDepth ?? defaults.maxJsonDepth,
+    maxListPageBytes: options.maxListPageBytes ?? defaults.maxListPageBytes,
+    unknownInputProperties: options.unknownInputProperties ?? defaults.unknownInputProperties,
+    metrics: resolveMetricsOptions(options.metrics),
+  };
+  checkResolvedOptions(resolved);
+  return resolved;
+}
+
+function resolveWorker(worker: DuraflowWorkerOptions | undefined, staleAfterMs: number): ResolvedDuraflowOptions['worker'] {
+  const defaults = DURAFLOW_DEFAULTS.worker;
+  return {
+    enabled: worker?.enabled ?? defaults.enabled,
+    concurrency: worker?.concurrency ?? defaults.concurrency,
+    pollIntervalMs: worker?.pollIntervalMs ?? defaults.pollIntervalMs,
+    maxIdlePollIntervalMs: worker?.maxIdlePollIntervalMs ?? defaults.maxIdlePollIntervalMs,
+    prefetch: worker?.prefetch ?? defaults.prefetch,
+    shutdownTimeoutMs: worker?.shutdownTimeoutMs ?? defaults.shutdownTimeoutMs,
+    leaseConfirmAfterMs:
+      worker?.leaseConfirmAfterMs ?? (typeof staleAfterMs === 'number' ? defaultLeaseConfirmAfterMs(staleAfterMs) : staleAfterMs),
+    backpressure: {
+      maxQueuedTasks: worker?.backpressure?.maxQueuedTasks ?? defaults.backpressure.maxQueuedTasks,
+      maxEventLoopLagMs: worker?.backpressure?.maxEventLoopLagMs ?? defaults.backpressure.maxEventLoopLagMs,
+      lagWindowMs: worker?.backpressure?.lagWindowMs ?? defaults.backpressure.lagWindowMs,
+      slowdownFactor: worker?.backpressure?.slowdownFactor ?? defaults.backpressure.slowdownFactor,
+    },
+  };
+}
+
+/** Every resolved option in range, else InvalidDuraflowOptionsError naming the first that is not. */
+function checkResolvedOptions(resolved: ResolvedDuraflowOptions): void {
+  checkConnections(resolved);
+  checkTimings(resolved);
+  checkRetention(resolved.retention);
+  checkLimits(resolved);
+}
+
+/** Who this process is and how it reaches PostgreSQL and Redis. */
+function checkConnections(resolved: ResolvedDuraflowOptions): void {
+  checkText('workerId', resolved.workerId, 255);
+  if (resolved.pooler !== 'none' && resolved.pooler !== 'pgbouncer-transaction') {
+    throw new InvalidDuraflowOptionsError('pooler', `must be 'none' or 'pgbouncer-transaction', got ${String(resolved.pooler)}.`);
+  }
+  if (resolved.listenUrl !== undefined && !(typeof resolved.listenUrl === 'string' && /^postgres(ql)?:\/\/./.test(resolved.listenUrl))) {
+    throw new InvalidDuraflowOptionsError(
+      'listenUrl',
+      'must be a postgres:// URL of a direct connection (not through the pooler), or omitted.',
+    );
+  }
+  if (
+    resolved.redis !== undefined &&
+    (typeof resolved.redis !== 'object' || resolved.redis === null || !(resolved.redis.url || resolved.redis.host))
+  ) {
+    throw new InvalidDuraflowOptionsError(
+      'redis',
+      'must be { url } or { host, port, ... }; omit it to elect the reaper leader through PostgreSQL.',
+    );
+  }
+}
+
+/** The worker's and the reaper's numbers, and how they fit together. */
+function checkTimings(resolved: ResolvedDuraflowOptions): void {
+  checkInteger('worker.concurrency', resolved.worker.concurrency, 1);
+  checkInteger('worker.pollIntervalMs', resolved.worker.pollIntervalMs, 1);
+  checkInteger('worker.maxIdlePollIntervalMs', resolved.worker.maxIdlePollIntervalMs, 1);
+  if (resolved.worker.prefetch !== 'auto') checkInteger('worker.prefetch', resolved.worker.prefetch, 0, `or 'auto'`);
+  checkInteger('worker.shutdownTimeoutMs', resolved.worker.shutdownTimeoutMs, 0);
+  checkInteger('worker.backpressure.maxQueuedTasks', resolved.worker.backpressure.maxQueuedTasks, 1);
+  checkInteger('worker.backpressure.maxEventLoopLagMs', resolved.worker.backpressure.maxEventLoopLagMs, 1);
+  checkInteger('worker.backpressure.lagWindowMs', resolved.worker.backpressure.lagWindowMs, 10);
+  checkInteger('worker.backpressure.slowdownFactor', resolved.worker.backpressure.slowdownFactor, 1);
+  checkInteger('heartbeatIntervalMs', resolved.heartbeatIntervalMs, 1);
+  checkInteger('reaper.intervalMs', resolved.reaper.intervalMs, 1);
+  checkInteger('reaper.staleAfterMs', resolved.reaper.staleAfterMs, 1);
+  checkInteger('reaper.leaderTtlMs', resolved.reaper.leaderTtlMs, 1);
+  checkInteger('worker.leaseConfirmAfterMs', resolved.worker.leaseConfirmAfterMs, 0);
+  if (resolved.worker.leaseConfirmAfterMs >= resolved.reaper.staleAfterMs) {
+    throw new InvalidDuraflowOptionsError(
+      'worker.leaseConfirmAfterMs',
+      `must be less than reaper.staleAfterMs (${resolved.reaper.staleAfterMs}), got ${resolved.worker.leaseConfirmAfterMs}: ` +
+        'a lease must be confirmed while the reaper still leaves the task to its worker.',
+    );
+  }
+  checkText('reaper.leaderKey', resolved.reaper.leaderKey, 255);
+}
+
+function checkRetention(retention: ResolvedRetention): void {
+  for (const status of RETENTION_STATUSES) {
+    const keepMs = retention[status];
+    if (keepMs !== undefined) checkInteger(`retention.${status}`, keepMs, 0, '(ms after the task finished; omit it to keep forever)');
+  }
+  checkInteger('retention.batchSize', retention.batchSize, 1);
+  checkInteger('retention.intervalMs', retention.intervalMs, 1);
+}
+
+/** Retries, sizes and the rest of what a submit and a run are checked against. */
+function checkLimits(resolved: ResolvedDuraflowOptions): void {
+  checkInteger('maxRetries', resolved.maxRetries, 0);
+  checkInteger('maxInputBytes', resolved.maxInputBytes, 1);
+  checkInteger('maxOutputBytes', resolved.maxOutputBytes, 1);
+  checkInteger('maxJsonDepth', resolved.maxJsonDepth, 1);
+  if (resolved.maxJsonDepth > MAX_JSON_DEPTH) {
+    throw new InvalidDuraflowOptionsError('maxJsonDepth', `must be at most ${MAX_JSON_DEPTH}, got ${resolved.maxJsonDepth}.`);
+  }
+  checkInteger('maxListPageBytes', resolved.maxListPageBytes, 1);
+  if (!UNKNOWN_INPUT_PROPERTIES.includes(resolved.unknownInputProperties)) {
+    throw new InvalidDuraflowOptionsError(
+      'unknownInputProperties',
+      `must be 'strip' or 'reject', got ${String(resolved.unknownInputProperties)}.`,
+    );
+  }
+  if (!Array.isArray(resolved.workflows)) {
+    throw new InvalidDuraflowOptionsError('workflows', 'must be an array of workflow(name, fn) definitions.');
+  }
+}
+
+/** Layers step options (call site over workflow over module) and checks the result. */
+export function resolveStepOptions(options: StepOptions | undefined, base: ResolvedStepOptions, where: string): ResolvedStepOptions {
+  const backoff: BackoffOptions = options?.backoff ?? {};
+  const resolved: ResolvedStepOptions = {
+    retries: options?.retries ?? base.retries,
+    timeout: options?.timeout ?? base.timeout,
+    backoff: {
+      initialDelayMs: backoff.initialDelayMs ?? base.backoff.initialDelayMs,
+      factor: backoff.factor ?? base.backoff.factor,
+      maxDelayMs: backoff.maxDelayMs ?? base.backoff.maxDelayMs,
+    },
+  };
+  checkInteger(`${where}.retries`, resolved.retries, 0);
+  if (resolved.timeout !== undefined) checkInteger(`${where}.timeout`, resolved.timeout, 1);
+  checkInteger(`${where}.backoff.initialDelayMs`, resolved.backoff.initialDelayMs, 0);
+  checkInteger(`${where}.backoff.maxDelayMs`, resolved.backoff.maxDelayMs, 0);
+  if (!(typeof resolved.backoff.factor === 'number' && resolved.backoff.factor >= 1)) {
+    throw new InvalidDuraflowOptionsError(`${where}.backoff.factor`, 'must be a number >= 1.');
+  }
+  return resolved;
+}
+
+function checkInteger(option: string, value: unknown, min: number, orElse?: string): void {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
+    throw new InvalidDuraflowOptionsError(option, `must be an integer >= ${min}${orElse ? ` ${orElse}` : ''}, got ${String(value)}.`);
+  }
+}
+
+function checkText(option: string, value: unknown, maxLength: number): void {
+  if (typeof value !== 'string' || value.length === 0 || value.length > maxLength) {
+    throw new InvalidDuraflowOptionsError(option, `must be a non-empty string of at most ${maxLength} characters.`);
+  }
+}
