@@ -1,5 +1,6 @@
 import { Client } from 'pg';
 import { TaskStatus, WorkflowContext, WorkflowService, workflow } from '@duraflow/nestjs';
+import { TaskTransitions } from '../libs/duraflow/src/persistence/lifecycle/task-transitions';
 import { Gate } from './fixtures/steps/gate';
 import { useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
@@ -19,6 +20,7 @@ import { eventually } from './support/waiting';
 const bed = useTestBed();
 let childGate = new Gate();
 let parentGate = new Gate();
+let undoGate = new Gate();
 
 async function logUndo(taskId: string, stepKey: string): Promise<void> {
   await bed.db.client.query(`INSERT INTO compensation_log (task_id, step_key) VALUES ($1, $2)`, [taskId, stepKey]);
@@ -49,6 +51,33 @@ const racingParent = workflow(
   { compensations: undo('p1') },
 );
 
+// A child whose compensation waits at a gate, so the test can act while its own rollback runs.
+const slowUndoChild = workflow(
+  'slow-undo-child',
+  async (ctx: WorkflowContext) => {
+    await ctx.step.run('k', () => 'k');
+    await ctx.waitForSignal('never');
+  },
+  {
+    compensations: {
+      k: async (_output: unknown, c: { runId: string; signal: AbortSignal }) => {
+        await undoGate.wait(c.signal);
+        await logUndo(c.runId, 'k');
+      },
+    },
+  },
+);
+
+const waitingParent = workflow(
+  'waiting-parent',
+  async (ctx: WorkflowContext) => {
+    await ctx.step.run('p1', () => 'p1');
+    await ctx.startChild('kid', 'slow-undo-child', {});
+    await ctx.waitForSignal('never');
+  },
+  { compensations: undo('p1') },
+);
+
 /** The statements of the test's database waiting for a lock whose text contains `marker`. */
 async function lockWaiters(marker: string): Promise<number> {
   const { rows } = await bed.db.client.query(
@@ -72,6 +101,7 @@ describe('a child that finishes while its parent rolls back', () => {
     await bed.db.client.query(`TRUNCATE compensation_log`);
     childGate = new Gate();
     parentGate = new Gate();
+    undoGate = new Gate();
   });
 
   it('undoes the child’s steps when its completion lands between the rollback’s read and its cancel', async () => {
@@ -103,5 +133,30 @@ describe('a child that finishes while its parent rolls back', () => {
     expect(await undoLog()).toEqual(['c1', 'p1']);
     expect(await bed.rows.compensatedStepKeys(child.id)).toEqual(['c1']);
     expect(await bed.rows.compensatedStepKeys(parent.id)).toEqual(['kid', 'p1']);
+  });
+
+  it('leaves a child whose own rollback runs to it: handed over once, its compensation runs once', async () => {
+    const app = await bed.start({ duraflow: { workflows: [slowUndoChild, waitingParent] } });
+    const workflows = app.get(WorkflowService);
+    const parent = await workflows.submit('waiting-parent');
+    await eventually('the parent and its child wait', async () => {
+      const [child] = await workflows.getChildren(parent.id);
+      const rows = child ? await Promise.all([bed.rows.task(parent.id), bed.rows.task(child.id)]) : [];
+      return rows.length === 2 && rows.every((row) => row.status === 'pending' && row.started_at !== null);
+    });
+    const [child] = await workflows.getChildren(parent.id);
+
+    // The parent's rollback hands the child over; a worker claims it and its compensation starts.
+    const cancelled = workflows.cancel(parent.id, { compensate: true });
+    await undoGate.reached.promise;
+    expect(await bed.rows.task(child.id)).toMatchObject({ status: 'running', rollback_reason: 'cancelled' });
+    // What a cancel with compensation does to the tree last, while the child's own rollback runs.
+    expect(await app.get(TaskTransitions).cancelDescendants([parent.id], { includeRoots: false, compensate: true })).toEqual([]);
+    undoGate.open();
+
+    expect(await cancelled).toMatchObject({ status: TaskStatus.CANCELLED });
+    expect(await workflows.waitFor(child.id, { timeoutMs: 10_000 })).toMatchObject({ status: TaskStatus.CANCELLED });
+    expect((await undoLog()).sort()).toEqual(['k', 'p1']);
+    expect(await bed.rows.compensatedStepKeys(child.id)).toEqual(['k']);
   });
 });

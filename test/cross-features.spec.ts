@@ -1,5 +1,15 @@
 import { TestingModule } from '@nestjs/testing';
-import { ChildWorkflowFailedError, DuraflowModuleOptions, FunctionalWorkflowDefinition, SignalTimeoutError, TaskStatus, WorkerService, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
+import {
+  ChildWorkflowFailedError,
+  DuraflowModuleOptions,
+  FunctionalWorkflowDefinition,
+  SignalTimeoutError,
+  TaskStatus,
+  WorkerService,
+  workflow,
+  WorkflowContext,
+  WorkflowService,
+} from '@duraflow/nestjs';
 import { replayCheck } from '@duraflow/nestjs/replay';
 import { Gate } from './fixtures/steps/gate';
 import { useTestBed } from './support/test-bed';

@@ -18,7 +18,7 @@ import { deployed } from './fixtures/deploys/deployed-code';
  * The dashboard in a real headless Chromium against a real app and PostgreSQL: pages load
  * without a JavaScript error, work from the keyboard, follow a running task live, and carry
  * out confirmed actions. Screenshots go to a temporary folder, or to docs/screenshots (the
- * README's) with DURAFLOW_UPDATE_SCREENSHOTS=1.
+ * guides') with DURAFLOW_UPDATE_SCREENSHOTS=1.
  */
 
 // What the callbacks run inside the page see (this project compiles without the DOM's types).

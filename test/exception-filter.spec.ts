@@ -4,7 +4,16 @@ import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-hos
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import { IsInt, IsString, Min } from 'class-validator';
 import { firstValueFrom, isObservable, Observable } from 'rxjs';
-import { DuraflowError, DuraflowExceptionFilter, duraflowErrorStatus, DuraflowModule, SagaService, TaskNotFoundError, workflow, WorkflowService } from '@duraflow/nestjs';
+import {
+  DuraflowError,
+  DuraflowExceptionFilter,
+  duraflowErrorStatus,
+  DuraflowModule,
+  SagaService,
+  TaskNotFoundError,
+  workflow,
+  WorkflowService,
+} from '@duraflow/nestjs';
 import { GrpcStatusCode } from '@duraflow/nestjs/domain/errors/error-status';
 import { useTestBed } from './support/test-bed';
 

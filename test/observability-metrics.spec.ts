@@ -1,5 +1,13 @@
 import { Registry } from 'prom-client';
-import { DuraflowMetrics, workflow, InvalidDuraflowOptionsError, ReaperService, SagaService, TaskStatus, WorkflowService } from '@duraflow/nestjs';
+import {
+  DuraflowMetrics,
+  workflow,
+  InvalidDuraflowOptionsError,
+  ReaperService,
+  SagaService,
+  TaskStatus,
+  WorkflowService,
+} from '@duraflow/nestjs';
 import { resolveDuraflowOptions } from '@duraflow/nestjs/config/resolved-options';
 import { brokenWorkflow, checkoutWorkflow, quickWorkflow } from './fixtures/observability/workflows';
 import { metricType, sampleValue } from './support/prometheus';

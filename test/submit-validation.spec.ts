@@ -1,6 +1,25 @@
 import { randomUUID } from 'node:crypto';
 import { TestingModule } from '@nestjs/testing';
-import { DuraflowError, DuraflowModule, InputTooLargeError, InputValidationError, InvalidDuraflowOptionsError, InvalidSubmitOptionsError, InvalidWorkflowDefinitionError, InvalidWorkflowNameError, NotSerializableError, SubmitOptions, TaskAlreadyFinishedError, TaskNotFoundError, TaskStatus, UnknownWorkflowError, Workflow, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
+import {
+  DuraflowError,
+  DuraflowModule,
+  InputTooLargeError,
+  InputValidationError,
+  InvalidDuraflowOptionsError,
+  InvalidSubmitOptionsError,
+  InvalidWorkflowDefinitionError,
+  InvalidWorkflowNameError,
+  NotSerializableError,
+  SubmitOptions,
+  TaskAlreadyFinishedError,
+  TaskNotFoundError,
+  TaskStatus,
+  UnknownWorkflowError,
+  Workflow,
+  workflow,
+  WorkflowContext,
+  WorkflowService,
+} from '@duraflow/nestjs';
 import { resolveDuraflowOptions } from '@duraflow/nestjs/config/resolved-options';
 import { BookingInput, BookingWorkflow } from './fixtures/definitions/booking.workflow';
 import { FlightsApi } from './fixtures/definitions/flights-api';

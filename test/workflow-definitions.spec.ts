@@ -1,6 +1,23 @@
 import { Injectable, Module, Scope } from '@nestjs/common';
 import { TestingModule } from '@nestjs/testing';
-import { Compensate, DuplicateCompensationError, DuplicateStepDefinitionError, DuplicateWorkflowError, DuraflowError, DuraflowModule, FunctionalWorkflowDefinition, InvalidDuraflowOptionsError, InvalidWorkflowDefinitionError, Step, TaskStatus, UnknownCompensationTargetError, Workflow, WorkflowContext, WorkflowService, workflow } from '@duraflow/nestjs';
+import {
+  Compensate,
+  DuplicateCompensationError,
+  DuplicateStepDefinitionError,
+  DuplicateWorkflowError,
+  DuraflowError,
+  DuraflowModule,
+  FunctionalWorkflowDefinition,
+  InvalidDuraflowOptionsError,
+  InvalidWorkflowDefinitionError,
+  Step,
+  TaskStatus,
+  UnknownCompensationTargetError,
+  Workflow,
+  WorkflowContext,
+  WorkflowService,
+  workflow,
+} from '@duraflow/nestjs';
 import { WorkflowRegistry } from '@duraflow/nestjs/discovery/workflow.registry';
 import { BookingWorkflow } from './fixtures/definitions/booking.workflow';
 import { FlightsApi } from './fixtures/definitions/flights-api';

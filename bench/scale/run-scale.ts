@@ -256,7 +256,7 @@ async function nodes(delayMs: number, tasks: number): Promise<void> {
 
 // ------------------------------------------------------------------ retention
 
-/** The per-table settings the README gives for high churn. */
+/** The per-table settings docs/operations.md gives for high churn. */
 const TUNED_AUTOVACUUM =
   'autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_insert_scale_factor = 0.01, ' +
   'autovacuum_analyze_scale_factor = 0.02, autovacuum_vacuum_cost_delay = 0';

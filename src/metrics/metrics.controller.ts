@@ -4,7 +4,7 @@ import { DuraflowMetrics } from '@duraflow/nestjs';
 
 /**
  * `GET /metrics`: the engine's Prometheus metrics in the text exposition format — Duraflow's
- * (README, "Metrics") and the Node.js process's. Behind the API key like every route but
+ * (docs/observability.md, "Metrics") and the Node.js process's. Behind the API key like every route but
  * `/health`: a scraper sends it (`authorization: { credentials: <key> }` in Prometheus).
  */
 @Controller('metrics')

@@ -3,8 +3,8 @@ import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
 import { RETENTION_STATUSES, ResolvedDuraflowOptions } from '../config/resolved-options';
 import { RetentionCounts, RetentionStats } from '../domain/retention-stats';
 import { TaskStatus } from '../domain/task-status';
-import { DuraflowDatabase } from '../persistence/duraflow-database';
-import { deleteExpiredTasks, ExpiryRule } from '../persistence/lifecycle/delete-expired-tasks';
+import { ExpiryRule } from '../persistence/lifecycle/delete-expired-tasks';
+import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
 
 const STATUS_OF: Record<keyof RetentionCounts, TaskStatus> = {
   completed: TaskStatus.COMPLETED,
@@ -34,7 +34,7 @@ export class RetentionSweeper {
 
   constructor(
     @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
-    private readonly db: DuraflowDatabase,
+    private readonly transitions: TaskTransitions,
   ) {
     this.rules = RETENTION_STATUSES.flatMap((name) => {
       const keepMs = options.retention[name];
@@ -59,7 +59,7 @@ export class RetentionSweeper {
     let rules = this.rules;
     let batches = 0;
     while (rules.length && batches < MAX_BATCHES_PER_SWEEP) {
-      const counts = await deleteExpiredTasks(this.db, rules, batchSize);
+      const counts = await this.transitions.deleteExpired(rules, batchSize);
       batches++;
       this.batches++;
       for (const name of RETENTION_STATUSES) {

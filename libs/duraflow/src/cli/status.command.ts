@@ -20,7 +20,7 @@ export interface StatusCommandOptions {
 
 export interface StatusReport extends QueueStatus, DeployStatus {
   database: string;
-  /** Every schedule a node has ticked (README "Schedules"). */
+  /** Every schedule a node has ticked (docs/schedules.md). */
   schedules: ScheduleStatus[];
   /** What waits on which flow limit (the limits as the workers registered them); empty when no workflow has one. */
   limits: FlowLimitStats[];

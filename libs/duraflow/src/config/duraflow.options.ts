@@ -131,7 +131,7 @@ export interface DuraflowModuleOptions {
   retention?: DuraflowRetentionOptions;
   /** Functional workflow definitions (`workflow(name, fn)`). */
   workflows?: FunctionalWorkflowDefinition[];
-  /** Cron schedules that start tasks of registered workflows, one task per tick across all nodes (README "Schedules"). */
+  /** Cron schedules that start tasks of registered workflows, one task per tick across all nodes (docs/schedules.md). */
   schedules?: ScheduleDefinition[];
   /** Default `maxRetries` of a task when neither submit nor the workflow says. Default 3 (the column's default). */
   maxRetries?: number;

@@ -1,6 +1,6 @@
 /**
  * Flow control of a workflow's tasks, enforced in the claim across every worker process
- * (README "Flow control"). Every worker that registers the workflow must declare the same limits.
+ * (docs/flow-control.md). Every worker that registers the workflow must declare the same limits.
  */
 export interface FlowControlOptions<TInput = any> {
   /** At most this many running tasks of the workflow across all worker processes (a whole number >= 1). */

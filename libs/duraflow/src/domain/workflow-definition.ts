@@ -46,7 +46,7 @@ export interface WorkflowOptions extends FlowControlOptions {
    * each) may be registered side by side while old runs finish. Default: none, which is version 1.
    */
   version?: number;
-  /** Start a task of this workflow on a cron schedule (named after the workflow): see the README's "Schedules". */
+  /** Start a task of this workflow on a cron schedule (named after the workflow): see docs/schedules.md. */
   schedule?: WorkflowScheduleOptions;
 }
 

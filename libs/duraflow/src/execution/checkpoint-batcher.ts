@@ -3,8 +3,9 @@ import { CompletedStep, FailedStepAttempt, StepStore, UNIQUE_VIOLATION } from '.
 import { GroupCommit } from './group-commit';
 
 /**
- * Every checkpoint of this process's runs goes through here, and here it is decided how it is
- * written. A step's first completion goes through group commit across the runs: a lone one is
+ * The step checkpoints of this process's runs go through here (a step's completion or failed
+ * attempt, a patch marker; a wait settles through the lifecycle, lifecycle/settle-wait.ts), and
+ * here it is decided how each is written. A step's first completion goes through group commit across the runs: a lone one is
  * written at once, and those that arrive while it commits go together in the next statement
  * (one commit for many runs' steps); a completion whose row may exist already (a failed
  * attempt was written) is an upsert of its own, as is each row of a batch that hit an existing

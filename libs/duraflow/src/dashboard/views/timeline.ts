@@ -7,9 +7,10 @@ import { statusBadge, ViewContext } from './layout';
 import { compactValue, errorBlock } from './values';
 
 /**
- * One line of a task's timeline. Steps are the only kind today; sleeps, signals and child
- * workflows become kinds of their own as they land: add the kind to this union and its
- * renderer to TIMELINE_ROWS, and the table, its order and the live updates take it as it is.
+ * One line of a task's timeline: a row of step_runs, a step or a durable primitive's (a sleep,
+ * a signal wait, a child, a patch marker: its `kind`), with its dead letter if it has one. Another
+ * kind of line is a member of this union and a renderer in TIMELINE_ROWS; the table, its order and
+ * the live updates take it as it is.
  */
 export type TimelineEntry = { kind: 'step'; step: StepSummary; deadLetter: DeadLetter | undefined };
 

@@ -79,9 +79,11 @@ export function takeOverForCancelRollback(db: DuraflowDatabase, id: string, work
  * themselves with `includeRoots`). With `compensate`, a task with completed steps to undo is
  * handed over to the workers for a `cancelled` rollback instead (MOVE.handOver: whoever claims
  * it next undoes its steps, newest first, and ends it `cancelled`); one with nothing to undo is
- * cancelled at once. A worker running one is fenced out and told through NOTIFY. Returns the ids
- * it cancelled or handed over: a task that had finished (or finishes while this waits for its
- * row) is not among them.
+ * cancelled at once. A worker running one is fenced out and told through NOTIFY. With
+ * `compensate`, a task already rolling back is left to finish its rollback: handing it over again
+ * would fence out the worker in the middle of a compensation, to run it a second time. Returns
+ * the ids it cancelled or handed over: a task that had finished (or finishes while this waits for
+ * its row), or is rolling back, is not among them.
  *
  * The rows are locked deepest first: a child that ends locks its parent (the wake-up trigger of
  * migration 1700000000200), so locking children before parents never waits in a cycle with it.
@@ -101,7 +103,7 @@ export async function cancelDescendants(
      ), targets AS (
        SELECT t.id, EXISTS (SELECT 1 FROM step_runs s WHERE s.task_id = t.id AND ${leftToUndo('s')}) AS undo
        FROM agent_tasks t JOIN (SELECT id, max(depth) AS depth FROM tree GROUP BY id) d ON d.id = t.id
-       WHERE t.status IN ${CANCELLABLE}
+       WHERE t.status IN ${CANCELLABLE} AND NOT ($3 AND t.rollback_reason IS NOT NULL)
        ORDER BY d.depth DESC, t.id
        FOR NO KEY UPDATE OF t
      ), handed AS (

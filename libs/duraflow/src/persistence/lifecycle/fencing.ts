@@ -1,6 +1,6 @@
 /**
- * The SQL that fences a run's writes on its claim, in one place for every store and every
- * statement in sql/, with the order in which several task rows are locked.
+ * The SQL that fences a run's writes on its claim, in one place for every store and every move
+ * of the lifecycle, with the order in which several claimed task rows are locked.
  */
 
 /** WHERE condition on agent_tasks: the claim `$token` still owns the running task `$id`. */
@@ -19,8 +19,10 @@ export function ownedTaskRow(id: string, token: string): string {
 /**
  * The same for many claims at once: the rows of the tasks that the claims in `claims` (a
  * relation with columns task_id, claim_token) still own, locked in id order (FOR SHARE to
- * write beside them, FOR NO KEY UPDATE to update them). Every statement that locks several
- * task rows goes through here, so no two of them wait for each other in a cycle.
+ * write beside them, FOR NO KEY UPDATE to update them). Every statement that locks the rows of
+ * several claims goes through here, so no two of them wait for each other in a cycle (the other
+ * locks of several rows: a cancel's tree, deepest first; the reaper and retention, SKIP LOCKED;
+ * task-lifecycle.ts).
  */
 export function ownedTaskRows(claims: string, lock: 'SHARE' | 'NO KEY UPDATE'): string {
   return `SELECT id, claim_token FROM agent_tasks
