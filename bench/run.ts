@@ -133,20 +133,18 @@ async function main(): Promise<number> {
     const app = await startBenchApp(db.url, probe);
     try {
       const workflows = app.get(WorkflowService);
-      if (!args.only) {
-        await scenario(ctx, 'submit', () => submitScenario(ctx, workflows));
-        await db.truncate();
-        await scenario(ctx, 'idle-worker', async () => {
-          const worker = app.get(WorkerService);
-          await worker.start();
-          try {
-            await idleWorkerScenario(ctx, workflows, probe);
-          } finally {
-            await worker.stop();
-          }
-        });
-        await db.truncate();
-      }
+      await scenario(ctx, 'submit', () => submitScenario(ctx, workflows));
+      await db.truncate();
+      await scenario(ctx, 'idle-worker', async () => {
+        const worker = app.get(WorkerService);
+        await worker.start();
+        try {
+          await idleWorkerScenario(ctx, workflows, probe);
+        } finally {
+          await worker.stop();
+        }
+      });
+      await db.truncate();
       await scenario(ctx, 'primitives', async () => {
         const worker = app.get(WorkerService);
         await worker.start();

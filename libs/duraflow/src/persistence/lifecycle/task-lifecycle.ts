@@ -149,7 +149,7 @@ export const MOVE = {
   takeOver: (workerId: string, t = 't') =>
     `status = 'running', rollback_reason = 'cancelled', worker_id = ${workerId}, claim_token = gen_random_uuid(), heartbeat_at = now(), ` +
     `started_at = COALESCE(${t}.started_at, now()), completed_at = NULL, updated_at = now()`,
-  /** The reaper's move of a stale running task: `status`, `retryCount`, `completedAt` SQL expressions decided per row. */
+  /** The reaper's move of a stale running task: `status` and `completedAt` SQL expressions decided per row (a retry counted, a rollback begun: the statement's payload). */
   reap: (status: string, completedAt: string) => `status = ${status}, completed_at = ${completedAt}, ${CLAIM_CLEARED}, updated_at = now()`,
   /** partial_rollback -> `status` (an SQL expression): its last dead letter resolved. */
   resolve: (status: string) => `status = ${status}, updated_at = now()`,
