@@ -6,6 +6,7 @@ import { DataSource, EntityManager } from 'typeorm';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
 import { ResolvedDuraflowOptions } from '../config/resolved-options';
 import { InvalidDuraflowOptionsError } from '../domain/errors';
+import { dedicatedClientConfig } from './dedicated-client-config';
 
 /**
  * Runs one statement; `name` makes it a prepared statement on the connection that runs it.
@@ -177,12 +178,11 @@ export class DuraflowDatabase implements SqlExecutor, OnModuleInit {
 
   /**
    * A connection of its own, outside the pool (LISTEN, the leader's lease): to `listenUrl` when
-   * given (past the pooler), else with the pool's server and credentials; `applicationName`
+   * given (past the pooler, with the pool's TLS unless the URL says otherwise), else with the
+   * pool's server and credentials; `applicationName`
    * names it in pg_stat_activity.
    */
   createDedicatedClient(applicationName?: string): Client {
-    const name = applicationName ? { application_name: applicationName } : {};
-    if (this.options.listenUrl) return new Client({ connectionString: this.options.listenUrl, ...name });
-    return new Client({ ...(this.pool.options as PoolConfig), ...name });
+    return new Client(dedicatedClientConfig(this.pool.options as PoolConfig, this.options.listenUrl, applicationName));
   }
 }
