@@ -14,4 +14,5 @@ export const DURAFLOW_MIGRATION_NAMES = [
   'SafeDeploys1700000000500',
   'Schedules1700000000700',
   'RunnableOrder1700000000800',
+  'SignalsWithTheirTask1700000000900',
 ];

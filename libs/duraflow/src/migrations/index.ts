@@ -8,6 +8,7 @@ import { FlowControl1700000000400 } from './1700000000400-FlowControl';
 import { SafeDeploys1700000000500 } from './1700000000500-SafeDeploys';
 import { Schedules1700000000700 } from './1700000000700-Schedules';
 import { RunnableOrder1700000000800 } from './1700000000800-RunnableOrder';
+import { SignalsWithTheirTask1700000000900 } from './1700000000900-SignalsWithTheirTask';
 
 /** Every Duraflow migration, in order: pass to a TypeORM DataSource's `migrations`. */
 export const DURAFLOW_MIGRATIONS = [
@@ -21,4 +22,5 @@ export const DURAFLOW_MIGRATIONS = [
   SafeDeploys1700000000500,
   Schedules1700000000700,
   RunnableOrder1700000000800,
+  SignalsWithTheirTask1700000000900,
 ];
