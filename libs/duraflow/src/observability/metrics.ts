@@ -3,6 +3,7 @@ import type * as PromClient from 'prom-client';
 import { loadPromClient } from '../dependencies/optional-dependencies';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
+import { isTerminalStatus } from '../domain/task-status';
 import { ResolvedDuraflowOptions } from '../config/resolved-options';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { readMetricGauges } from '../persistence/sql/read-metric-gauges';
@@ -159,13 +160,18 @@ export class DuraflowMetrics implements OnModuleDestroy {
     }
   }
 
+  /**
+   * One run ended. Only a run that left its task in a terminal status finished the task: a run
+   * that suspended (a sleep, a signal or a child wait), was held by the determinism guard, was
+   * stopped or could not record its outcome leaves the task to a later run.
+   */
   runEnded(workflow: string, outcome: string, seconds: number): void {
     const m = this.instruments;
     if (!m) return;
     m.runs.inc({ workflow, outcome });
     m.runDuration.observe({ workflow, outcome }, seconds);
     if (outcome === 'unrecorded') m.writeFailures.inc({ workflow });
-    else if (outcome !== 'stopped') m.tasksFinished.inc({ workflow, outcome });
+    else if (isTerminalStatus(outcome)) m.tasksFinished.inc({ workflow, outcome });
   }
 
   /** A task the reaper ended (out of retries): counted as finished with its final status. */
