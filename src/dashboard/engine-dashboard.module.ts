@@ -15,7 +15,14 @@ export class EngineDashboardModule {
   static forConfig(config: EngineConfig): DynamicModule {
     return {
       module: EngineDashboardModule,
-      imports: [DuraflowDashboardModule.forRoot({ path: DASHBOARD_PATH, loginUrl: config.apiKey ? DASHBOARD_LOGIN_PATH : undefined })],
+      // The API-key guard is global: the engine's own authentication stands in front of the dashboard.
+      imports: [
+        DuraflowDashboardModule.forRoot({
+          path: DASHBOARD_PATH,
+          loginUrl: config.apiKey ? DASHBOARD_LOGIN_PATH : undefined,
+          behindHostAuth: true,
+        }),
+      ],
       controllers: [DashboardLoginController],
       providers: [{ provide: ENGINE_CONFIG, useValue: config }],
     };

@@ -11,6 +11,7 @@ import { DashboardExceptionFilter } from './dashboard-exception.filter';
 import { ResolvedDashboardOptions } from './dashboard.options';
 import { LiveTaskFeed } from './live-task-feed';
 import { RequestLinks } from './request-links';
+import { AllowedHostGuard } from './allowed-host.guard';
 import { SameOriginGuard } from './same-origin.guard';
 import { parseTaskFilters } from './task-filters';
 import { confirmCancelPage, confirmDeadLetterPage, confirmResumePage, signalFormPage } from './views/confirm.page';
@@ -267,12 +268,12 @@ function isDeadLetterAction(action: string): action is DeadLetterAction {
 }
 
 /**
- * The controller at `options.path`, behind the host's guards (every route: pages, events,
- * values, actions), with the filter that turns refusals and failures into pages.
+ * The controller at `options.path`, behind the allowed hosts' check and the host's guards (every
+ * route: pages, events, values, actions), with the filter that turns refusals and failures into pages.
  */
 export function mountDashboardController(options: ResolvedDashboardOptions): Type<DashboardController> {
   @Controller(options.path)
-  @UseGuards(...options.guards)
+  @UseGuards(AllowedHostGuard, ...options.guards)
   @UseFilters(DashboardExceptionFilter)
   class MountedDashboardController extends DashboardController {}
   return MountedDashboardController;

@@ -6,6 +6,8 @@ import { DashboardReplies } from './dashboard-replies';
 import { DashboardResponder } from './dashboard-responder';
 import { LiveTaskFeed } from './live-task-feed';
 import { SameOriginGuard } from './same-origin.guard';
+import { AllowedHostGuard } from './allowed-host.guard';
+import { UnguardedDashboardWarning } from './unguarded-dashboard.warning';
 
 /**
  * The operator's web UI, served by the host app: tasks with filters and counts, a task's step
@@ -18,7 +20,7 @@ import { SameOriginGuard } from './same-origin.guard';
 export class DuraflowDashboardModule {
   /**
    * Mounts the dashboard at `path` behind `guards`. Checks the options at once
-   * (InvalidDashboardOptionsError).
+   * (InvalidDashboardOptionsError). Without guards it warns at boot, unless `behindHostAuth`.
    */
   static forRoot(options: DuraflowDashboardOptions = {}): DynamicModule {
     const resolved = resolveDashboardOptions(options);
@@ -33,6 +35,8 @@ export class DuraflowDashboardModule {
         DashboardReplies,
         LiveTaskFeed,
         SameOriginGuard,
+        AllowedHostGuard,
+        UnguardedDashboardWarning,
       ],
     };
   }

@@ -16,6 +16,19 @@ export interface DuraflowDashboardOptions {
   guards?: Array<Type<CanActivate> | CanActivate>;
   /** Modules the guards' dependencies come from. */
   imports?: ModuleMetadata['imports'];
+  /**
+   * Says the dashboard needs no guards of its own because the host's authentication already
+   * stands in front of it (a global guard, an authenticating proxy): silences the warning logged
+   * at boot when `guards` is empty. Default false.
+   */
+  behindHostAuth?: boolean;
+  /**
+   * The `Host` names the dashboard answers to, e.g. `['ops.example.com', 'localhost:3000']` (a
+   * name alone allows any port). A request naming another host gets 421 Misdirected Request on
+   * every route: a page of another site that has its name resolve to this server (DNS rebinding)
+   * can then neither read the dashboard nor act on it. Default: any host.
+   */
+  allowedHosts?: string[];
   /** Where an operator signs in: linked from the header and from the page a guard's refusal shows. */
   loginUrl?: string;
   /** Tasks per list page: 1 to 1000. Default 50. */
@@ -32,6 +45,9 @@ export interface ResolvedDashboardOptions {
   path: string;
   guards: Array<Type<CanActivate> | CanActivate>;
   imports: NonNullable<ModuleMetadata['imports']>;
+  behindHostAuth: boolean;
+  /** Lower case; undefined: any host. */
+  allowedHosts: string[] | undefined;
   loginUrl: string | undefined;
   pageSize: number;
   previewChars: number;
@@ -61,6 +77,9 @@ export function resolveDashboardOptions(options: DuraflowDashboardOptions = {}):
   }
   const imports = options.imports ?? [];
   if (!Array.isArray(imports)) throw new InvalidDashboardOptionsError('imports', 'must be an array of modules.');
+  if (options.behindHostAuth !== undefined && typeof options.behindHostAuth !== 'boolean') {
+    throw new InvalidDashboardOptionsError('behindHostAuth', 'must be true or false.');
+  }
   const loginUrl = options.loginUrl;
   if (loginUrl !== undefined && (typeof loginUrl !== 'string' || !/^(\/(?!\/)|https?:\/\/)\S*$/.test(loginUrl))) {
     throw new InvalidDashboardOptionsError(
@@ -76,6 +95,8 @@ export function resolveDashboardOptions(options: DuraflowDashboardOptions = {}):
     path,
     guards,
     imports,
+    behindHostAuth: options.behindHostAuth ?? false,
+    allowedHosts: allowedHosts(options.allowedHosts),
     loginUrl,
     pageSize: integer('pageSize', options.pageSize, DEFAULT_LIST_LIMIT, 1, MAX_LIST_LIMIT),
     previewChars: integer('previewChars', options.previewChars, 2048, 64, 1024 * 1024),
@@ -90,4 +111,18 @@ function integer(option: string, value: number | undefined, fallback: number, mi
     throw new InvalidDashboardOptionsError(option, `must be an integer from ${min} to ${max}, got ${String(value)}.`);
   }
   return value;
+}
+
+/** `name` or `name:port`; an IPv6 address in brackets. */
+const HOST_PATTERN = /^([A-Za-z0-9]([A-Za-z0-9.-]{0,252})|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?$/;
+
+function allowedHosts(hosts: string[] | undefined): string[] | undefined {
+  if (hosts === undefined) return undefined;
+  if (!Array.isArray(hosts) || hosts.length === 0 || hosts.some((host) => typeof host !== 'string' || !HOST_PATTERN.test(host))) {
+    throw new InvalidDashboardOptionsError(
+      'allowedHosts',
+      `must be a non-empty array of host names, each with an optional port ("ops.example.com", "localhost:3000", "[::1]"), got ${JSON.stringify(hosts)}.`,
+    );
+  }
+  return hosts.map((host) => host.toLowerCase());
 }
