@@ -203,6 +203,15 @@ describe('the engine API: one error shape, typed errors, 503 while the database 
     });
   });
 
+  it('names no registered workflow to a client that asks for an unknown one, over HTTP and gRPC', async () => {
+    const response = await http(engine, 'POST', '/tasks', { body: { workflowName: 'nope', input: {} }, headers: AUTH });
+    expectErrorShape(response, 404, 'UNKNOWN_WORKFLOW');
+    expect(response.body.message).toBe('No workflow named "nope" is registered. Check the workflow name.');
+    const grpc = await client.SubmitTask({ workflow_name: 'nope', input: '{}' }).catch((e) => e);
+    expect([grpc.code, grpc.details]).toEqual([status.NOT_FOUND, 'No workflow named "nope" is registered. Check the workflow name.']);
+    for (const text of [JSON.stringify(response.body), grpc.details]) expect(text).not.toMatch(/booking|order-processing|approval/);
+  });
+
   it('gives every gRPC error the error-code trailer, and INVALID_ARGUMENT to an invalid id in every call', async () => {
     const anonymous = createDuraflowClient(engine.grpcAddress!);
     const wrongKey = createDuraflowClient(engine.grpcAddress!, { 'x-api-key': 'guess' });

@@ -201,9 +201,9 @@ describe('the engine gRPC API (duraflow.v1.Duraflow), with a client generated fr
   });
 
   describe('maps errors to gRPC status codes', () => {
-    it('unknown workflow: NOT_FOUND, naming the registered ones', async () => {
+    it('unknown workflow: NOT_FOUND, naming no registered one', async () => {
       await expect(client.SubmitTask({ workflow_name: 'no-such-flow', input: '{}' })).rejects.toEqual(
-        grpcError(status.NOT_FOUND, /No workflow named "no-such-flow".*"booking"/),
+        grpcError(status.NOT_FOUND, /^No workflow named "no-such-flow" is registered\. Check the workflow name\.$/),
       );
     });
 

@@ -5,8 +5,10 @@ import { status as GrpcStatus } from '@grpc/grpc-js';
 import { IsInt, IsString, Min } from 'class-validator';
 import { firstValueFrom, isObservable, Observable } from 'rxjs';
 import {
+  DURAFLOW_EXCEPTION_FILTER_OPTIONS,
   DuraflowError,
   DuraflowExceptionFilter,
+  UnknownWorkflowError,
   duraflowErrorStatus,
   DuraflowModule,
   SagaService,
@@ -27,6 +29,8 @@ class OrderInput {
 }
 
 const orders = workflow('orders', async () => ({ ok: true }), { input: OrderInput });
+/** Another workflow of the host, which an API client that asks for a wrong name must not learn of. */
+const payroll = workflow('payroll-internal', async () => ({ ok: true }));
 
 /** What another part of the library throws for an idempotency key reused with another input. */
 class KeyConflictError extends DuraflowError {
@@ -97,15 +101,17 @@ describe('DuraflowExceptionFilter in a Nest HTTP app', () => {
   async function startHostApp(
     register: 'APP_FILTER' | 'useGlobalFilters' | 'new without HttpAdapterHost' | 'none',
     controllers: Type[] = [OrdersController],
+    options?: { exposeWorkflowNames: boolean },
   ) {
+    const filterOptions = options ? [{ provide: DURAFLOW_EXCEPTION_FILTER_OPTIONS, useValue: options }] : [];
     const host = await bed.serve({
-      duraflowModule: DuraflowModule.forRoot({ workflows: [orders], worker: { enabled: false } }),
+      duraflowModule: DuraflowModule.forRoot({ workflows: [orders, payroll], worker: { enabled: false } }),
       controllers,
-      providers: register === 'APP_FILTER' ? [{ provide: APP_FILTER, useClass: DuraflowExceptionFilter }] : [],
+      providers: register === 'APP_FILTER' ? [{ provide: APP_FILTER, useClass: DuraflowExceptionFilter }, ...filterOptions] : [],
       logger: false,
       configure: (app) => {
-        if (register === 'useGlobalFilters') app.useGlobalFilters(new DuraflowExceptionFilter(app.get(HttpAdapterHost)));
-        if (register === 'new without HttpAdapterHost') app.useGlobalFilters(new DuraflowExceptionFilter());
+        if (register === 'useGlobalFilters') app.useGlobalFilters(new DuraflowExceptionFilter(app.get(HttpAdapterHost), options));
+        if (register === 'new without HttpAdapterHost') app.useGlobalFilters(new DuraflowExceptionFilter(undefined, options));
       },
     });
     const call = async (method: string, path: string, body?: unknown) => {
@@ -127,15 +133,16 @@ describe('DuraflowExceptionFilter in a Nest HTTP app', () => {
     });
     afterAll(() => bed.close(host));
 
-    it('answers an unknown workflow 404 with { statusCode, code, message, details } and nothing else', async () => {
+    it('answers an unknown workflow 404 with { statusCode, code, message, details }, naming no registered workflow', async () => {
       const response = await host.call('POST', '/tasks', { workflowName: 'nope', input: {} });
       expect(response.status).toBe(404);
       expect(JSON.parse(response.text)).toEqual({
         statusCode: 404,
         code: 'UNKNOWN_WORKFLOW',
-        message: expect.stringMatching(/^No workflow named "nope" is registered\. Registered workflows: "orders"/),
+        message: 'No workflow named "nope" is registered. Check the workflow name.',
         details: { workflowName: 'nope' },
       });
+      expect(response.text).not.toMatch(/orders|payroll/);
     });
 
     it('answers input failing the workflow DTO 400, with the violations in details', async () => {
@@ -202,6 +209,40 @@ describe('DuraflowExceptionFilter in a Nest HTTP app', () => {
     expect([scoped.status, JSON.parse(scoped.text).code]).toEqual([404, 'UNKNOWN_WORKFLOW']);
     const unfiltered = await host.call('POST', '/tasks', { workflowName: 'nope', input: {} });
     expect([unfiltered.status, JSON.parse(unfiltered.text)]).toEqual([500, { statusCode: 500, message: 'Internal server error' }]);
+  });
+
+  it.each(['APP_FILTER', 'useGlobalFilters', 'new without HttpAdapterHost'] as const)(
+    'lists every registered workflow only when told to (exposeWorkflowNames, for development), registered with %s',
+    async (register) => {
+      const host = await startHostApp(register, [OrdersController], { exposeWorkflowNames: true });
+      const response = await host.call('POST', '/tasks', { workflowName: 'nope', input: {} });
+      expect([response.status, JSON.parse(response.text)]).toEqual([
+        404,
+        {
+          statusCode: 404,
+          code: 'UNKNOWN_WORKFLOW',
+          message: expect.stringMatching(/^No workflow named "nope" is registered\. Registered workflows: "orders", "payroll-internal"/),
+          details: { workflowName: 'nope' },
+        },
+      ]);
+    },
+  );
+
+  it('keeps the registered workflows in the error’s own message, for the logs', () => {
+    const error = new UnknownWorkflowError('nope', ['orders', 'payroll-internal']);
+    expect(error.message).toMatch(/Registered workflows: "orders", "payroll-internal"/);
+    expect(error.publicMessage).toBe('No workflow named "nope" is registered. Check the workflow name.');
+    expect(new TaskNotFoundError(MISSING).publicMessage).toBe(new TaskNotFoundError(MISSING).message);
+  });
+
+  it('names no other workflow to an RPC client either, unless told to', async () => {
+    const host = new ExecutionContextHost([{}, {}]);
+    host.setType('rpc');
+    const error = new UnknownWorkflowError('nope', ['orders', 'payroll-internal']);
+    const hidden = new DuraflowExceptionFilter().catch(error, host) as Observable<never>;
+    await expect(firstValueFrom(hidden)).rejects.toEqual({ code: GrpcStatus.NOT_FOUND, message: error.publicMessage });
+    const listed = new DuraflowExceptionFilter(undefined, { exposeWorkflowNames: true }).catch(error, host) as Observable<never>;
+    await expect(firstValueFrom(listed)).rejects.toEqual({ code: GrpcStatus.NOT_FOUND, message: error.message });
   });
 
   it('passes the error on to an RPC handler as { code, message } with the gRPC status code', async () => {

@@ -63,7 +63,13 @@ export { runDuraflowMigrations } from './migrations/run-migrations';
 
 // Errors (each with a stable `code`), and what they mean to an API.
 export * from './domain/errors';
-export { DuraflowExceptionFilter, DuraflowErrorResponse, duraflowErrorResponse } from './http/duraflow-exception.filter';
+export {
+  DURAFLOW_EXCEPTION_FILTER_OPTIONS,
+  DuraflowExceptionFilter,
+  DuraflowExceptionFilterOptions,
+  DuraflowErrorResponse,
+  duraflowErrorResponse,
+} from './http/duraflow-exception.filter';
 export { duraflowErrorStatus, DuraflowErrorStatus } from './domain/errors/error-status';
 export { isTransientDatabaseError } from './persistence/transient-error';
 

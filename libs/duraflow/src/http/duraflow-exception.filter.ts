@@ -1,4 +1,4 @@
-import { ArgumentsHost, Catch, ExceptionFilter, Optional } from '@nestjs/common';
+import { ArgumentsHost, Catch, ExceptionFilter, Inject, Optional } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { throwError } from 'rxjs';
 import { DuraflowError } from '../domain/errors/duraflow.error';
@@ -15,11 +15,26 @@ export interface DuraflowErrorResponse {
   details: Record<string, unknown>;
 }
 
+/** What a `DuraflowExceptionFilter` (and `duraflowErrorResponse`) tells API clients. */
+export interface DuraflowExceptionFilterOptions {
+  /**
+   * Let the messages name every registered workflow (an unknown workflow's 404 lists them), as
+   * the logs do: for development only. Default false: a message names only what the caller sent.
+   */
+  exposeWorkflowNames?: boolean;
+}
+
+/** The token a `DuraflowExceptionFilter` built by Nest (`APP_FILTER`, `@UseFilters`) takes its options from. */
+export const DURAFLOW_EXCEPTION_FILTER_OPTIONS = Symbol('DURAFLOW_EXCEPTION_FILTER_OPTIONS');
+
 /** Properties every Error has; what is left is the error's own data. */
 const NOT_DETAILS = new Set(['name', 'message', 'stack', 'code', 'cause']);
 
-/** A Duraflow error as an API response body: never a stack, only the error's JSON data. */
-export function duraflowErrorResponse(error: DuraflowError): DuraflowErrorResponse {
+/**
+ * A Duraflow error as an API response body: never a stack, only the error's JSON data, and its
+ * `publicMessage` (no other workflow named) unless `exposeWorkflowNames` says otherwise.
+ */
+export function duraflowErrorResponse(error: DuraflowError, options: DuraflowExceptionFilterOptions = {}): DuraflowErrorResponse {
   const details: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(error)) {
     if (NOT_DETAILS.has(key) || value === undefined || typeof value === 'function' || value instanceof Error) continue;
@@ -29,7 +44,8 @@ export function duraflowErrorResponse(error: DuraflowError): DuraflowErrorRespon
       // A value JSON cannot hold (a cycle, a BigInt) is left out rather than failing the response.
     }
   }
-  return { statusCode: duraflowErrorStatus(error).http, code: error.code, message: error.message, details };
+  const message = options.exposeWorkflowNames ? error.message : error.publicMessage;
+  return { statusCode: duraflowErrorStatus(error).http, code: error.code, message, details };
 }
 
 /**
@@ -40,16 +56,22 @@ export function duraflowErrorResponse(error: DuraflowError): DuraflowErrorRespon
  * `@UseFilters(DuraflowExceptionFilter)`, or
  * `app.useGlobalFilters(new DuraflowExceptionFilter(app.get(HttpAdapterHost)))`.
  * In an RPC handler the error is passed on as `{ code, message }` with the gRPC status code.
+ * The messages name no registered workflow but the one the caller sent; in development,
+ * `new DuraflowExceptionFilter(adapterHost, { exposeWorkflowNames: true })` (or a provider of
+ * `DURAFLOW_EXCEPTION_FILTER_OPTIONS`) lets them list every one, as the logs do.
  */
 @Catch(DuraflowError)
 export class DuraflowExceptionFilter implements ExceptionFilter<DuraflowError> {
-  constructor(@Optional() private readonly adapterHost?: HttpAdapterHost) {}
+  constructor(
+    @Optional() private readonly adapterHost?: HttpAdapterHost,
+    @Optional() @Inject(DURAFLOW_EXCEPTION_FILTER_OPTIONS) private readonly options: DuraflowExceptionFilterOptions = {},
+  ) {}
 
   catch(error: DuraflowError, host: ArgumentsHost) {
+    const body = duraflowErrorResponse(error, this.options);
     if (host.getType() !== 'http') {
-      return throwError(() => ({ code: duraflowErrorStatus(error).grpc, message: error.message }));
+      return throwError(() => ({ code: duraflowErrorStatus(error).grpc, message: body.message }));
     }
-    const body = duraflowErrorResponse(error);
     const response = host.switchToHttp().getResponse();
     const adapter = this.adapterHost?.httpAdapter;
     if (adapter) return adapter.reply(response, body, body.statusCode);

@@ -6,4 +6,13 @@ export abstract class DuraflowError extends Error {
     super(message);
     this.name = new.target.name;
   }
+
+  /**
+   * The message for a caller outside the process (an API client): `message`, unless that names
+   * more of the application than the caller asked about (the other registered workflows), which
+   * only the logs and the developer see.
+   */
+  get publicMessage(): string {
+    return this.message;
+  }
 }

@@ -13,6 +13,11 @@ export class UnknownWorkflowError extends DuraflowError {
         `Decorate a provider with @Workflow("${workflowName}") or pass workflow("${workflowName}", fn) in DuraflowModule.forRoot({ workflows }).`,
     );
   }
+
+  /** Without the registered workflows: an API client learns only that this one is unknown. */
+  override get publicMessage(): string {
+    return `No workflow named "${this.workflowName}" is registered. Check the workflow name.`;
+  }
 }
 
 /** A workflow name outside `[A-Za-z0-9_-]{1,255}`. */
