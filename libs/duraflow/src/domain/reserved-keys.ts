@@ -26,12 +26,27 @@ export function signalWaitKey(name: string, n: number): string {
   return `signal:${name}#${n}`;
 }
 
+const CHILD_KEY_PREFIX = 'duraflow-child:';
+const SCHEDULE_KEY_PREFIX = 'schedule:';
+
+/**
+ * The prefixes of the idempotency keys the library gives the tasks it creates. A caller's
+ * submit may not use them: a task created under one of these keys before the library's own
+ * would otherwise be taken for the library's (a parent's child, a schedule's tick).
+ */
+export const RESERVED_IDEMPOTENCY_KEY_PREFIXES: readonly string[] = [CHILD_KEY_PREFIX, SCHEDULE_KEY_PREFIX];
+
+/** The reserved prefix `key` starts with, or undefined. */
+export function reservedIdempotencyKeyPrefix(key: string): string | undefined {
+  return RESERVED_IDEMPOTENCY_KEY_PREFIXES.find((prefix) => key.startsWith(prefix));
+}
+
 /** The idempotency key of the child a parent's step starts: a second start of the same child finds the first. */
 export function childIdempotencyKey(parentTaskId: string, stepKey: string): string {
-  return `duraflow-child:${parentTaskId}:${createHash('sha1').update(stepKey).digest('hex')}`;
+  return `${CHILD_KEY_PREFIX}${parentTaskId}:${createHash('sha1').update(stepKey).digest('hex')}`;
 }
 
 /** The idempotency key of a schedule tick's task: the tick is visible on the task (`idempotencyKey`). */
 export function scheduleIdempotencyKey(scheduleName: string, tickAt: Date): string {
-  return `schedule:${scheduleName}:${tickAt.toISOString()}`;
+  return `${SCHEDULE_KEY_PREFIX}${scheduleName}:${tickAt.toISOString()}`;
 }

@@ -1,4 +1,4 @@
-import { RunAbortedError, SignalTimeoutError } from '../domain/errors';
+import { ChildKeyTakenError, RunAbortedError, SignalTimeoutError } from '../domain/errors';
 import { ChildWorkflowOptions } from '../domain/workflow-context';
 import { TaskLease } from '../lease/task-lease';
 import { WakeUpTimer } from '../notifications/wake-up-timer';
@@ -140,6 +140,8 @@ export class RunWaits {
     } catch (error) {
       const reason = lease.stoppedBecause;
       if (reason) throw new RunAbortedError(lease.taskId, reason);
+      // A typed refusal of the move (nothing written): the run's own failure, thrown at its call.
+      if (error instanceof ChildKeyTakenError) throw error;
       this.persistenceFailure = error;
       throw new RunAbortedError(lease.taskId, `a wait could not be recorded (${describeError(error).message})`);
     }

@@ -1,5 +1,7 @@
 import { Injectable } from '@nestjs/common';
-import { DuraflowDatabase } from '../persistence/duraflow-database';
+import { AgentTask } from '../domain/entities/agent-task.entity';
+import { DuraflowLogger } from '../observability/duraflow-logger';
+import { DuraflowDatabase, SqlExecutor } from '../persistence/duraflow-database';
 import { scheduleIdempotencyKey } from '../domain/reserved-keys';
 import { TaskFactory } from '../execution/task-factory';
 import { MAX_CATCH_UP } from '../domain/schedule-options';
@@ -39,6 +41,8 @@ export interface StoredScheduleState {
  */
 @Injectable()
 export class ScheduleStore {
+  private readonly logger = new DuraflowLogger();
+
   constructor(
     private readonly db: DuraflowDatabase,
     private readonly factory: TaskFactory,
@@ -82,10 +86,7 @@ export class ScheduleStore {
         'duraflow_claim_schedule_tick',
       );
       if (!claimed.rowCount) return null;
-      const { task } = await this.factory.create(
-        { ...schedule.task, idempotencyKey: scheduleIdempotencyKey(schedule.name, tickAt) },
-        executor,
-      );
+      const task = await this.createTickTask(schedule, tickAt, executor);
       // The pruning subquery walks the primary key backwards, SCHEDULE_TICKS_KEPT entries at most.
       await executor.query(
         `WITH ticked AS (
@@ -103,6 +104,24 @@ export class ScheduleStore {
       );
       return task.id;
     });
+  }
+
+  /**
+   * The tick's task, created in the transaction that claimed the tick's row. A task that already
+   * holds the tick's key was not made by this tick (its row was claimed just now, and a task is
+   * only made with its tick's row) but by someone else under the schedule's reserved key, before
+   * callers were refused it: it is never taken for the tick's run, which is made without the key.
+   */
+  private async createTickTask(schedule: RegisteredSchedule, tickAt: Date, executor: SqlExecutor): Promise<AgentTask> {
+    const tick = { ...schedule.task, idempotencyKey: scheduleIdempotencyKey(schedule.name, tickAt) };
+    const { task, created } = await this.factory.create(tick, executor);
+    if (created) return task;
+    this.logger.warn(
+      `Task ${task.id} holds the idempotency key "${tick.idempotencyKey}" of schedule "${schedule.name}" but was not created ` +
+        `by it; the tick's run is created without the key. Cancel that task if nobody expects it.`,
+      { taskId: task.id, workflow: task.workflowName },
+    );
+    return (await this.factory.create({ ...tick, idempotencyKey: null }, executor)).task;
   }
 
   /** Marks ticks up to `tickAt` done without a task (skipped by the catch-up policy). */

@@ -7,9 +7,11 @@ import {
   InvalidSubmitOptionsError,
   InvalidWaitOptionsError,
 } from '../domain/errors';
+import { RESERVED_IDEMPOTENCY_KEY_PREFIXES, reservedIdempotencyKeyPrefix } from '../domain/reserved-keys';
 import { jsonPathDeeperThan, toJson } from '../util/json';
 import { UnknownInputProperties } from '../domain/workflow-definition';
 import { validateDtoInput } from './dto-input';
+import { checkStorableJson, hasNul, NUL_REASON } from './storable-text';
 
 /**
  * The checks of what a caller passes to WorkflowService, each made before anything is read or
@@ -58,14 +60,28 @@ export function checkSubmitOptions(options: SubmitOptionValues): CheckedSubmitOp
   if (maxRetries !== undefined && (!Number.isInteger(maxRetries) || maxRetries < 0 || maxRetries > INT32_MAX)) {
     throw new InvalidSubmitOptionsError('maxRetries', `must be an integer >= 0, got ${String(maxRetries)}.`);
   }
-  const key = options.idempotencyKey;
-  if (key !== undefined && key !== null && (typeof key !== 'string' || key.length === 0 || key.length > MAX_IDEMPOTENCY_KEY_LENGTH)) {
+  return { priority, scheduledAt, maxRetries, idempotencyKey: checkIdempotencyKey(options.idempotencyKey) };
+}
+
+/** A caller's idempotency key: 1 to 255 characters, no NUL, none of the library's own prefixes. @throws InvalidSubmitOptionsError */
+function checkIdempotencyKey(key: unknown): string | null {
+  if (key === undefined || key === null) return null;
+  if (typeof key !== 'string' || key.length === 0 || key.length > MAX_IDEMPOTENCY_KEY_LENGTH) {
     throw new InvalidSubmitOptionsError(
       'idempotencyKey',
       `must be a non-empty string of at most ${MAX_IDEMPOTENCY_KEY_LENGTH} characters.`,
     );
   }
-  return { priority, scheduledAt, maxRetries, idempotencyKey: key ?? null };
+  if (hasNul(key)) throw new InvalidSubmitOptionsError('idempotencyKey', NUL_REASON);
+  const reserved = reservedIdempotencyKeyPrefix(key);
+  if (reserved !== undefined) {
+    throw new InvalidSubmitOptionsError(
+      'idempotencyKey',
+      `must not start with "${reserved}": keys starting with ${RESERVED_IDEMPOTENCY_KEY_PREFIXES.map((p) => `"${p}"`).join(' or ')} ` +
+        `are the library's own (a child's, a schedule tick's). Choose another prefix.`,
+    );
+  }
+  return key;
 }
 
 /** submitMany's inputs (an array of at most 10,000) and options (no idempotency key). @throws InvalidSubmitOptionsError */
@@ -110,16 +126,18 @@ export async function checkSubmitInput(
     const message = `input must not nest objects and arrays deeper than ${limits.maxJsonDepth} levels (DuraflowModule's maxJsonDepth)`;
     throw new InputValidationError(name, [{ property, constraints: { maxDepth: message } }]);
   }
-  const submittedJson = checkInputSize(name, toJson(value, where, limits.maxJsonDepth)!, limits.maxInputBytes);
+  const submittedJson = checkInput(name, toJson(value, where, limits.maxJsonDepth)!, where, limits.maxInputBytes);
   if (!workflow.inputType) return submittedJson;
   const validated = await validateDtoInput(name, workflow.inputType, JSON.parse(submittedJson), workflow.unknownInputProperties, prefix);
   // Property defaults of the DTO class may have made it larger than what was submitted.
-  return checkInputSize(name, toJson(validated, where, limits.maxJsonDepth)!, limits.maxInputBytes);
+  return checkInput(name, toJson(validated, where, limits.maxJsonDepth)!, where, limits.maxInputBytes);
 }
 
-function checkInputSize(name: string, inputJson: string, maxInputBytes: number): string {
+/** The input's JSON within `maxInputBytes` and storable as jsonb. */
+function checkInput(name: string, inputJson: string, where: string, maxInputBytes: number): string {
   const bytes = Buffer.byteLength(inputJson, 'utf8');
   if (bytes > maxInputBytes) throw new InputTooLargeError(name, bytes, maxInputBytes);
+  checkStorableJson(inputJson, where);
   return inputJson;
 }
 
@@ -150,6 +168,14 @@ export function checkPreviewChars(value: number | undefined): number {
     throw new InvalidListOptionsError('previewChars', `must be an integer from 1 to ${MAX_PREVIEW_CHARS}, got ${String(value)}.`);
   }
   return previewChars;
+}
+
+/** The workflow filter of a list or count: a string without NUL, or left out. @throws InvalidListOptionsError */
+export function checkWorkflowFilter(value: unknown): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string') throw new InvalidListOptionsError('workflowName', `must be a string, got ${typeof value}.`);
+  if (hasNul(value)) throw new InvalidListOptionsError('workflowName', NUL_REASON);
+  return value;
 }
 
 /** The creation-time bounds of a list or count, checked. @throws InvalidListOptionsError */

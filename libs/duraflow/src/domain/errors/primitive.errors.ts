@@ -65,3 +65,24 @@ export class InvalidPrimitiveCallError extends DuraflowError {
     super(`${call}: ${reason}`);
   }
 }
+
+/**
+ * `ctx.startChild` / `ctx.runChild`: a task that is not this step's child already holds the
+ * child's idempotency key (a task created under the reserved `duraflow-child:` prefix before the
+ * library refused it to callers). The parent does not take it for its child; nothing is written.
+ */
+export class ChildKeyTakenError extends DuraflowError {
+  readonly code = 'CHILD_KEY_TAKEN';
+  constructor(
+    readonly parentTaskId: string,
+    readonly stepKey: string,
+    readonly workflowName: string,
+    readonly holderTaskId: string,
+  ) {
+    super(
+      `The child of step "${stepKey}" of task "${parentTaskId}" cannot start: task "${holderTaskId}" of workflow "${workflowName}" ` +
+        `holds its idempotency key but is not that step's child. Cancel that task (an idempotency key starting with ` +
+        `"duraflow-child:" was not the library's), then retry the parent.`,
+    );
+  }
+}

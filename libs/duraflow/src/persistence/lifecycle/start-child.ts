@@ -1,3 +1,4 @@
+import { ChildKeyTakenError } from '../../domain/errors';
 import { SqlExecutor } from '../duraflow-database';
 import { createTask, NewTask } from './create-tasks';
 import { ownedBy } from './fencing';
@@ -24,6 +25,8 @@ export interface ChildToStart {
  * claim (for runChild, the parent is suspended in it too): a crash between the two writes leaves
  * neither, and the child's idempotency key makes a retry of a commit whose reply was lost find the
  * child it made. Null when the claim no longer owns the parent.
+ *
+ * @throws ChildKeyTakenError when a task that is not this step's child holds the key (nothing written)
  */
 export async function startChild(tx: SqlExecutor, start: ChildToStart): Promise<{ childTaskId: string } | null> {
   const { child, claimToken } = start;
@@ -32,7 +35,13 @@ export async function startChild(tx: SqlExecutor, start: ChildToStart): Promise<
     claimToken,
   ]);
   if (!owned.rowCount) return null;
-  const childTaskId = (await createTask(tx, child)).task.id;
+  const { task: found, created } = await createTask(tx, child);
+  // A task that held the key already is this step's child only when it names this parent and
+  // step (a retry of a start whose commit's reply was lost); any other is never taken for it.
+  if (!created && (found.parentTaskId !== child.parentTaskId || found.parentStepKey !== child.parentStepKey)) {
+    throw new ChildKeyTakenError(child.parentTaskId, child.parentStepKey, child.workflowName, found.id);
+  }
+  const childTaskId = found.id;
   await tx.query(
     `INSERT INTO step_runs (task_id, step_key, kind, status, input, output, compensation_fn, completion_seq, attempt, started_at, completed_at)
      VALUES ($1, $2, 'child', $3::varchar, $4::jsonb, $5::jsonb, $6,

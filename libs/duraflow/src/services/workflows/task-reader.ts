@@ -13,7 +13,8 @@ import { readStepSummaries } from '../../persistence/sql/read-step-summaries';
 import { readTaskProgress } from '../../persistence/sql/read-task-progress';
 import { StepStore } from '../../persistence/step.store';
 import { TaskStore } from '../../persistence/task.store';
-import { checkPreviewChars, createdRange } from '../../validation/call-options';
+import { checkPreviewChars, checkWorkflowFilter, createdRange } from '../../validation/call-options';
+import { hasNul } from '../../validation/storable-text';
 
 export interface ListTasksOptions {
   status?: TaskStatus | `${TaskStatus}`;
@@ -64,7 +65,8 @@ export class TaskReader {
   }
 
   async getStep(id: string, stepKey: string): Promise<StepRun | null> {
-    return isTaskId(id) && typeof stepKey === 'string' ? this.steps.findStep(id, stepKey) : null;
+    // A key holding NUL: no step has it (PostgreSQL cannot even compare with it).
+    return isTaskId(id) && typeof stepKey === 'string' && !hasNul(stepKey) ? this.steps.findStep(id, stepKey) : null;
   }
 
   async getStepSummaries(id: string, options: StepSummaryOptions = {}): Promise<StepSummary[]> {
@@ -94,7 +96,7 @@ export class TaskReader {
     }
     const page = await this.tasks.listTasks({
       status: options.status,
-      workflowName: options.workflowName,
+      workflowName: checkWorkflowFilter(options.workflowName),
       ...createdRange(options),
       held: options.held,
       limit,
@@ -105,13 +107,13 @@ export class TaskReader {
   }
 
   async countByStatus(filter: TaskCountFilter = {}): Promise<TaskCounts> {
-    const found = await this.tasks.countTasksByStatus({ workflowName: filter.workflowName, ...createdRange(filter) });
+    const found = await this.tasks.countTasksByStatus({ workflowName: checkWorkflowFilter(filter.workflowName), ...createdRange(filter) });
     const counts = {} as TaskCounts;
     for (const status of Object.values(TaskStatus)) counts[status] = found.get(status) ?? 0;
     return counts;
   }
 
   async countHeld(filter: TaskCountFilter = {}): Promise<number> {
-    return this.tasks.countHeldTasks({ workflowName: filter.workflowName, ...createdRange(filter) });
+    return this.tasks.countHeldTasks({ workflowName: checkWorkflowFilter(filter.workflowName), ...createdRange(filter) });
   }
 }
