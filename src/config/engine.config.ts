@@ -23,6 +23,18 @@ export interface EngineConfig {
   redisUrl: string | undefined;
   /** When set, every API call must carry it (header `x-api-key` or `Authorization: Bearer`). */
   apiKey: string | undefined;
+  /**
+   * `Host` names the HTTP server answers to besides IP addresses, localhost and HOST (lower case,
+   * `name` or `name:port`); with `apiKey` and this empty, any name (src/http/allowed-hosts.ts).
+   */
+  allowedHosts: string[];
+  /**
+   * Express's `trust proxy`: which proxies' `X-Forwarded-For` / `X-Forwarded-Proto` to believe
+   * (false: none; a number: that many hops; else their addresses or subnets).
+   */
+  trustProxy: false | number | string[];
+  /** A dashboard sign-in ends after this long unused, or this long after it began. */
+  dashboardSession: { idleMs: number; maxMs: number };
   /** Serve HTTP and gRPC (false = a worker-only node). */
   http: boolean;
   /** Run a worker in this process (false = a submit-only node). */
@@ -145,6 +157,47 @@ function duration(env: Env, name: string, maxDays: number): number | undefined {
   return ms;
 }
 
+/** A dashboard session's lifetime with its unit (`30m`, `12h`): from a second to 30 days. */
+function lifetime(env: Env, name: string, fallback: number): number {
+  const value = raw(env, name);
+  if (value === undefined) return fallback;
+  const match = /^(\d+)\s*(s|m|h|d)$/i.exec(value);
+  const ms = match ? Number(match[1]) * UNIT_MS[match[2].toLowerCase() as keyof typeof UNIT_MS] : NaN;
+  if (!Number.isSafeInteger(ms) || ms < 1_000 || ms > 30 * DAY_MS) {
+    throw new EngineConfigError(name, value, 'a whole number with a unit, s, m, h or d (e.g. 30m, 12h), from 1s to 30d');
+  }
+  return ms;
+}
+
+/** Comma-separated host names, each with an optional port (`ops.example.com`, `engine:3000`, `[::1]`), lower case. */
+function hostList(env: Env, name: string): string[] {
+  const value = raw(env, name);
+  if (value === undefined) return [];
+  const hosts = value.split(',').map((entry) => entry.trim().toLowerCase());
+  if (hosts.some((entry) => !/^([a-z0-9]([a-z0-9.-]{0,252})|\[[0-9a-f:.]+\])(:\d{1,5})?$/.test(entry))) {
+    throw new EngineConfigError(name, value, 'host names separated by commas, each with an optional port (ops.example.com,engine:3000)');
+  }
+  return hosts;
+}
+
+/** `false`, `true` (one proxy in front), a number of proxies, or their addresses and subnets, comma-separated. */
+function trustProxy(env: Env, name: string): false | number | string[] {
+  const value = raw(env, name);
+  if (value === undefined || /^(false|0|no|off)$/i.test(value)) return false;
+  if (/^(true|yes|on)$/i.test(value)) return 1;
+  if (/^\d{1,2}$/.test(value)) return Number(value);
+  const entries = value.split(',').map((entry) => entry.trim());
+  const known = /^(loopback|linklocal|uniquelocal)$/;
+  if (entries.some((entry) => !known.test(entry) && !isIP(entry.replace(/\/\d{1,3}$/, '')))) {
+    throw new EngineConfigError(
+      name,
+      value,
+      'false, true (one proxy in front), a number of proxies, or their addresses/subnets separated by commas (10.0.0.0/8,loopback)',
+    );
+  }
+  return entries;
+}
+
 /** An IP address or a host name (e.g. localhost). */
 function host(env: Env, name: string, fallback: string): string {
   const value = raw(env, name);
@@ -181,6 +234,12 @@ export function loadEngineConfig(env: Env = process.env): EngineConfig {
     embeddedDatabasePort: integer(env, 'DURAFLOW_EMBEDDED_DB_PORT', 0, 0, 65535),
     redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
     apiKey,
+    allowedHosts: hostList(env, 'DURAFLOW_ALLOWED_HOSTS'),
+    trustProxy: trustProxy(env, 'DURAFLOW_TRUST_PROXY'),
+    dashboardSession: {
+      idleMs: lifetime(env, 'DURAFLOW_DASHBOARD_SESSION_IDLE', 30 * 60_000),
+      maxMs: lifetime(env, 'DURAFLOW_DASHBOARD_SESSION_MAX', 12 * 3_600_000),
+    },
     http: boolean(env, 'DURAFLOW_HTTP', true),
     worker: boolean(env, 'DURAFLOW_WORKER', true),
     migrate: boolean(env, 'DURAFLOW_MIGRATE', true),

@@ -1,4 +1,4 @@
-import { DynamicModule, INestApplication, LogLevel, Provider, Type } from '@nestjs/common';
+import { DynamicModule, INestApplication, LoggerService, LogLevel, Provider, Type } from '@nestjs/common';
 import { Test, TestingModule } from '@nestjs/testing';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import type { AddressInfo } from 'node:net';
@@ -22,15 +22,15 @@ export interface TestAppOptions {
   duraflow?: DuraflowModuleOptions;
   /** A DuraflowModule the test builds itself (forRootAsync, forRoot with every default), instead of `duraflow`. */
   duraflowModule?: DynamicModule;
-  /** TypeORM options over the bed's: a DataSource of another name, a schema TypeORM synchronizes. */
-  typeorm?: { name?: string; synchronize?: boolean };
+  /** TypeORM options over the bed's: a DataSource of another name, a schema TypeORM synchronizes, migrations it runs. */
+  typeorm?: { name?: string; synchronize?: boolean; migrations?: Function[]; migrationsRun?: boolean; migrationsTableName?: string };
   /** Where the app connects instead of the bed's database: another database, or a proxy in front of it. */
   databaseUrl?: string;
   providers?: Provider[];
   imports?: Array<Type | DynamicModule>;
   controllers?: Type[];
-  /** What Nest logs. Default: errors and warnings. */
-  logger?: LogLevel[] | false;
+  /** What Nest logs (or a logger that keeps it). Default: errors and warnings. */
+  logger?: LogLevel[] | LoggerService | false;
 }
 
 export interface TestHttpAppOptions extends TestAppOptions {

@@ -39,6 +39,7 @@ import { ReaperService } from './services/reaper.service';
 import { SagaService } from './services/saga.service';
 import { WorkerService } from './services/worker.service';
 import { WorkflowService } from './services/workflow.service';
+import { SchemaBootCheck } from './services/schema-boot.check';
 import { DuraflowMetrics } from './observability/metrics';
 import { RunObserver } from './observability/run-observer';
 import { ScheduleExplorer } from './schedules/schedule.explorer';
@@ -69,6 +70,7 @@ import { ScheduleTicker } from './schedules/schedule-ticker';
     ScheduleTicker,
     ScheduleReader,
     DuraflowDatabase,
+    SchemaBootCheck,
     TaskStore,
     FlowLimitsStore,
     TaskClaimer,

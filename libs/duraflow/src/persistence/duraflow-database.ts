@@ -7,6 +7,7 @@ import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
 import { ResolvedDuraflowOptions } from '../config/resolved-options';
 import { InvalidDuraflowOptionsError } from '../domain/errors';
 import { dedicatedClientConfig } from './dedicated-client-config';
+import { migrationsTableOf, SchemaCheck } from './schema-check';
 
 /**
  * Runs one statement; `name` makes it a prepared statement on the connection that runs it.
@@ -66,6 +67,7 @@ export async function transactionOn<T>(
 @Injectable()
 export class DuraflowDatabase implements SqlExecutor, OnModuleInit {
   private resolved: DataSource | undefined;
+  private schemaCheck: SchemaCheck | undefined;
 
   constructor(
     private readonly moduleRef: ModuleRef,
@@ -115,7 +117,23 @@ export class DuraflowDatabase implements SqlExecutor, OnModuleInit {
     return !this.pooled || this.options.listenUrl !== undefined;
   }
 
+  /**
+   * Resolves once the database has every migration this package needs (cached from then on);
+   * throws SchemaNotReadyError while it lacks one, checking again on each call. Every statement
+   * below waits for it, so a call on a database that is not ready gets that error, not
+   * PostgreSQL's `relation "agent_tasks" does not exist`.
+   */
+  ensureSchemaReady(): Promise<void> {
+    this.schemaCheck ??= new SchemaCheck((text, values) => this.pool.query(text, values), migrationsTableOf(this.dataSource));
+    return this.schemaCheck.ensureReady();
+  }
+
+  private get schemaReady(): boolean {
+    return this.schemaCheck?.ready ?? false;
+  }
+
   async query<R extends QueryResultRow = any>(text: string, values: unknown[] = [], name?: string) {
+    if (!this.schemaReady) await this.ensureSchemaReady();
     return lastResult(await this.pool.query<R>(name && !this.pooled ? { name, text, values } : { text, values }));
   }
 
@@ -125,6 +143,7 @@ export class DuraflowDatabase implements SqlExecutor, OnModuleInit {
     if (!manager || !queryRunner || queryRunner.isReleased) return this;
     return {
       query: async (text: string, values: unknown[] = []) => {
+        if (!this.schemaReady) await this.ensureSchemaReady();
         const result = await queryRunner.query(text, values, true);
         return { rows: result.records ?? [], rowCount: result.affected ?? 0 };
       },
@@ -140,6 +159,7 @@ export class DuraflowDatabase implements SqlExecutor, OnModuleInit {
    * caller may run it in here), which QueryRunner.query cannot; and it is the same pool either way.
    */
   async transaction<T>(work: (executor: SqlExecutor) => Promise<T>): Promise<T> {
+    if (!this.schemaReady) await this.ensureSchemaReady();
     const client = await this.pool.connect();
     let broken: Error | undefined;
     // The server may end the session between two statements (idle_in_transaction_session_timeout,
@@ -161,6 +181,7 @@ export class DuraflowDatabase implements SqlExecutor, OnModuleInit {
    * known to hold on the next use. Session state: not behind a transaction-mode pooler.
    */
   async onConnection<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
+    if (!this.schemaReady) await this.ensureSchemaReady();
     const client = await this.pool.connect();
     let broken: Error | undefined;
     const onConnectionError = (error: Error) => (broken = error);

@@ -13,6 +13,7 @@ export const GrpcStatusCode = {
   FAILED_PRECONDITION: 9,
   ABORTED: 10,
   INTERNAL: 13,
+  UNAVAILABLE: 14,
 } as const;
 
 /** What a Duraflow error means to an API caller: an HTTP status and a gRPC status code. */
@@ -58,6 +59,8 @@ const STATUS_BY_CODE: Readonly<Record<string, DuraflowErrorStatus>> = {
   // The entry's step no longer exists: it can only be discarded.
   DEAD_LETTER_ORPHANED: CONFLICT,
   WAIT_TIMEOUT: status(HttpStatus.REQUEST_TIMEOUT, GrpcStatusCode.DEADLINE_EXCEEDED),
+  // The database lacks Duraflow's migrations: the call can work once they are applied, without a restart.
+  SCHEMA_NOT_READY: status(HttpStatus.SERVICE_UNAVAILABLE, GrpcStatusCode.UNAVAILABLE),
   DUPLICATE_WORKFLOW: SERVER_FAULT,
   DUPLICATE_STEP_DEFINITION: SERVER_FAULT,
   UNKNOWN_COMPENSATION_TARGET: SERVER_FAULT,

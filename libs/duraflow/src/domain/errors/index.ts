@@ -10,3 +10,4 @@ export * from './deploy.errors';
 export * from './schedule.errors';
 export * from './flow-control.errors';
 export * from './primitive.errors';
+export * from './schema.errors';
