@@ -6,6 +6,7 @@ import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
 import { AgentTask } from '../domain/entities/agent-task.entity';
 import { TaskLease } from '../lease/task-lease';
 import { WakeUpTimer } from '../notifications/wake-up-timer';
+import { traceContextOf } from '../observability/tracing';
 import { ClaimedTask } from '../persistence/lifecycle/claim-tasks';
 import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
 import { StepMemo, StepStore } from '../persistence/step.store';
@@ -40,7 +41,7 @@ export class LiveRuns {
       transitions: this.transitions,
       factory: this.factory,
       wakeUps: this.wakeUps,
-      traceContextJson: traceContext ? JSON.stringify(traceContext) : null,
+      traceContextJson: childTraceContext(traceContext),
     });
   }
 
@@ -114,4 +115,10 @@ export class LiveRun {
   get lastFailure(): StepFailure | undefined {
     return this.attempts.lastFailure;
   }
+}
+
+/** The trace a run's children continue: its task's, cut to `traceparent`/`tracestate` (a row stored before may carry more). */
+function childTraceContext(stored: Record<string, string> | null | undefined): string | null {
+  const kept = stored && typeof stored === 'object' ? traceContextOf(stored) : null;
+  return kept ? JSON.stringify(kept) : null;
 }

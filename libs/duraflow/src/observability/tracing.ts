@@ -37,15 +37,17 @@ export class DuraflowTracing {
   }
 
   /**
-   * The active trace context, as the propagation API writes it (`traceparent`, `tracestate`),
-   * in JSON for `agent_tasks.trace_context`; null when no span is active or no propagator is set.
+   * The active trace context, as the propagation API writes it, cut to `traceparent` and
+   * `tracestate` (traceContextOf), in JSON for `agent_tasks.trace_context`; null when no span is
+   * active or no propagator writes a valid `traceparent`.
    */
   captureContext(): string | null {
     const { api } = this;
     if (!api.trace.getSpanContext(api.context.active())) return null;
     const carrier: Record<string, string> = {};
     api.propagation.inject(api.context.active(), carrier);
-    return Object.keys(carrier).length ? JSON.stringify(carrier) : null;
+    const kept = traceContextOf(carrier);
+    return kept ? JSON.stringify(kept) : null;
   }
 
   /**
@@ -54,8 +56,9 @@ export class DuraflowTracing {
    */
   runParent(stored: Record<string, string> | null | undefined): Otel.Context {
     const { api } = this;
-    if (!stored || typeof stored !== 'object') return api.ROOT_CONTEXT;
-    return api.propagation.extract(api.ROOT_CONTEXT, stored);
+    // Rows written before only these two were kept may carry baggage: it never reaches the run.
+    const kept = stored && typeof stored === 'object' ? traceContextOf(stored) : null;
+    return kept ? api.propagation.extract(api.ROOT_CONTEXT, kept) : api.ROOT_CONTEXT;
   }
 
   /** The active context, for spans whose parent is whatever the caller runs under. */
@@ -83,6 +86,32 @@ export class DuraflowTracing {
     }
     span.end();
   }
+}
+
+/** `version-traceid-parentid-flags`, lowercase hex (W3C Trace Context); a future version may append fields. */
+const TRACEPARENT = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-[\x21-\x7e]*)?$/;
+const MAX_TRACEPARENT_CHARS = 256;
+/** W3C Trace Context: at most 32 list members; vendors are told to keep it within 512 characters. */
+const MAX_TRACESTATE_CHARS = 512;
+const MAX_TRACESTATE_MEMBERS = 32;
+const TRACESTATE = /^[\x20-\x7e]*$/;
+
+/**
+ * What of a propagation carrier a task keeps: `traceparent` when it is well-formed, and with it
+ * `tracestate` when that is within the W3C bounds; nothing else (baggage, a vendor's headers) is
+ * stored, since it would travel with the task into every run and step. Null when no valid
+ * `traceparent` is there.
+ */
+export function traceContextOf(carrier: Record<string, unknown>): { traceparent: string; tracestate?: string } | null {
+  const { traceparent, tracestate } = carrier;
+  if (typeof traceparent !== 'string' || traceparent.length > MAX_TRACEPARENT_CHARS || !TRACEPARENT.test(traceparent)) return null;
+  const stateOk =
+    typeof tracestate === 'string' &&
+    tracestate.length > 0 &&
+    tracestate.length <= MAX_TRACESTATE_CHARS &&
+    TRACESTATE.test(tracestate) &&
+    tracestate.split(',').length <= MAX_TRACESTATE_MEMBERS;
+  return stateOk ? { traceparent, tracestate } : { traceparent };
 }
 
 function exceptionOf(error: unknown): Otel.Exception {
