@@ -9,6 +9,7 @@ import { redactPassword } from './config/redact-password';
 import { EmbeddedDatabase } from './db/embedded-database';
 import { runMigrations } from './db/migrate';
 import { DURAFLOW_GRPC_PACKAGE, duraflowGrpcOptions } from './grpc/grpc.options';
+import { allowedHostsMiddleware } from './http/allowed-hosts';
 import { ApiExceptionFilter } from './http/api-exception.filter';
 import { requestBodyLimit, useJsonBody } from './http/json-body';
 import { createValidationPipe } from './http/validation.pipe';
@@ -68,6 +69,9 @@ export async function startEngine(config: EngineConfig, options: EngineStartOpti
         forceCloseConnections: true,
       });
       app = http;
+      // Before any route: X-Forwarded-* believed only from the proxies named, then the Host check.
+      http.set('trust proxy', config.trustProxy);
+      http.use(allowedHostsMiddleware(config));
       const bodyLimit = requestBodyLimit(config.maxInputBytes);
       useJsonBody(http, bodyLimit);
       http.useGlobalPipes(createValidationPipe());

@@ -1,6 +1,7 @@
 import { HttpException, PayloadTooLargeException, UnsupportedMediaTypeException } from '@nestjs/common';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { InvalidJsonError } from '../api/request.errors';
+import { isDashboardPath } from '../dashboard/dashboard-session';
 
 /**
  * The largest request body, from the largest input: room for the request's other properties
@@ -9,6 +10,17 @@ import { InvalidJsonError } from '../api/request.errors';
  */
 export function requestBodyLimit(maxInputBytes: number): number {
   return 2 * maxInputBytes + 64 * 1024;
+}
+
+interface FormRequest {
+  path?: string;
+  headers: Record<string, string | undefined>;
+}
+
+/** Whether a request carries a body (body-parser's own test, from its headers). */
+function hasBody(request: FormRequest): boolean {
+  const length = request.headers['content-length'];
+  return request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 /** What the JSON body parser (body-parser, through Express) passes on when it refuses a body. */
@@ -20,14 +32,29 @@ interface BodyParserError {
   message?: string;
 }
 
+/** What a plain HTML form of any site can post without the browser asking first (no CORS preflight). */
+const FORM_TYPES = /^\s*(application\/x-www-form-urlencoded|multipart\/form-data|text\/plain)\s*(;|$)/i;
+
 /**
- * JSON bodies up to `limitBytes` (and the dashboard's small form posts); the parser's refusals become the API's typed errors
- * (INVALID_JSON, REQUEST_TOO_LARGE…) instead of Express's, which carry a stack.
+ * JSON bodies up to `limitBytes`, and url-encoded ones on the dashboard's routes only (its forms:
+ * sign-in, confirmed actions); the parser's refusals become the API's typed errors (INVALID_JSON,
+ * REQUEST_TOO_LARGE…) instead of Express's, which carry a stack. Elsewhere a form's body is
+ * refused (415): a form on another site's page could otherwise reach the JSON API, since a
+ * browser sends it cross-site without asking.
  */
 export function useJsonBody(app: NestExpressApplication, limitBytes: number): void {
+  app.use((request: FormRequest, _response: unknown, next: (error?: unknown) => void) => {
+    const type = request.headers['content-type'];
+    if (isDashboardPath(request.path) || !FORM_TYPES.test(type ?? '') || !hasBody(request)) return next();
+    next(new UnsupportedMediaTypeException(`This API takes JSON bodies: send the body with "Content-Type: application/json".`));
+  });
   app.useBodyParser('json', { limit: limitBytes });
-  // The dashboard's forms (sign-in, confirmed actions) post small url-encoded bodies.
-  app.useBodyParser('urlencoded', { limit: 64 * 1024, extended: false });
+  app.useBodyParser('urlencoded', {
+    limit: 64 * 1024,
+    extended: false,
+    type: (request: FormRequest) =>
+      isDashboardPath(request.path) && /^\s*application\/x-www-form-urlencoded/i.test(request.headers['content-type'] ?? ''),
+  });
   app.use((error: BodyParserError | undefined, _request: unknown, _response: unknown, next: (error?: unknown) => void) => {
     switch (error?.type) {
       case 'entity.parse.failed':
