@@ -1,8 +1,11 @@
-import { Body, Controller, Get, Param, Post } from '@nestjs/common';
+import { Body, Controller, DynamicModule, Get, Module, Param, Post } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
+import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import {
+  DURAFLOW_ENTITIES,
   DURAFLOW_MIGRATIONS,
+  DuraflowModule,
   DuraflowExceptionFilter,
   duraflowErrorStatus,
   runDuraflowMigrations,
@@ -11,6 +14,7 @@ import {
   workflow,
   WorkflowService,
 } from '@duraflow/nestjs';
+import { replayCheck } from '@duraflow/nestjs/replay';
 import { CapturedLogs } from './support/captured-logs';
 import { TestDatabase } from './support/database';
 import { DURAFLOW_MIGRATION_NAMES } from './support/migration-names';
@@ -48,6 +52,10 @@ async function applySeedSql(url: string): Promise<void> {
   }
 }
 
+/** docs/operations.md, "Tables made by the seed's SQL", byte for byte. */
+const ADOPT_SEED_TABLES_SQL = `CREATE TABLE IF NOT EXISTS migrations (id SERIAL PRIMARY KEY, "timestamp" bigint NOT NULL, name varchar NOT NULL);
+INSERT INTO migrations ("timestamp", name) VALUES (1700000000000, 'SeedSchema1700000000000');`;
+
 const expectRefusal = (error: unknown, missing: string[], unrecordedTables: boolean, table = 'migrations') => {
   expect(error).toBeInstanceOf(SchemaNotReadyError);
   expect(error).toMatchObject({ code: 'SCHEMA_NOT_READY', missingMigrations: missing, migrationsTable: table, unrecordedTables });
@@ -57,6 +65,9 @@ const expectRefusal = (error: unknown, missing: string[], unrecordedTables: bool
   expect(message).toContain('migrationsRun: true');
   expect(message).toContain('npx duraflow migrate');
 };
+
+@Module({})
+class ReplayHostModule {}
 
 describe('the schema check at boot', () => {
   const bed = useTestBed({ database: false });
@@ -82,6 +93,13 @@ describe('the schema check at boot', () => {
     const error = await refusedBoot(db);
     expectRefusal(error, DURAFLOW_MIGRATION_NAMES, true);
     expect((error as Error).message).toContain('record SeedSchema1700000000000 as applied');
+
+    // docs/operations.md's way to adopt them: record the first migration, then migrate; the node then starts.
+    await db.client.query(ADOPT_SEED_TABLES_SQL);
+    expect(await runDuraflowMigrations(db.url)).toEqual(DURAFLOW_MIGRATION_NAMES.slice(1));
+    const app = await bed.start({ databaseUrl: db.url, duraflow: { workflows: [sum] } });
+    const task = await app.get(WorkflowService).submit('sum', { a: 1, b: 2 });
+    expect((await app.get(WorkflowService).waitFor(task.id, { timeoutMs: 15_000 })).status).toBe(TaskStatus.COMPLETED);
   });
 
   it('refuses a worker node on tables that TypeORM synchronize made from DURAFLOW_ENTITIES without the migrations', async () => {
@@ -107,24 +125,35 @@ describe('the schema check at boot', () => {
     expect(rows[0]).toEqual({ statuses: [TaskStatus.PENDING], leaders: 0, ticks: 0 });
   });
 
-  it('refuses a node whose DataSource records its migrations in another table than the one they were applied to', async () => {
+  it('reads the DataSource’s migrationsTableName: refused when the migrations went to another table, boots once they are in its own', async () => {
     const db = await scratch();
     await runDuraflowMigrations(db.url);
     const error = await refusedBoot(db, { migrationsTableName: 'app_migrations' });
     expectRefusal(error, DURAFLOW_MIGRATION_NAMES, true, 'app_migrations');
     expect((error as Error).message).toContain('which records them in "migrations", not in "app_migrations"');
-  });
 
-  it('boots with DURAFLOW_MIGRATIONS and migrationsRun under its DataSource’s migrationsTableName, and runs a task', async () => {
-    const db = await scratch();
+    const other = await scratch();
     const app = await bed.start({
-      databaseUrl: db.url,
+      databaseUrl: other.url,
       typeorm: { migrations: [...DURAFLOW_MIGRATIONS], migrationsRun: true, migrationsTableName: 'app_migrations' },
       duraflow: { workflows: [sum] },
     });
     const workflows = app.get(WorkflowService);
     const task = await workflows.submit('sum', { a: 2, b: 3 });
     expect(await workflows.waitFor(task.id, { timeoutMs: 15_000 })).toMatchObject({ status: TaskStatus.COMPLETED, output: { total: 5 } });
+  });
+
+  it('lets the replay check boot the host’s module on a database a migration behind its code (it starts no worker)', async () => {
+    const db = await scratch();
+    await applyMigrations(db.url, DURAFLOW_MIGRATIONS.slice(0, -1));
+    const host: DynamicModule = {
+      module: ReplayHostModule,
+      imports: [
+        TypeOrmModule.forRoot({ type: 'postgres', url: db.url, entities: [...DURAFLOW_ENTITIES], retryAttempts: 1 }),
+        DuraflowModule.forRoot({ workflows: [sum] }),
+      ],
+    };
+    await expect(replayCheck({ module: host, runs: [] })).resolves.toMatchObject({ checked: 0, errors: [] });
   });
 
   it('runs on a newer schema (a Duraflow migration this package does not know: a rolled-back deploy) and says so once', async () => {
