@@ -9,7 +9,9 @@ import {
   WorkflowContext,
   WorkflowService,
 } from '@duraflow/nestjs';
+import { Client } from 'pg';
 import { PgBouncer } from './support/pgbouncer';
+import { PrivatePostgres } from './support/private-postgres';
 import { runToEnd } from './support/run-to-end';
 import { useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
@@ -131,5 +133,26 @@ describe('behind pgbouncer in transaction mode', () => {
       [bed.db.name],
     );
     expect(rows[0].n).toBe(1);
+  });
+});
+
+describe('the tests’ pgbouncer', () => {
+  it('logs in to the server it fronts as that server’s user, with its password (here a private PostgreSQL that asks for one)', async () => {
+    const server = await PrivatePostgres.start();
+    let bouncer: PgBouncer | undefined;
+    try {
+      bouncer = await PgBouncer.start({ serverUrl: server.url });
+      const through = new Client({ connectionString: bouncer.url('postgres') });
+      await through.connect();
+      try {
+        const { rows } = await through.query<{ port: number }>(`SELECT current_setting('port')::int AS port`);
+        expect(rows[0].port).toBe(server.port);
+      } finally {
+        await through.end();
+      }
+    } finally {
+      await bouncer?.stop();
+      await server.destroy();
+    }
   });
 });

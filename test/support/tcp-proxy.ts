@@ -2,6 +2,7 @@ import { ChildProcess, fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { runInThisContext } from 'node:vm';
+import { SERVER_URL } from './database';
 import { sleep } from './waiting';
 
 const PROXY_ENTRY = path.join(__dirname, 'tcp-proxy-main.js');
@@ -10,9 +11,9 @@ const START_TIMEOUT_MS = 10_000;
 const REBIND_TIMEOUT_MS = 10_000;
 
 export interface TcpProxyOptions {
-  /** Default 127.0.0.1. */
+  /** Default the run's PostgreSQL's host (SERVER_URL: DATABASE_URL, or the server the global setup started). */
   targetHost?: string;
-  /** Default 5432 (the shared PostgreSQL). */
+  /** Default the run's PostgreSQL's port. */
   targetPort?: number;
 }
 
@@ -24,7 +25,7 @@ let exitHookInstalled = false;
 
 /**
  * A TCP proxy in a child process (test/support/tcp-proxy-main.js) on 127.0.0.1:<port>, piping
- * to the target (the shared PostgreSQL by default). `stop()` SIGKILLs the process, so every
+ * to the target (the run's PostgreSQL by default). `stop()` SIGKILLs the process, so every
  * proxied connection drops at once and new ones are refused (the server is "unreachable");
  * `restart()` listens again on the same port. The shared server itself is never touched.
  * Always `teardown()` it (afterEach/afterAll); the child also exits when its parent goes away.
@@ -48,8 +49,8 @@ export class TcpProxy {
     for (let attempt = 0; attempt < 20; attempt++) {
       const proxy = new TcpProxy(
         low + Math.floor(Math.random() * (high - low)),
-        options.targetHost ?? '127.0.0.1',
-        options.targetPort ?? 5432,
+        options.targetHost ?? runServer().hostname.replace(/^\[|\]$/g, ''),
+        options.targetPort ?? Number(runServer().port || 5432),
       );
       live.add(proxy);
       try {
@@ -215,4 +216,9 @@ function installExitHook(): void {
       }
     }
   });
+}
+
+/** The run's PostgreSQL server, which a proxy targets unless told otherwise. */
+function runServer(): URL {
+  return new URL(SERVER_URL);
 }

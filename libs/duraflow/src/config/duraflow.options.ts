@@ -167,6 +167,18 @@ export interface DuraflowModuleOptions {
   unknownInputProperties?: UnknownInputProperties;
   /** Prometheus metrics through prom-client (an optional peer): `true`, or `{ registry, prefix }`. Default off. */
   metrics?: boolean | DuraflowMetricsOptions;
+  /** How many signals a task keeps for waits to come. */
+  signals?: DuraflowSignalOptions;
+}
+
+export interface DuraflowSignalOptions {
+  /**
+   * Signals a task keeps that no wait has taken yet; a send beyond it is refused with
+   * SignalLimitExceededError and writes nothing. Signals a wait took do not count (each is one
+   * wait the workflow itself reached), nor does a signal the send hands to a waiting wait at once.
+   * Default 1000.
+   */
+  maxKeptPerTask?: number;
 }
 
 const MIB = 1024 * 1024;
@@ -197,6 +209,7 @@ export const DURAFLOW_DEFAULTS = Object.freeze({
   maxJsonDepth: DEFAULT_MAX_JSON_DEPTH,
   maxListPageBytes: 2 * MIB,
   unknownInputProperties: 'strip' as UnknownInputProperties,
+  signals: Object.freeze({ maxKeptPerTask: 1000 }),
 });
 
 /** The default of `worker.leaseConfirmAfterMs`: a third of `staleAfterMs`, so a lease is confirmed while two thirds of its life are left. */

@@ -12,6 +12,7 @@ import {
   DuraflowPooler,
   DuraflowReaperOptions,
   DuraflowRedisOptions,
+  DuraflowSignalOptions,
   DuraflowWorkerOptions,
 } from './duraflow.options';
 import { ResolvedMetricsOptions, resolveMetricsOptions } from './metrics.options';
@@ -49,6 +50,7 @@ export interface ResolvedDuraflowOptions {
   maxListPageBytes: number;
   unknownInputProperties: UnknownInputProperties;
   metrics: ResolvedMetricsOptions | null;
+  signals: Required<DuraflowSignalOptions>;
 }
 
 export interface ResolvedRetention {
@@ -107,6 +109,7 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
     maxListPageBytes: options.maxListPageBytes ?? defaults.maxListPageBytes,
     unknownInputProperties: options.unknownInputProperties ?? defaults.unknownInputProperties,
     metrics: resolveMetricsOptions(options.metrics),
+    signals: { maxKeptPerTask: options.signals?.maxKeptPerTask ?? defaults.signals.maxKeptPerTask },
   };
   checkResolvedOptions(resolved);
   return resolved;
@@ -208,6 +211,7 @@ function checkLimits(resolved: ResolvedDuraflowOptions): void {
     throw new InvalidDuraflowOptionsError('maxJsonDepth', `must be at most ${MAX_JSON_DEPTH}, got ${resolved.maxJsonDepth}.`);
   }
   checkInteger('maxListPageBytes', resolved.maxListPageBytes, 1);
+  checkInteger('signals.maxKeptPerTask', resolved.signals.maxKeptPerTask, 1);
   if (!UNKNOWN_INPUT_PROPERTIES.includes(resolved.unknownInputProperties)) {
     throw new InvalidDuraflowOptionsError(
       'unknownInputProperties',

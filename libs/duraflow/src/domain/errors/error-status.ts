@@ -10,6 +10,7 @@ export const GrpcStatusCode = {
   DEADLINE_EXCEEDED: 4,
   NOT_FOUND: 5,
   ALREADY_EXISTS: 6,
+  RESOURCE_EXHAUSTED: 8,
   FAILED_PRECONDITION: 9,
   ABORTED: 10,
   INTERNAL: 13,
@@ -47,6 +48,7 @@ const STATUS_BY_CODE: Readonly<Record<string, DuraflowErrorStatus>> = {
   TASK_NOT_HELD: CONFLICT,
   TASK_NOT_FOUND: NOT_FOUND,
   DEAD_LETTER_NOT_FOUND: NOT_FOUND,
+  SIGNAL_NOT_FOUND: NOT_FOUND,
   TASK_ALREADY_FINISHED: CONFLICT,
   // The same idempotency key came with another input: the first task stands.
   IDEMPOTENCY_KEY_CONFLICT: status(HttpStatus.CONFLICT, GrpcStatusCode.ALREADY_EXISTS),
@@ -76,6 +78,8 @@ const STATUS_BY_CODE: Readonly<Record<string, DuraflowErrorStatus>> = {
   COMPENSATION_TIMEOUT: SERVER_FAULT,
   INVALID_SIGNAL_NAME: BAD_INPUT,
   SIGNAL_PAYLOAD_TOO_LARGE: status(HttpStatus.PAYLOAD_TOO_LARGE, GrpcStatusCode.INVALID_ARGUMENT),
+  // The task keeps as many untaken signals as it may: sending works again once its waits take some.
+  SIGNAL_LIMIT_EXCEEDED: status(HttpStatus.TOO_MANY_REQUESTS, GrpcStatusCode.RESOURCE_EXHAUSTED),
   // Raised inside a workflow run, never by an API call: the workflow's own outcome.
   SIGNAL_TIMEOUT: SERVER_FAULT,
   CHILD_WORKFLOW_FAILED: SERVER_FAULT,

@@ -89,9 +89,9 @@ export class TaskTransitions {
     return this.db.transaction((tx) => startChild(tx, start));
   }
 
-  /** wake: a signal kept, and a task waiting for it woken (or its wait delivered at once). */
-  sendSignal(taskId: string, name: string, payloadJson: string | null): Promise<SentSignal> {
-    return sendSignal(this.db, taskId, name, payloadJson);
+  /** wake: a signal kept (at most `maxKept` untaken per task), and a task waiting for it woken (or its wait delivered at once). */
+  sendSignal(taskId: string, name: string, payloadJson: string | null, maxKept: number): Promise<SentSignal> {
+    return sendSignal(this.db, taskId, name, payloadJson, maxKept);
   }
 
   hold(id: string, claimToken: string, errorJson: string): Promise<boolean> {
