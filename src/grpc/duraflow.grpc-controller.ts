@@ -3,7 +3,7 @@ import { GrpcMethod } from '@nestjs/microservices';
 import { Metadata, ServerUnaryCall } from '@grpc/grpc-js';
 import { SagaService, TaskNotFoundError, WorkerService, WorkflowService } from '@duraflow/nestjs';
 import { GrpcExceptionFilter } from './grpc-exception.filter';
-import { fromProtoStatus, parseJsonField, requireUuid, toProtoDeadLetter, toProtoStep, toProtoTask } from './grpc-messages';
+import { fromProtoStatus, parseJsonField, requireUuid, toProtoDeadLetter, toProtoSignal, toProtoStep, toProtoTask } from './grpc-messages';
 
 interface SubmitTaskRequest {
   workflow_name: string;
@@ -90,6 +90,17 @@ export class DuraflowGrpcController {
       parseJsonField('payload', request.payload),
     );
     return { signal_id: receipt.signalId, woke_task: receipt.wokeTask };
+  }
+
+  @GrpcMethod('Duraflow', 'ListSignals')
+  async listSignals(request: ListRequest & { task_id: string; max_payload_bytes?: number }) {
+    if (!(await this.workflows.get(requireUuid('task_id', request.task_id)))) throw new TaskNotFoundError(request.task_id);
+    const page = await this.workflows.listSignals(request.task_id, {
+      limit: request.limit || undefined,
+      after: request.cursor || undefined,
+      maxPayloadBytes: request.max_payload_bytes ?? undefined,
+    });
+    return { signals: page.items.map(toProtoSignal), next_cursor: page.nextCursor ?? '' };
   }
 
   @GrpcMethod('Duraflow', 'GetChildren')

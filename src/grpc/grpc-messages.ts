@@ -1,4 +1,4 @@
-import { AgentTask, DeadLetter, StepRun, TaskStatus, UUID_PATTERN } from '@duraflow/nestjs';
+import { AgentTask, DeadLetter, StepRun, TaskSignal, TaskStatus, UUID_PATTERN } from '@duraflow/nestjs';
 import { InvalidJsonError, InvalidRequestError } from '../api/request.errors';
 
 /** TaskStatus as the proto spells it: `rolled_back` <-> `TASK_STATUS_ROLLED_BACK`. */
@@ -83,6 +83,20 @@ export function toProtoStep(step: StepRun) {
     completed_at: time(step.completedAt),
     created_at: time(step.createdAt),
     attempt: step.attempt ?? 0,
+  };
+}
+
+export function toProtoSignal(signal: TaskSignal) {
+  return {
+    id: signal.id,
+    name: signal.name,
+    payload: json(signal.payload),
+    payload_bytes: signal.payloadBytes,
+    payload_omitted: signal.payloadOmitted,
+    payload_preview: signal.payloadPreview ?? '',
+    created_at: time(signal.createdAt),
+    consumed_at: time(signal.consumedAt),
+    consumed_by_step: signal.consumedByStep ?? '',
   };
 }
 

@@ -35,6 +35,28 @@ export class ListTasksQuery extends PageQuery {
   workflowName?: string;
 }
 
+/** Query of `GET /tasks/:id/signals`: a page in the order they were sent. */
+export class ListSignalsQuery {
+  @IsOptional()
+  @Type(() => Number)
+  @Max(MAX_LIST_LIMIT)
+  @Min(1)
+  @IsInt()
+  limit?: number;
+
+  /** The `X-Next-Cursor` of the previous page. */
+  @IsOptional()
+  @IsString()
+  after?: string;
+
+  /** A payload larger than this (bytes of JSON) is left out, with `payloadOmitted`; the library checks the range. */
+  @IsOptional()
+  @Type(() => Number)
+  @Min(0)
+  @IsInt()
+  maxPayloadBytes?: number;
+}
+
 /** Query of `GET /dead-letters`. */
 export class ListDeadLettersQuery extends PageQuery {
   @IsOptional()

@@ -1,7 +1,16 @@
 import { Body, Controller, Get, HttpCode, HttpStatus, Param, Post, Query, Res } from '@nestjs/common';
-import { AgentTask, SignalReceipt, StepRun, TaskNotFoundError, TaskPage, TaskSignal, WorkflowService } from '@duraflow/nestjs';
+import {
+  AgentTask,
+  SignalNotFoundError,
+  SignalReceipt,
+  StepRun,
+  TaskNotFoundError,
+  TaskPage,
+  TaskSignal,
+  WorkflowService,
+} from '@duraflow/nestjs';
 import { SubmitTaskDto } from './submit-task.dto';
-import { CancelTaskDto, ListTasksQuery, SignalTaskDto } from './task-queries.dto';
+import { CancelTaskDto, ListSignalsQuery, ListTasksQuery, SignalTaskDto } from './task-queries.dto';
 import { uuidParam } from './uuid-param.pipe';
 
 @Controller('tasks')
@@ -65,11 +74,37 @@ export class TasksController {
     return this.workflows.signal(id, name, body?.payload);
   }
 
-  /** The signals sent to the task, in the order they were sent, with the wait that took each. */
+  /**
+   * One page of the signals sent to the task (`?limit=&after=&maxPayloadBytes=`), in the order they
+   * were sent, with the wait that took each: the body is the page's array (as it was before pages),
+   * the next page's cursor is in `X-Next-Cursor` and `Link: <…>; rel="next"` (absent on the last
+   * page). A payload over `maxPayloadBytes` (default 64 KiB) is left out (`payloadOmitted`, with its
+   * size and preview): `GET /tasks/:id/signals/:signalId` has it whole.
+   */
   @Get(':id/signals')
-  async signals(@Param('id', uuidParam('id')) id: string): Promise<TaskSignal[]> {
+  async signals(
+    @Param('id', uuidParam('id')) id: string,
+    @Query() query: ListSignalsQuery,
+    @Res({ passthrough: true }) response: { setHeader(name: string, value: string): unknown },
+  ): Promise<TaskSignal[]> {
     await this.findTask(id);
-    return this.workflows.getSignals(id);
+    const page = await this.workflows.listSignals(id, query);
+    if (page.nextCursor) {
+      const next = new URLSearchParams({ after: page.nextCursor });
+      if (query.limit !== undefined) next.set('limit', String(query.limit));
+      if (query.maxPayloadBytes !== undefined) next.set('maxPayloadBytes', String(query.maxPayloadBytes));
+      response.setHeader('X-Next-Cursor', page.nextCursor);
+      response.setHeader('Link', `<?${next.toString()}>; rel="next"`);
+    }
+    return page.items;
+  }
+
+  /** One signal with its whole payload; 404 when the task has no signal of this id. */
+  @Get(':id/signals/:signalId')
+  async getSignal(@Param('id', uuidParam('id')) id: string, @Param('signalId') signalId: string): Promise<TaskSignal> {
+    const signal = await this.workflows.getSignal(id, signalId);
+    if (!signal) throw new SignalNotFoundError(id, signalId);
+    return signal;
   }
 
   /** The tasks the task started with ctx.startChild / ctx.runChild (each names its parent in `parentTaskId`). */

@@ -11,6 +11,7 @@ export {
   DuraflowReaperOptions,
   DuraflowRedisOptions,
   DuraflowRetentionOptions,
+  DuraflowSignalOptions,
   DuraflowPooler,
   DURAFLOW_DEFAULTS,
   defaultLeaseConfirmAfterMs,
@@ -43,7 +44,7 @@ export { ScheduleDefinition, WorkflowScheduleOptions, ScheduleInfo } from './dom
 // What an application injects, and what its methods take and give.
 export { WorkflowService } from './services/workflow.service';
 export { SubmitOptions, SubmitResult } from './services/workflows/task-submitter';
-export { ListTasksOptions, TaskPage } from './services/workflows/task-reader';
+export { ListSignalsOptions, ListTasksOptions, SignalPage, TaskPage } from './services/workflows/task-reader';
 export { CancelOptions, SignalReceipt } from './services/workflows/task-control';
 export { WaitForOptions } from './services/workflows/task-waiter';
 export { WorkerService } from './services/worker.service';

@@ -20,9 +20,9 @@ export class DashboardLinks {
     return this.to(`tasks/${seg(id)}`, query);
   }
 
-  /** The live part of a task's page, as an HTML fragment. */
-  taskLive(id: string): string {
-    return this.to(`tasks/${seg(id)}/live`);
+  /** The live part of a task's page, as an HTML fragment (`signals`: the cursor of the page of signals shown). */
+  taskLive(id: string, query: LinkQuery = {}): string {
+    return this.to(`tasks/${seg(id)}/live`, query);
   }
 
   /** The task's server-sent events. */

@@ -3,7 +3,7 @@ import { WorkflowRegistry } from '../discovery/workflow.registry';
 import { DeadLetter } from '../domain/entities/dead-letter.entity';
 import { DuraflowError } from '../domain/errors';
 import { SagaService } from '../services/saga.service';
-import { WorkflowService } from '../services/workflow.service';
+import { SignalPage, WorkflowService } from '../services/workflow.service';
 import { DASHBOARD_OPTIONS, ResolvedDashboardOptions } from './dashboard.options';
 import { progressVersion } from './live-task-feed';
 import { TaskFilters } from './task-filters';
@@ -57,7 +57,7 @@ export class DashboardReader {
    * A task's page. Its progress is read first: a change that lands while the rest is read makes
    * the page's version older than what it shows, so live updates fetch it once more (never less).
    */
-  async taskDetails(taskId: string): Promise<TaskDetails | null> {
+  async taskDetails(taskId: string, signalsAfter?: string): Promise<TaskDetails | null> {
     const progress = await this.workflows.getProgress(taskId);
     const task = progress && (await this.workflows.get(taskId));
     if (!progress || !task) return null;
@@ -65,9 +65,32 @@ export class DashboardReader {
       this.workflows.getStepSummaries(taskId, { previewChars: this.options.previewChars }),
       this.deadLettersOf(taskId),
       this.workflows.getChildren(taskId),
-      this.workflows.getSignals(taskId),
+      this.signalPage(taskId, signalsAfter),
     ]);
-    return { task, steps, deadLetters, children, signals, version: progressVersion(progress) };
+    return {
+      task,
+      steps,
+      deadLetters,
+      children,
+      signals: signals.items,
+      signalsAfter,
+      signalsNext: signals.nextCursor,
+      version: progressVersion(progress),
+    };
+  }
+
+  /**
+   * One page of the task's signals with previews only (cut in the database: no payload is read
+   * whole); a cursor the service refuses shows the first page.
+   */
+  private async signalPage(taskId: string, after: string | undefined): Promise<SignalPage> {
+    const options = { limit: this.options.pageSize, maxPayloadBytes: 0 };
+    try {
+      return await this.workflows.listSignals(taskId, { ...options, after });
+    } catch (error) {
+      if (!(error instanceof DuraflowError) || after === undefined) throw error;
+      return this.workflows.listSignals(taskId, options);
+    }
   }
 
   /** Every dead letter of one task (pages followed: a page is cut by size, not only by count). */

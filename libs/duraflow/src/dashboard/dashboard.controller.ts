@@ -64,7 +64,7 @@ export class DashboardController {
     @RequestLinks() links: DashboardLinks,
     @Res() response: unknown,
   ): Promise<void> {
-    const details = await this.reader.taskDetails(id);
+    const details = await this.reader.taskDetails(id, signalsCursor(query));
     const context = this.replies.context(links);
     if (!details) return this.replies.send(response, this.replies.taskMissing(context, id));
     this.replies.send(response, page(taskPage(context, details, isTaskNotice(query.notice) ? query.notice : undefined)));
@@ -72,8 +72,13 @@ export class DashboardController {
 
   /** The live part of a task's page alone, for the client script to swap in. */
   @Get('tasks/:id/live')
-  async taskLive(@Param('id') id: string, @RequestLinks() links: DashboardLinks, @Res() response: unknown): Promise<void> {
-    const details = await this.reader.taskDetails(id);
+  async taskLive(
+    @Param('id') id: string,
+    @Query() query: QueryParams,
+    @RequestLinks() links: DashboardLinks,
+    @Res() response: unknown,
+  ): Promise<void> {
+    const details = await this.reader.taskDetails(id, signalsCursor(query));
     const context = this.replies.context(links);
     if (!details) return this.replies.send(response, this.replies.taskMissing(context, id));
     this.replies.send(response, page(taskLiveContent(context, details)));
@@ -265,6 +270,11 @@ function isValueKind(kind: string): kind is StepValueKind {
 
 function isDeadLetterAction(action: string): action is DeadLetterAction {
   return (DEAD_LETTER_ACTIONS as readonly string[]).includes(action);
+}
+
+/** `?signals=`: the cursor of the page of a task's signals to show (the first page without it). */
+function signalsCursor(query: QueryParams): string | undefined {
+  return typeof query.signals === 'string' && query.signals ? query.signals : undefined;
 }
 
 /**

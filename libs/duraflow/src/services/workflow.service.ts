@@ -7,12 +7,12 @@ import { StepSummary, StepSummaryOptions, TaskCountFilter, TaskCounts, TaskProgr
 import { TaskSignal } from '../persistence/signal.store';
 import { ScheduleReader } from '../schedules/schedule-reader';
 import { CancelOptions, SignalReceipt, TaskControl } from './workflows/task-control';
-import { ListTasksOptions, TaskPage, TaskReader } from './workflows/task-reader';
+import { ListSignalsOptions, ListTasksOptions, SignalPage, TaskPage, TaskReader } from './workflows/task-reader';
 import { SubmitOptions, SubmitResult, TaskSubmitter } from './workflows/task-submitter';
 import { TaskWaiter, WaitForOptions } from './workflows/task-waiter';
 
 export type { CancelOptions, SignalReceipt } from './workflows/task-control';
-export type { ListTasksOptions, TaskPage } from './workflows/task-reader';
+export type { ListSignalsOptions, ListTasksOptions, SignalPage, TaskPage } from './workflows/task-reader';
 export type { SubmitOptions, SubmitResult } from './workflows/task-submitter';
 export type { WaitForOptions } from './workflows/task-waiter';
 
@@ -157,13 +157,35 @@ export class WorkflowService {
    * for it is woken at once. Everything is checked before anything is written.
    *
    * @throws TaskNotFoundError, TaskAlreadyFinishedError, InvalidSignalNameError,
-   *   NotSerializableError (a payload JSON cannot hold), SignalPayloadTooLargeError
+   *   NotSerializableError (a payload JSON cannot hold), SignalPayloadTooLargeError,
+   *   SignalLimitExceededError (the task keeps `signals.maxKeptPerTask` signals no wait took yet)
    */
   signal(taskId: string, name: string, payload?: unknown): Promise<SignalReceipt> {
     return this.control.signal(taskId, name, payload);
   }
 
-  /** The signals sent to the task, in the order they were sent, with the wait that took each. */
+  /**
+   * One page of the signals sent to the task, in the order they were sent, with the wait that took
+   * each: at most `limit` signals and at most `maxListPageBytes` of them (always at least one);
+   * follow `nextCursor` (as `after`) to know whether more are left. A payload larger than
+   * `maxPayloadBytes` is left out (`payloadOmitted`, with its size and a preview cut in the
+   * database); read it with `getSignal`.
+   *
+   * @throws InvalidListOptionsError (limit, maxPayloadBytes), InvalidCursorError
+   */
+  listSignals(id: string, options: ListSignalsOptions = {}): Promise<SignalPage> {
+    return this.reader.listSignals(id, options);
+  }
+
+  /** One signal of the task by its id, with its whole payload; null when the task has no such signal. */
+  getSignal(id: string, signalId: string): Promise<TaskSignal | null> {
+    return this.reader.getSignal(id, signalId);
+  }
+
+  /**
+   * Every signal sent to the task with its whole payload, in the order they were sent. Its size
+   * grows with the task's signals: anything that answers others (an API, a page) uses `listSignals`.
+   */
   getSignals(id: string): Promise<TaskSignal[]> {
     return this.reader.getSignals(id);
   }

@@ -17,8 +17,12 @@ export interface TaskDetails {
   deadLetters: DeadLetter[];
   /** The tasks it started with ctx.startChild / ctx.runChild. */
   children: AgentTask[];
-  /** The signals sent to it, in the order they were sent. */
+  /** One page of the signals sent to it, in the order they were sent, with previews of their payloads only. */
   signals: TaskSignal[];
+  /** The cursor this page of signals starts after (none: the first page). */
+  signalsAfter?: string;
+  /** The cursor of the next page of signals; null on the last page. */
+  signalsNext: string | null;
   /** Fingerprint of the task's progress when it was read: live updates compare against it. */
   version: string;
 }
@@ -50,7 +54,7 @@ export function taskPage(context: ViewContext, details: TaskDetails, notice: Tas
     section: 'tasks',
     body: html`<p><a href="${links.home()}">← Tasks</a></p>
 ${notice && html`<p class="notice" role="status">${TASK_NOTICES[notice]}</p>`}
-<div id="live" data-version="${details.version}" ${live && html`data-events="${links.taskEvents(task.id)}" data-fragment="${links.taskLive(task.id)}"`}>
+<div id="live" data-version="${details.version}" ${live && html`data-events="${links.taskEvents(task.id)}" data-fragment="${links.taskLive(task.id, { signals: details.signalsAfter })}"`}>
 ${taskLiveContent(context, details)}
 </div>
 <p class="live" id="live-state" role="status" aria-live="polite">${live ? 'Live updates need JavaScript; reload to see progress.' : ''}</p>`,
@@ -59,7 +63,7 @@ ${taskLiveContent(context, details)}
 
 /** The part of a task's page that live updates replace (served alone as a fragment). */
 export function taskLiveContent(context: ViewContext, details: TaskDetails): Html {
-  const { task, steps, deadLetters, children, signals } = details;
+  const { task, steps, deadLetters, children } = details;
   const { links, options } = context;
   const entries = timelineEntries(steps, deadLetters);
   return html`<h1><span>Task <code>${task.id}</code></span> ${statusBadge(task.status)}${isHeld(task) && html` ${statusBadge('held')}`}</h1>
@@ -84,7 +88,7 @@ ${
 <h2>Steps (${steps.length})</h2>
 ${timelineTable(task, entries, context)}
 ${childrenSection(context, children)}
-${signalsSection(signals)}
+${signalsSection(context, details)}
 ${compensationsSection(steps, deadLetters)}
 ${deadLettersSection(context, task, steps, deadLetters)}`;
 }
@@ -121,19 +125,25 @@ function childrenSection(context: ViewContext, children: AgentTask[]): Html {
 </table>`;
 }
 
-function signalsSection(signals: TaskSignal[]): Html {
-  if (!signals.length) return html``;
-  return html`<h2>Signals (${signals.length})</h2>
+/** One page of the signals, each payload's preview cut in the database, with links to the first and the next page. */
+function signalsSection(context: ViewContext, details: TaskDetails): Html {
+  const { task, signals, signalsAfter, signalsNext } = details;
+  if (!signals.length && !signalsAfter) return html``;
+  const pages = html`<p>${signalsAfter && html`<a href="${context.links.task(task.id)}">← First signals</a> `}${
+    signalsNext && html`<a href="${context.links.task(task.id, { signals: signalsNext })}">Later signals →</a>`
+  }</p>`;
+  return html`<h2>Signals (${signals.length}${(signalsAfter || signalsNext) && ' on this page'})</h2>
 <table>
   <thead><tr><th scope="col">Sent</th><th scope="col">Name</th><th scope="col">Payload</th><th scope="col">Taken by</th></tr></thead>
   <tbody>${signals.map(
     (signal) => html`<tr>
     <td>${timeElement(signal.createdAt)}</td><td><code>${signal.name}</code></td>
-    <td><code>${JSON.stringify(signal.payload ?? null).slice(0, 200)}</code></td>
+    <td><code>${signal.payloadPreview ?? 'null'}</code>${signal.payloadBytes > (signal.payloadPreview?.length ?? 0) && html` <span class="muted">(${signal.payloadBytes} bytes)</span>`}</td>
     <td>${signal.consumedByStep ? html`<code>${signal.consumedByStep}</code> at ${timeElement(signal.consumedAt)}` : html`<span class="muted">kept for a wait</span>`}</td>
   </tr>`,
   )}</tbody>
-</table>`;
+</table>
+${(signalsAfter || signalsNext) && pages}`;
 }
 
 /** The task's facts, in order; the workflow version joins them when versioned workflows land. */

@@ -55,6 +55,35 @@ export class SignalPayloadTooLargeError extends DuraflowError {
   }
 }
 
+/**
+ * The task already keeps `maxKeptPerTask` signals that no wait has taken: the send wrote nothing.
+ * Sending works again once the workflow's waits take some (or the task ends).
+ */
+export class SignalLimitExceededError extends DuraflowError {
+  readonly code = 'SIGNAL_LIMIT_EXCEEDED';
+  constructor(
+    readonly taskId: string,
+    readonly signalName: string,
+    readonly maxKeptPerTask: number,
+  ) {
+    super(
+      `Task "${taskId}" already keeps ${maxKeptPerTask} signals no wait has taken; signal "${signalName}" was not kept ` +
+        `(DuraflowModule's signals.maxKeptPerTask). Send again once the workflow's waits have taken some, or check why it does not wait for them.`,
+    );
+  }
+}
+
+/** The task has no signal of this id (an API's read of one signal). */
+export class SignalNotFoundError extends DuraflowError {
+  readonly code = 'SIGNAL_NOT_FOUND';
+  constructor(
+    readonly taskId: string,
+    readonly signalId: string,
+  ) {
+    super(`Task "${taskId}" has no signal with id "${signalId}". Use a signalId from the task's list of signals.`);
+  }
+}
+
 /** A durable primitive was called with a value it cannot use (a sleep of NaN ms, an invalid date, a negative timeout). */
 export class InvalidPrimitiveCallError extends DuraflowError {
   readonly code = 'INVALID_PRIMITIVE_CALL';

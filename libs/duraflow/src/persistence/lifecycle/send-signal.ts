@@ -8,6 +8,8 @@ import { MOVE } from './task-lifecycle';
 export interface SentSignal {
   status: string | null;
   signalId: string | null;
+  /** The task already kept `maxKept` signals no wait had taken: nothing was written. */
+  full: boolean;
   /** A wait of this name was pending: the task was made claimable now. */
   woke: boolean;
 }
@@ -29,8 +31,20 @@ export interface SentSignal {
  * settle of its own. Only while the task is `pending` (no claim, so no run can settle the wait
  * meanwhile: a claim waits for this lock, and a run that claimed it first makes the task
  * `running`, and then its own settle takes the kept signal).
+ *
+ * Bounded: a task keeps at most `maxKept` signals that no wait has taken; a send beyond it keeps
+ * nothing and wakes nothing (`full`). Counted by the second statement, whose snapshot is taken
+ * once the row lock is held: every send and settle of the task before it has committed, so
+ * concurrent sends never keep more than `maxKept`. A signal handed to a waiting wait at once is
+ * not kept and passes; signals a wait took do not count (each is a wait the workflow reached).
  */
-export async function sendSignal(executor: SqlExecutor, taskId: string, name: string, payloadJson: string | null): Promise<SentSignal> {
+export async function sendSignal(
+  executor: SqlExecutor,
+  taskId: string,
+  name: string,
+  payloadJson: string | null,
+  maxKept: number,
+): Promise<SentSignal> {
   const task = `${textLiteral(taskId)}::uuid`;
   const signal = textLiteral(name);
   const payload = payloadJson === null ? 'NULL::jsonb' : `${textLiteral(payloadJson)}::jsonb`;
@@ -47,12 +61,15 @@ export async function sendSignal(executor: SqlExecutor, taskId: string, name: st
      ), deliver AS (
        SELECT w.id, w.step_key FROM waiting w
        WHERE (w.wake_at IS NULL OR w.wake_at > clock_timestamp()) AND NOT EXISTS (${oldestKeptSignal(task, signal)})
+     ), room AS (
+       SELECT EXISTS (SELECT 1 FROM deliver)
+              OR (SELECT count(*) FROM task_signals WHERE task_id = ${task} AND consumed_at IS NULL) < ${Number(maxKept)} AS ok
      ), kept AS (
        -- Taken by the waiting wait at once when there is one to deliver to (no older signal of the name is kept).
        INSERT INTO task_signals (task_id, name, payload, consumed_at, consumed_by_step)
        SELECT ${task}, ${signal}, ${payload}, consumed.at, consumed.by
        FROM target LEFT JOIN (SELECT clock_timestamp() AS at, step_key AS by FROM deliver) consumed ON true
-       WHERE target.status IN ('pending', 'running')
+       WHERE target.status IN ('pending', 'running') AND (SELECT ok FROM room)
        RETURNING id
      ), delivered AS (
        UPDATE step_runs s
@@ -68,9 +85,15 @@ export async function sendSignal(executor: SqlExecutor, taskId: string, name: st
                      WHERE s.task_id = ${task} AND s.kind = 'signal' AND s.status = 'waiting' AND s.input->>'name' = ${signal})
        RETURNING pg_notify('${TASK_SUBMITTED_CHANNEL}', t.workflow_name)
      )
-     SELECT target.status, (SELECT id FROM kept) AS signal_id, (SELECT count(*) FROM woken) AS woke FROM target`,
+     SELECT target.status, (SELECT id FROM kept) AS signal_id, (SELECT count(*) FROM woken) AS woke, NOT (SELECT ok FROM room) AS full
+     FROM target`,
   );
-  if (!rows.length) return { status: null, signalId: null, woke: false };
+  if (!rows.length) return { status: null, signalId: null, full: false, woke: false };
   const row = rows[0];
-  return { status: row.status, signalId: row.signal_id === null ? null : String(row.signal_id), woke: Number(row.woke) > 0 };
+  return {
+    status: row.status,
+    signalId: row.signal_id === null ? null : String(row.signal_id),
+    full: row.full === true,
+    woke: Number(row.woke) > 0,
+  };
 }

@@ -4,7 +4,8 @@ import { ResolvedDuraflowOptions } from '../../config/resolved-options';
 import { WorkflowRegistry } from '../../discovery/workflow.registry';
 import { RESOLVED_DURAFLOW_OPTIONS, UUID_PATTERN } from '../../domain/duraflow.constants';
 import { AgentTask } from '../../domain/entities/agent-task.entity';
-import { TaskAlreadyFinishedError, TaskNotFoundError, TaskNotHeldError } from '../../domain/errors';
+import { SignalLimitExceededError, TaskAlreadyFinishedError, TaskNotFoundError, TaskNotHeldError } from '../../domain/errors';
+import { isTerminalStatus } from '../../domain/task-status';
 import { SagaExecutor } from '../../execution/saga-executor';
 import { TaskLeases } from '../../lease/task-leases';
 import { RunObserver } from '../../observability/run-observer';
@@ -71,8 +72,10 @@ export class TaskControl {
 
   async signal(id: string, name: string, payload?: unknown): Promise<SignalReceipt> {
     const payloadJson = checkSignal(name, payload, this.options);
-    const sent = await this.transitions.sendSignal(taskId(id), name, payloadJson ?? null);
+    const { maxKeptPerTask } = this.options.signals;
+    const sent = await this.transitions.sendSignal(taskId(id), name, payloadJson ?? null, maxKeptPerTask);
     if (!sent.status) throw new TaskNotFoundError(id);
+    if (sent.full && !isTerminalStatus(sent.status)) throw new SignalLimitExceededError(id, name, maxKeptPerTask);
     if (!sent.signalId) throw new TaskAlreadyFinishedError(id, sent.status, 'signalled');
     return { signalId: sent.signalId, taskId: id, name, wokeTask: sent.woke };
   }

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { ResolvedDuraflowOptions } from '../../config/resolved-options';
-import { RESOLVED_DURAFLOW_OPTIONS, UUID_PATTERN } from '../../domain/duraflow.constants';
+import { MAX_LIST_LIMIT, RESOLVED_DURAFLOW_OPTIONS, UUID_PATTERN } from '../../domain/duraflow.constants';
 import { AgentTask } from '../../domain/entities/agent-task.entity';
 import { StepRun } from '../../domain/entities/step-run.entity';
 import { InvalidListOptionsError } from '../../domain/errors';
@@ -8,7 +8,7 @@ import { TaskStatus } from '../../domain/task-status';
 import { StepSummary, StepSummaryOptions, TaskCountFilter, TaskCounts, TaskProgress } from '../../domain/task-summaries';
 import { decodeCursor, keysetPage, listLimit } from '../../persistence/cursor';
 import { DuraflowDatabase } from '../../persistence/duraflow-database';
-import { SignalStore, TaskSignal } from '../../persistence/signal.store';
+import { decodeSignalCursor, encodeSignalCursor, SignalStore, TaskSignal } from '../../persistence/signal.store';
 import { readStepSummaries } from '../../persistence/sql/read-step-summaries';
 import { readTaskProgress } from '../../persistence/sql/read-task-progress';
 import { StepStore } from '../../persistence/step.store';
@@ -34,6 +34,28 @@ export interface ListTasksOptions {
   cursor?: string;
 }
 
+export interface ListSignalsOptions {
+  /** 1..1000, default 50. */
+  limit?: number;
+  /** `nextCursor` of the previous page: the signals sent after its last one. */
+  after?: string;
+  /**
+   * A payload larger than this many bytes (as JSON text) is left out (`payloadOmitted`, with its
+   * preview and size); 0 leaves every payload out. 0..maxListPageBytes, default 64 KiB.
+   */
+  maxPayloadBytes?: number;
+}
+
+export interface SignalPage {
+  /** In the order they were sent. */
+  items: TaskSignal[];
+  /** Pass as `after` for the next page; null on the last page. */
+  nextCursor: string | null;
+}
+
+/** The default `maxPayloadBytes` of a page of signals. */
+export const DEFAULT_SIGNAL_PAYLOAD_BYTES = 64 * 1024;
+
 export interface TaskPage {
   items: AgentTask[];
   /** Pass to `list` for the next (older) page; null on the last page. */
@@ -45,7 +67,7 @@ function isTaskId(id: unknown): id is string {
   return typeof id === 'string' && UUID_PATTERN.test(id);
 }
 
-/** WorkflowService's reads: a task, its steps, signals and children, pages and counts of tasks. */
+/** WorkflowService's reads: a task, its steps, pages of its signals and its children, pages and counts of tasks. */
 @Injectable()
 export class TaskReader {
   constructor(
@@ -78,8 +100,42 @@ export class TaskReader {
     return isTaskId(id) ? readTaskProgress(this.db, id) : null;
   }
 
+  async listSignals(id: string, options: ListSignalsOptions = {}): Promise<SignalPage> {
+    const limit = listLimit(options.limit);
+    const maxPayloadBytes = options.maxPayloadBytes ?? Math.min(DEFAULT_SIGNAL_PAYLOAD_BYTES, this.options.maxListPageBytes);
+    if (!Number.isSafeInteger(maxPayloadBytes) || maxPayloadBytes < 0 || maxPayloadBytes > this.options.maxListPageBytes) {
+      throw new InvalidListOptionsError(
+        'maxPayloadBytes',
+        `must be an integer from 0 to ${this.options.maxListPageBytes} (maxListPageBytes), got ${String(options.maxPayloadBytes)}.`,
+      );
+    }
+    const afterId = options.after === undefined ? '0' : decodeSignalCursor(options.after);
+    if (!isTaskId(id)) return { items: [], nextCursor: null };
+    const page = await this.signals.listSignalPage(id, { afterId, limit, maxPayloadBytes, maxBytes: this.options.maxListPageBytes });
+    const last = page.signals[page.signals.length - 1];
+    return { items: page.signals, nextCursor: page.more && last ? encodeSignalCursor(last.id) : null };
+  }
+
+  async getSignal(id: string, signalId: string): Promise<TaskSignal | null> {
+    return isTaskId(id) && typeof signalId === 'string' && /^\d{1,18}$/.test(signalId) ? this.signals.findSignal(id, signalId) : null;
+  }
+
+  /** Every signal with its whole payload, read a page at a time. */
   async getSignals(id: string): Promise<TaskSignal[]> {
-    return isTaskId(id) ? this.signals.listSignals(id) : [];
+    const signals: TaskSignal[] = [];
+    if (!isTaskId(id)) return signals;
+    let afterId = '0';
+    for (;;) {
+      const page = await this.signals.listSignalPage(id, {
+        afterId,
+        limit: MAX_LIST_LIMIT,
+        maxPayloadBytes: Number.MAX_SAFE_INTEGER,
+        maxBytes: this.options.maxListPageBytes,
+      });
+      signals.push(...page.signals);
+      if (!page.more || !page.signals.length) return signals;
+      afterId = page.signals[page.signals.length - 1].id;
+    }
   }
 
   async getChildren(id: string): Promise<AgentTask[]> {
