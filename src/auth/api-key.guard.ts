@@ -4,7 +4,8 @@ import { Metadata } from '@grpc/grpc-js';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { EngineConfig } from '../config/engine.config';
 import { ENGINE_CONFIG } from '../config/engine-config.token';
-import { DASHBOARD_SESSION_COOKIE, dashboardSessionToken, isDashboardPath, readCookie } from '../dashboard/dashboard-session';
+import { DASHBOARD_SESSION_COOKIE, isDashboardPath, readCookie } from '../dashboard/dashboard-session';
+import { DashboardSessions } from '../dashboard/dashboard-sessions';
 
 const PUBLIC_ROUTE = 'duraflow:engine:public';
 
@@ -15,19 +16,19 @@ export const Public = () => SetMetadata(PUBLIC_ROUTE, true);
  * With DURAFLOW_API_KEY set, an HTTP call needs the key in `x-api-key` or
  * `Authorization: Bearer <key>` (else 401), a gRPC call in the metadata entry
  * `x-api-key` (else UNAUTHENTICATED). A browser on the dashboard (`/duraflow`) may instead
- * carry the session cookie its sign-in form set. Without a key, every call passes.
+ * carry the cookie of a live session its sign-in form opened (DashboardSessions). Without a key,
+ * every call passes.
  */
 @Injectable()
 export class ApiKeyGuard implements CanActivate {
   private readonly expected: Buffer | undefined;
-  private readonly session: Buffer | undefined;
 
   constructor(
     @Inject(ENGINE_CONFIG) config: EngineConfig,
     private readonly reflector: Reflector,
+    private readonly sessions: DashboardSessions,
   ) {
     this.expected = config.apiKey === undefined ? undefined : digest(config.apiKey);
-    this.session = config.apiKey === undefined ? undefined : digest(dashboardSessionToken(config.apiKey));
   }
 
   canActivate(context: ExecutionContext): boolean {
@@ -43,8 +44,7 @@ export class ApiKeyGuard implements CanActivate {
     if (this.authenticated(request)) return true;
     if (isDashboardPath(request.path)) {
       const cookie = request.headers.cookie;
-      if (timingSafeEqual(digest(readCookie(Array.isArray(cookie) ? cookie[0] : cookie, DASHBOARD_SESSION_COOKIE) ?? ''), this.session!))
-        return true;
+      if (this.sessions.use(readCookie(Array.isArray(cookie) ? cookie[0] : cookie, DASHBOARD_SESSION_COOKIE))) return true;
       throw new UnauthorizedException("The dashboard needs the engine's API key: sign in with it (DURAFLOW_API_KEY).");
     }
     throw new UnauthorizedException('Missing or wrong API key: send it in the "x-api-key" header or as "Authorization: Bearer <key>".');

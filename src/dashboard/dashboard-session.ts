@@ -1,5 +1,3 @@
-import { createHmac } from 'node:crypto';
-
 /** Where the engine mounts the dashboard. */
 export const DASHBOARD_PATH = '/duraflow';
 export const DASHBOARD_LOGIN_PATH = `${DASHBOARD_PATH}/login`;
@@ -7,19 +5,13 @@ export const DASHBOARD_LOGOUT_PATH = `${DASHBOARD_PATH}/logout`;
 
 /**
  * The cookie a browser signs in to the dashboard with, since it cannot send the API key as a
- * header. HttpOnly (no script reads it), SameSite=Strict (no other site's page makes the
- * browser send it), Path=/duraflow (sent to the dashboard only), 12 hours.
+ * header: a session id (DashboardSessions), never the key. HttpOnly (no script reads it),
+ * SameSite=Strict (no other site's page makes the browser send it), Path=/duraflow (sent to the
+ * dashboard only), Secure when the request came over HTTPS (through a proxy named by
+ * DURAFLOW_TRUST_PROXY, whose X-Forwarded-Proto is then believed). It opens the dashboard only,
+ * never the API.
  */
 export const DASHBOARD_SESSION_COOKIE = 'duraflow_session';
-export const DASHBOARD_SESSION_SECONDS = 12 * 3600;
-
-/**
- * The cookie's value for an API key: derived from it, so the cookie never holds the key itself,
- * and it opens the dashboard only, never the API. Changing the key signs everyone out.
- */
-export function dashboardSessionToken(apiKey: string): string {
-  return createHmac('sha256', apiKey).update('duraflow-dashboard-session').digest('base64url');
-}
 
 /** Whether an HTTP path (no query) is one of the dashboard's. */
 export function isDashboardPath(path: string | undefined): boolean {

@@ -4,11 +4,14 @@ import { EngineConfig } from '../config/engine.config';
 import { ENGINE_CONFIG } from '../config/engine-config.token';
 import { DashboardLoginController } from './dashboard-login.controller';
 import { DASHBOARD_LOGIN_PATH, DASHBOARD_PATH } from './dashboard-session';
+import { DashboardSessions } from './dashboard-sessions';
+import { SignInThrottle } from './sign-in-throttle';
 
 /**
  * The library's dashboard at /duraflow. The engine's API-key guard is global (APP_GUARD), so it
  * already stands in front of every dashboard route; with a key set, a browser signs in through
- * the login form (DashboardLoginController) and carries a session cookie.
+ * the login form (DashboardLoginController) and carries a session cookie, whose session
+ * (DashboardSessions, exported for the guard) lives in this process.
  */
 @Module({})
 export class EngineDashboardModule {
@@ -24,7 +27,8 @@ export class EngineDashboardModule {
         }),
       ],
       controllers: [DashboardLoginController],
-      providers: [{ provide: ENGINE_CONFIG, useValue: config }],
+      providers: [{ provide: ENGINE_CONFIG, useValue: config }, DashboardSessions, SignInThrottle],
+      exports: [DashboardSessions],
     };
   }
 }

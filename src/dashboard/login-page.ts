@@ -24,11 +24,13 @@ export const LOGIN_PAGE_HEADERS: Readonly<Record<string, string>> = {
   'Cache-Control': 'no-store',
 };
 
-export type LoginState = 'form' | 'wrong-key' | 'signed-in' | 'no-key';
+export type LoginState = 'form' | 'wrong-key' | 'throttled' | 'signed-in' | 'no-key';
 
 const MESSAGES: Record<LoginState, string> = {
   form: '',
   'wrong-key': '<p class="error" role="alert">That is not the engine\'s API key. Try again.</p>',
+  throttled:
+    '<p class="error" role="alert">Too many wrong keys were sent from your address. Wait a little (the longer, the more wrong keys) and try again.</p>',
   'signed-in': '<p role="status">You are signed in.</p>',
   'no-key': '<p role="status">This engine has no API key (DURAFLOW_API_KEY is unset): the dashboard is open to anyone who reaches it.</p>',
 };
