@@ -9,7 +9,8 @@ export interface ExpiryRule {
 
 /**
  * Removes up to `batchSize` tasks per rule that finished more than `keepMs` ago, and with them
- * their step runs (the seed schema's ON DELETE CASCADE); returns how many went, per status.
+ * their step runs (the seed schema's ON DELETE CASCADE) and their signals (the statement trigger
+ * of migration 900); returns how many went, per status.
  * Each rule picks its rows through idx_agent_tasks_status_created (a task is created before it
  * finishes, so `created_at` bounds the scan) and locks them SKIP LOCKED: a batch never waits
  * for a row another statement holds, and holds its own for one short statement. A task with a
