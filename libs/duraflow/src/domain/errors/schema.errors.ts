@@ -35,6 +35,6 @@ function cliTableNote(migrationsTable: string): string {
 
 const UNRECORDED_TABLES =
   " The table agent_tasks exists but no migration made it: TypeORM `synchronize` or the seed's SQL did, and the " +
-  "migrations cannot run over it. Turn `synchronize` off for Duraflow's entities; then, for tables from the seed's SQL, " +
+  "migrations cannot run over it. Turn `synchronize` off (TypeORM runs it before `migrationsRun`); then, for tables from the seed's SQL, " +
   'record SeedSchema1700000000000 as applied before migrating, and for tables that `synchronize` made, drop them (when ' +
-  'nothing in them must be kept) and migrate: see "Schema and migrations" in docs/operations.md.';
+  'nothing in them must be kept) and migrate: see "Tables made without the migrations" in docs/operations.md.';
