@@ -1,6 +1,9 @@
 import { randomBytes } from 'node:crypto';
+import { lstat, mkdtemp, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { TestingModule } from '@nestjs/testing';
-import { ReaperService, workflow } from '@duraflow/nestjs';
+import { ReaperService, workflow, WorkflowService } from '@duraflow/nestjs';
 import { RedisLeaderElection } from '@duraflow/nestjs/leader';
 import { CLI_TIMEOUT_MS, CliRun, duraflowCli as duraflow } from './support/duraflow-cli';
 import { eventually } from './support/waiting';
@@ -11,6 +14,14 @@ import { DURAFLOW_MIGRATION_NAMES } from './support/migration-names';
 
 const MIGRATIONS = DURAFLOW_MIGRATION_NAMES;
 const CHILD_TIMEOUT_MS = CLI_TIMEOUT_MS;
+
+/** What a tenant named itself to rewrite the operator's terminal: a new window title (OSC), then a cleared screen (CSI). */
+const TERMINAL_ATTACK = '\u001b]0;pwned\u0007\u001b[2J\u009b31m\u202eevil\r\nforged line';
+/** The same, as the CLI shows it: every control character as a \uXXXX escape. */
+const TERMINAL_ATTACK_SHOWN = '\\u001b]0;pwned\\u0007\\u001b[2J\\u009b31m\\u202eevil\\u000d\\u000aforged line';
+/** C0 controls but the line feed, DEL, C1 controls, bidirectional overrides and isolates. */
+// eslint-disable-next-line no-control-regex -- finding control characters is the point
+const CONTROL_CHARACTER = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
 
 /** A failure is one line on stderr, nothing on stdout, and no stack trace. */
 function expectOneLineFailure(run: CliRun, code: number, message: RegExp): void {
@@ -260,6 +271,168 @@ describe('the duraflow command line', () => {
     );
   });
 
+  describe('what it prints from the data: control characters escaped', () => {
+    it(
+      'status shows a concurrency key that would rewrite the terminal as escapes, and --json keeps it exact',
+      async () => {
+        const db = await database(true);
+        const tenantExport = workflow(
+          'tenant-export',
+          async (ctx) =>
+            ctx.step.run(
+              'export',
+              ({ signal }) => new Promise((_resolve, reject) => signal.addEventListener('abort', () => reject(signal.reason))),
+            ),
+          { concurrencyKey: (input: { tenant: string }) => input.tenant, keyConcurrency: 1 },
+        );
+        const app = await bed.start({ databaseUrl: db.url, duraflow: { workflows: [tenantExport] } });
+        const workflows = app.get(WorkflowService);
+        const [first] = [
+          await workflows.submit('tenant-export', { tenant: TERMINAL_ATTACK }),
+          await workflows.submit('tenant-export', { tenant: TERMINAL_ATTACK }),
+        ];
+        await eventually('one export runs, the other waits on its key', async () => (await workflows.get(first.id))?.status === 'running');
+
+        const text = await duraflow(['status', '--url', db.url]);
+        expect(text).toMatchObject({ code: 0, stderr: '' });
+        expect(text.stdout).not.toMatch(CONTROL_CHARACTER);
+        expect(text.stdout).toMatch(new RegExp(`tenant-export\\s+${escapeRegExp(TERMINAL_ATTACK_SHOWN)}\\s+keyConcurrency\\s+1/1\\s+1\\n`));
+        expect(text.stdout.split('\n').filter((line) => line.includes('forged line'))).toHaveLength(1);
+
+        const json = await duraflow(['status', '--url', db.url, '--json']);
+        expect(json.stdout).not.toMatch(CONTROL_CHARACTER);
+        expect(JSON.parse(json.stdout).limits).toContainEqual(expect.objectContaining({ key: TERMINAL_ATTACK, kind: 'keyConcurrency' }));
+        await bed.close(app);
+      },
+      CHILD_TIMEOUT_MS * 2,
+    );
+
+    it(
+      'replay-check shows the step keys, workflow names and ids of a runs file as escapes, in its text and its JSON',
+      async () => {
+        const dir = await mkdtemp(path.join(tmpdir(), 'duraflow-cli-'));
+        try {
+          const file = path.join(dir, 'runs.json');
+          const step = (stepKey: string, completionSeq: number) => ({
+            stepKey,
+            status: 'completed',
+            output: `${stepKey}-done`,
+            completionSeq,
+          });
+          const run = (taskId: string, workflowName: string, steps: unknown[]) => ({
+            taskId,
+            workflowName,
+            workflowVersion: 1,
+            status: 'pending',
+            input: {},
+            retryCount: 1,
+            steps,
+          });
+          await writeFile(
+            file,
+            JSON.stringify({
+              format: 'duraflow-recorded-runs',
+              formatVersion: 1,
+              exportedAt: new Date().toISOString(),
+              runs: [
+                run(`t-1${TERMINAL_ATTACK}`, 'guarded-trip', [step('A', 1), step(`B${TERMINAL_ATTACK}`, 2)]),
+                run('t-2', `guarded-trip${TERMINAL_ATTACK}`, []),
+              ],
+            }),
+          );
+          const module = path.join(__dirname, 'fixtures', 'deploys', 'replay-original.ts');
+          const text = await duraflow(['replay-check', '--module', module, '--from', file]);
+          expect(text.code).toBe(1);
+          expect(text.stdout).not.toMatch(CONTROL_CHARACTER);
+          expect(text.stdout).toContain(
+            `DIVERGED t-1${TERMINAL_ATTACK_SHOWN} (guarded-trip v1): recorded step "B${TERMINAL_ATTACK_SHOWN}", but the code asked for "B"`,
+          );
+          expect(text.stdout).toContain(`SKIPPED t-2 (guarded-trip${TERMINAL_ATTACK_SHOWN} v1): this code has no such workflow version`);
+
+          const json = await duraflow(['replay-check', '--module', module, '--from', file, '--json']);
+          expect(json.stdout).not.toMatch(CONTROL_CHARACTER);
+          expect(JSON.parse(json.stdout).diverged).toEqual([expect.objectContaining({ recordedStep: `B${TERMINAL_ATTACK}` })]);
+        } finally {
+          await rm(dir, { recursive: true, force: true });
+        }
+      },
+      CHILD_TIMEOUT_MS * 2,
+    );
+  });
+
+  describe('export-runs: a private file, never through a link', () => {
+    let db: TestDatabase;
+    let dir: string;
+
+    beforeAll(async () => {
+      db = await database(true);
+    });
+
+    beforeEach(async () => {
+      dir = await mkdtemp(path.join(tmpdir(), 'duraflow-export-'));
+    });
+
+    afterEach(() => rm(dir, { recursive: true, force: true }));
+
+    it(
+      'writes a new file readable by its owner only (0600)',
+      async () => {
+        const out = path.join(dir, 'runs.json');
+        const run = await duraflow(['export-runs', '--url', db.url, '--out', out]);
+        expect(run).toMatchObject({ code: 0, stderr: '' });
+        expect((await stat(out)).mode & 0o777).toBe(0o600);
+        expect(JSON.parse(await readFile(out, 'utf8'))).toMatchObject({ format: 'duraflow-recorded-runs', runs: [] });
+      },
+      CHILD_TIMEOUT_MS,
+    );
+
+    it(
+      'refuses a symbolic link planted at --out, with or without --force, and leaves its target as it was',
+      async () => {
+        const target = path.join(dir, 'authorized_keys');
+        await writeFile(target, 'ssh-ed25519 AAAA operator\n', { mode: 0o644 });
+        const out = path.join(dir, 'runs.json');
+        await symlink(target, out);
+        for (const force of [[], ['--force']]) {
+          expectOneLineFailure(
+            await duraflow(['export-runs', '--url', db.url, '--out', out, ...force]),
+            1,
+            /runs\.json is a symbolic link: the export is never written through a link/,
+          );
+          expect(await readFile(target, 'utf8')).toBe('ssh-ed25519 AAAA operator\n');
+          expect((await stat(target)).mode & 0o777).toBe(0o644);
+          expect((await lstat(out)).isSymbolicLink()).toBe(true);
+        }
+        // A dangling link is refused too: it would create the file it points to.
+        const dangling = path.join(dir, 'dangling.json');
+        await symlink(path.join(dir, 'created-through-link'), dangling);
+        expectOneLineFailure(await duraflow(['export-runs', '--url', db.url, '--out', dangling]), 1, /is a symbolic link/);
+        await expect(stat(path.join(dir, 'created-through-link'))).rejects.toMatchObject({ code: 'ENOENT' });
+      },
+      CHILD_TIMEOUT_MS * 2,
+    );
+
+    it(
+      'refuses a file that exists unless --force, which replaces it with a new 0600 file',
+      async () => {
+        const out = path.join(dir, 'runs.json');
+        await writeFile(out, 'an older export', { mode: 0o644 });
+        expectOneLineFailure(
+          await duraflow(['export-runs', '--url', db.url, '--out', out]),
+          1,
+          /runs\.json exists: pass --force to replace it/,
+        );
+        expect(await readFile(out, 'utf8')).toBe('an older export');
+
+        const forced = await duraflow(['export-runs', '--url', db.url, '--out', out, '--force']);
+        expect(forced).toMatchObject({ code: 0, stderr: '' });
+        expect(JSON.parse(await readFile(out, 'utf8'))).toMatchObject({ format: 'duraflow-recorded-runs' });
+        expect((await stat(out)).mode & 0o777).toBe(0o600);
+      },
+      CHILD_TIMEOUT_MS * 2,
+    );
+  });
+
   describe('failures: one line, a non-zero exit, no stack trace', () => {
     const unreachable = 'postgres://postgres@127.0.0.1:1/duraflow_nowhere';
     /** Stands for the URL of a migrated database in the table below. */
@@ -338,3 +511,7 @@ describe('the duraflow command line', () => {
     );
   });
 });
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}

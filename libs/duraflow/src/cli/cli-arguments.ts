@@ -12,7 +12,8 @@ Commands:
             (booted without its worker and reaper) or workflow definitions and @Workflow classes.
             Runs come from the database (default: the unfinished ones) or --from a file
   export-runs --out <file.json>
-            Write the database's recorded runs to a file, for replay-check --from in a CI without it
+            Write the database's recorded runs to a new file readable by its owner only (0600), for
+            replay-check --from in a CI without the database; never through a symbolic link
 
 Options:
   --url <postgres-url>   The database (default: DATABASE_URL)
@@ -23,6 +24,7 @@ Options:
   --module <file>        replay-check: where today's workflows are (a compiled .js file; #Name picks an export)
   --from <file.json>     replay-check: the runs export-runs wrote, instead of the database
   --out <file.json>      export-runs: where to write
+  --force                export-runs: replace the file at --out if there is one (never a link)
   --include-finished     replay-check, export-runs: finished runs too (default: unfinished runs only)
   --workflow <name>      replay-check, export-runs: only this workflow
   --limit <n>            replay-check, export-runs: at most n runs, newest first (default 1000)
@@ -42,6 +44,7 @@ export interface CliArguments {
   workflow?: string;
   limit?: string;
   includeFinished?: boolean;
+  force?: boolean;
 }
 
 const VALUE_OPTIONS = {
@@ -67,6 +70,8 @@ export function parseCliArguments(argv: string[]): CliArguments {
       parsed.json = true;
     } else if (flag === '--include-finished') {
       parsed.includeFinished = true;
+    } else if (flag === '--force') {
+      parsed.force = true;
     } else if (flag in VALUE_OPTIONS) {
       const value = inlineValue ?? argv[++index];
       if (value === undefined || value === '' || (inlineValue === undefined && value.startsWith('--'))) {

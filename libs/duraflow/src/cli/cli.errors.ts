@@ -24,3 +24,19 @@ export class SchemaMissingError extends DuraflowError {
 export class RedisUnreachableError extends DuraflowError {
   readonly code = 'REDIS_UNREACHABLE';
 }
+
+/** export-runs: a file is already where `--out` points, and `--force` was not given. Exit code 1. */
+export class OutputFileExistsError extends DuraflowError {
+  readonly code = 'OUTPUT_FILE_EXISTS';
+  constructor(readonly file: string) {
+    super(`${file} exists: pass --force to replace it, or choose another --out.`);
+  }
+}
+
+/** export-runs: `--out` is a symbolic link, which the command never writes through (even with `--force`). Exit code 1. */
+export class OutputFileIsLinkError extends DuraflowError {
+  readonly code = 'OUTPUT_FILE_IS_LINK';
+  constructor(readonly file: string) {
+    super(`${file} is a symbolic link: the export is never written through a link. Remove the link, or choose another --out.`);
+  }
+}

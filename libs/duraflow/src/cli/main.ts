@@ -12,9 +12,11 @@ import { databaseUrlOf } from './database-connection';
 import { migrateCommand } from './migrate.command';
 import { exportRunsCommand, replayCheckCommand } from './replay-check.command';
 import { statusCommand } from './status.command';
+import { terminalLines, terminalText } from './terminal-text';
 
 export async function runCli(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
-  const print = (line: string) => process.stdout.write(`${line}\n`);
+  // The formatters escape each value they print; this escapes whatever a line still holds.
+  const print = (line: string) => process.stdout.write(`${terminalLines(line)}\n`);
   try {
     const args = parseCliArguments(argv);
     if (args.command === 'help') {
@@ -34,7 +36,7 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv = process.en
     if (args.command === 'migrate') {
       await migrateCommand(url, print);
     } else if (args.command === 'export-runs') {
-      await exportRunsCommand(url, args.out, query, print);
+      await exportRunsCommand(url, { out: args.out, force: args.force === true, query }, print);
     } else {
       const redis = args.redis ?? (env.REDIS_URL || undefined);
       await statusCommand({ url, redis, leaderKey: args.leaderKey, json: args.json }, print);
@@ -43,7 +45,7 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv = process.en
   } catch (error) {
     const command = argv.find((argument) => !argument.startsWith('-')) ?? '';
     const message = error instanceof DuraflowError ? error.message : `${command || 'duraflow'} failed: ${oneLine(error)}`;
-    process.stderr.write(`duraflow: ${message}\n`);
+    process.stderr.write(`duraflow: ${terminalText(message)}\n`);
     return error instanceof CliUsageError || error instanceof InvalidDatabaseUrlError || error instanceof ReplayCheckInputError ? 2 : 1;
   }
 }

@@ -1,8 +1,9 @@
-import { writeFile } from 'node:fs/promises';
 import { exportRecordedRuns, loadReplayWorkflows, replayCheck, ReplayCheckReport } from '../replay/replay-check';
 import { RecordedRunsQuery } from '../replay/read-recorded-runs';
 import { CliUsageError } from './cli.errors';
 import { describeDatabase } from './database-connection';
+import { writePrivateFile } from './private-file';
+import { terminalText as shown } from './terminal-text';
 
 export interface ReplayCheckCommandOptions {
   module?: string;
@@ -28,27 +29,38 @@ export async function replayCheckCommand(options: ReplayCheckCommandOptions, pri
 }
 
 export function formatReplayReport(report: ReplayCheckReport, source: string): string[] {
+  const run = (entry: { taskId: string; workflowName: string; version: number }) =>
+    `${shown(entry.taskId)} (${shown(entry.workflowName)} v${shown(entry.version)})`;
   const lines = [
-    `Replayed ${report.checked} recorded run${report.checked === 1 ? '' : 's'} from ${source}: ` +
+    `Replayed ${report.checked} recorded run${report.checked === 1 ? '' : 's'} from ${shown(source)}: ` +
       `${report.ok} ok, ${report.diverged.length} diverged, ${report.errors.length} could not be checked, ${report.skipped.length} skipped`,
   ];
-  for (const run of report.diverged) {
+  for (const diverged of report.diverged) {
     lines.push(
-      `  DIVERGED ${run.taskId} (${run.workflowName} v${run.version}): recorded step "${run.recordedStep}", ` +
-        (run.requestedStep === null ? 'but the code returned without asking for it' : `but the code asked for "${run.requestedStep}"`),
+      `  DIVERGED ${run(diverged)}: recorded step "${shown(diverged.recordedStep)}", ` +
+        (diverged.requestedStep === null
+          ? 'but the code returned without asking for it'
+          : `but the code asked for "${shown(diverged.requestedStep)}"`),
     );
   }
-  for (const run of report.errors) lines.push(`  NOT CHECKED ${run.taskId} (${run.workflowName} v${run.version}): ${run.message}`);
-  for (const run of report.skipped) {
-    lines.push(`  SKIPPED ${run.taskId} (${run.workflowName} v${run.version}): this code has no such workflow version`);
-  }
+  for (const failed of report.errors) lines.push(`  NOT CHECKED ${run(failed)}: ${shown(failed.message)}`);
+  for (const skipped of report.skipped) lines.push(`  SKIPPED ${run(skipped)}: this code has no such workflow version`);
   return lines;
 }
 
-/** `duraflow export-runs --out file.json`. */
-export async function exportRunsCommand(url: string, out: string | undefined, query: RecordedRunsQuery, print: (line: string) => void) {
+export interface ExportRunsCommandOptions {
+  out: string | undefined;
+  /** Replace a file that is at `out` (never a symbolic link). */
+  force: boolean;
+  query: RecordedRunsQuery;
+}
+
+/** `duraflow export-runs --out file.json [--force]`: a new file, 0600, never through a link. */
+export async function exportRunsCommand(url: string, options: ExportRunsCommandOptions, print: (line: string) => void) {
+  const { out } = options;
   if (!out) throw new CliUsageError('export-runs needs --out <file.json>. Run duraflow --help.');
-  const exported = await exportRecordedRuns(url, query);
-  await writeFile(out, JSON.stringify(exported, null, 2));
-  print(`Exported ${exported.runs.length} recorded run${exported.runs.length === 1 ? '' : 's'} from ${describeDatabase(url)} to ${out}`);
+  const exported = await exportRecordedRuns(url, options.query);
+  await writePrivateFile(out, JSON.stringify(exported, null, 2), { replace: options.force });
+  const runs = `${exported.runs.length} recorded run${exported.runs.length === 1 ? '' : 's'}`;
+  print(`Exported ${runs} from ${shown(describeDatabase(url))} to ${shown(out)}`);
 }

@@ -9,6 +9,7 @@ import { readScheduleStatus, ScheduleStatus } from '../schedules/read-schedule-s
 import { SchemaMissingError } from './cli.errors';
 import { connectDatabase, describeDatabase } from './database-connection';
 import { readRedisLeader, RedisLeader } from './leader-status';
+import { terminalText as shown } from './terminal-text';
 
 export interface StatusCommandOptions {
   url: string;
@@ -73,7 +74,7 @@ export async function statusCommand(options: StatusCommandOptions, print: (line:
 const STATUS_COLUMNS = Object.values(TaskStatus);
 
 export function formatStatus(report: StatusReport): string[] {
-  const lines = [`Duraflow on ${report.database}`, ''];
+  const lines = [`Duraflow on ${shown(report.database)}`, ''];
   if (report.tasks.length) {
     const totals: Record<string, number> = {};
     for (const { counts } of report.tasks) {
@@ -81,7 +82,10 @@ export function formatStatus(report: StatusReport): string[] {
     }
     const rows = [
       ['workflow', ...STATUS_COLUMNS],
-      ...report.tasks.map(({ workflowName, counts }) => [workflowName, ...STATUS_COLUMNS.map((status) => String(counts[status] ?? 0))]),
+      ...report.tasks.map(({ workflowName, counts }) => [
+        shown(workflowName),
+        ...STATUS_COLUMNS.map((status) => String(counts[status] ?? 0)),
+      ]),
       ['(all)', ...STATUS_COLUMNS.map((status) => String(totals[status] ?? 0))],
     ];
     const widths = rows[0].map((_, column) => Math.max(...rows.map((row) => row[column].length)));
@@ -97,14 +101,14 @@ export function formatStatus(report: StatusReport): string[] {
   const oldest = report.oldestPending;
   lines.push(
     oldest
-      ? `Oldest runnable pending task: waiting ${formatDuration(oldest.waitingMs)} (${oldest.id}, ${oldest.workflowName})`
+      ? `Oldest runnable pending task: waiting ${formatDuration(oldest.waitingMs)} (${shown(oldest.id)}, ${shown(oldest.workflowName)})`
       : 'Oldest runnable pending task: none',
   );
   lines.push(`Pending tasks scheduled for later: ${report.scheduledLater}`);
   const dead = report.deadLetters;
   lines.push(
     dead.total
-      ? `Dead letters: ${dead.total} (${dead.byWorkflow.map((entry) => `${entry.workflowName ?? '(task deleted)'}: ${entry.count}`).join(', ')}), oldest ${dead.oldest!.toISOString()}`
+      ? `Dead letters: ${dead.total} (${dead.byWorkflow.map((entry) => `${shown(entry.workflowName ?? '(task deleted)')}: ${entry.count}`).join(', ')}), oldest ${dead.oldest!.toISOString()}`
       : 'Dead letters: none',
   );
   lines.push(...formatLimits(report.limits));
@@ -120,7 +124,7 @@ function formatDeployStatus(report: DeployStatus): string[] {
     lines.push('Unfinished tasks by workflow version:');
     for (const { workflowName, version, pending, running, held } of report.unfinishedByVersion) {
       lines.push(
-        `  ${workflowName} v${version}: ${pending} pending, ${running} running${held ? `, ${held} held (determinism guard)` : ''}`,
+        `  ${shown(workflowName)} v${shown(version)}: ${pending} pending, ${running} running${held ? `, ${held} held (determinism guard)` : ''}`,
       );
     }
   } else {
@@ -129,7 +133,7 @@ function formatDeployStatus(report: DeployStatus): string[] {
   lines.push(
     report.patchesRecordedFalse.length
       ? `Patches unfinished tasks recorded as false (keep their old branch): ${report.patchesRecordedFalse
-          .map(({ workflowName, patchId, unfinishedTasks }) => `${workflowName} "${patchId}": ${unfinishedTasks}`)
+          .map(({ workflowName, patchId, unfinishedTasks }) => `${shown(workflowName)} "${shown(patchId)}": ${unfinishedTasks}`)
           .join(', ')}`
       : 'Patches unfinished tasks recorded as false: none',
   );
@@ -151,7 +155,7 @@ function formatSchedules(schedules: ScheduleStatus[]): string[] {
       when(s.lastTickAt),
       s.lastTask ? `${s.lastTask.id} (${s.lastTask.status ?? 'deleted'}, tick ${when(s.lastTask.tickAt)})` : '-',
     ]),
-  ];
+  ].map((row) => row.map(shown));
   const widths = rows[0].map((_, column) => Math.max(...rows.map((row) => row[column].length)));
   return [
     'Schedules:',
@@ -172,7 +176,7 @@ function formatLimits(limits: FlowLimitStats[]): string[] {
   const rows = [
     ['workflow', 'key', 'limit', 'running', 'pending'],
     ...limits.map((entry) => [entry.workflow, entry.key ?? '', entry.kind, `${entry.running}/${entry.limit}`, String(entry.waiting)]),
-  ];
+  ].map((row) => row.map(shown));
   const widths = rows[0].map((_, column) => Math.max(...rows.map((row) => row[column].length)));
   return [
     'Flow limits (a rate limit counts the starts in its window):',
@@ -185,19 +189,19 @@ function formatLimits(limits: FlowLimitStats[]): string[] {
 function formatLeader(leader: StatusReport['leader']): string {
   if (leader.via === 'redis') {
     return leader.workerId
-      ? `Reaper leader: ${leader.workerId} (Redis key ${leader.key}${leader.expiresInMs === null ? '' : `, expires in ${formatDuration(leader.expiresInMs)} unless renewed`})`
-      : `Reaper leader: none (Redis key ${leader.key} is not set)`;
+      ? `Reaper leader: ${shown(leader.workerId)} (Redis key ${shown(leader.key)}${leader.expiresInMs === null ? '' : `, expires in ${formatDuration(leader.expiresInMs)} unless renewed`})`
+      : `Reaper leader: none (Redis key ${shown(leader.key)} is not set)`;
   }
   const lease = leader.lease;
-  if (!lease) return `Reaper leader: none (no node has held the PostgreSQL leader lease "${leader.key}")`;
+  if (!lease) return `Reaper leader: none (no node has held the PostgreSQL leader lease "${shown(leader.key)}")`;
   if (lease.expiresInMs <= 0) {
     return (
-      `Reaper leader: none (the PostgreSQL leader lease "${leader.key}" of ${lease.holder}, term ${lease.term}, ` +
+      `Reaper leader: none (the PostgreSQL leader lease "${shown(leader.key)}" of ${shown(lease.holder)}, term ${lease.term}, ` +
       `expired ${formatDuration(-lease.expiresInMs)} ago)`
     );
   }
   return (
-    `Reaper leader: ${lease.holder} (PostgreSQL leader lease "${leader.key}", term ${lease.term}, ` +
+    `Reaper leader: ${shown(lease.holder)} (PostgreSQL leader lease "${shown(leader.key)}", term ${lease.term}, ` +
     `expires in ${formatDuration(lease.expiresInMs)} unless renewed, held since ${lease.acquiredAt.toISOString()})`
   );
 }
