@@ -59,6 +59,7 @@ export class AppModule {
             maxIdlePollIntervalMs: config.maxIdlePollIntervalMs,
             shutdownTimeoutMs: config.shutdownTimeoutMs,
             leaseConfirmAfterMs: config.leaseConfirmAfterMs,
+            ...(config.nodeId !== undefined ? { nodeId: config.nodeId } : {}),
           },
           maxInputBytes: config.maxInputBytes,
           heartbeatIntervalMs: config.heartbeatIntervalMs,

@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import { DuraflowModuleOptions } from '@duraflow/nestjs';
+import { DuraflowModuleOptions, WorkerService } from '@duraflow/nestjs';
 import { DURAFLOW_MODULE_OPTIONS } from '@duraflow/nestjs/config/duraflow.module-definition';
 import { EngineConfigError, loadEngineConfig } from '../src/config/engine.config';
 import { http, startTestEngine } from './fixtures/engine/engine-app';
@@ -32,6 +32,7 @@ describe('the engine configuration (environment variables)', () => {
       dashboardSession: { idleMs: 30 * 60_000, maxMs: 12 * 3_600_000 },
       http: true,
       worker: true,
+      nodeId: undefined,
       migrate: true,
       concurrency: 10,
       maxInputBytes: 1_048_576,
@@ -72,6 +73,7 @@ describe('the engine configuration (environment variables)', () => {
       DURAFLOW_DASHBOARD_SESSION_MAX: '1d',
       DURAFLOW_HTTP: 'FALSE',
       DURAFLOW_WORKER: 'yes',
+      DURAFLOW_NODE_ID: 'duraflow-engine-2',
       DURAFLOW_MIGRATE: '0',
       DURAFLOW_CONCURRENCY: '25',
       DURAFLOW_MAX_INPUT_BYTES: '2048',
@@ -106,6 +108,7 @@ describe('the engine configuration (environment variables)', () => {
       dashboardSession: { idleMs: 15 * 60_000, maxMs: 86_400_000 },
       http: false,
       worker: true,
+      nodeId: 'duraflow-engine-2',
       migrate: false,
       concurrency: 25,
       maxInputBytes: 2048,
@@ -204,6 +207,8 @@ describe('the engine configuration (environment variables)', () => {
     ['DURAFLOW_RETENTION_COMPLETED', 'forever', /unset keeps these tasks forever/],
     ['DURAFLOW_RETENTION_BATCH_SIZE', '0', /an integer from 1 to 100000/],
     ['DURAFLOW_RETENTION_INTERVAL_MS', '1m', /an integer from 1/],
+    ['DURAFLOW_NODE_ID', 'web 0', /up to 200 printable characters without spaces/],
+    ['DURAFLOW_NODE_ID', 'w'.repeat(201), /up to 200 printable characters/],
   ])('refuses %s=%j, naming the variable', (variable, value, expected) => {
     const attempt = () => loadEngineConfig({ [variable]: value });
     expect(attempt).toThrow(EngineConfigError);
@@ -241,6 +246,14 @@ describe('the engine configuration (environment variables)', () => {
     expect(loadEngineConfig({ DATABASE_URL: 'postgres://db/app', DURAFLOW_POOLER: 'none' }).pooler).toBe('none');
   });
 
+  it('refuses a node id behind a transaction-mode pooler without a direct DURAFLOW_LISTEN_URL for its lock', () => {
+    const behindPooler = { DATABASE_URL: 'postgres://pgbouncer/app', DURAFLOW_POOLER: 'pgbouncer-transaction', DURAFLOW_NODE_ID: 'web-0' };
+    expect(() => loadEngineConfig(behindPooler)).toThrow(
+      /DURAFLOW_NODE_ID="web-0" is invalid: expected unset behind a transaction-mode pooler/,
+    );
+    expect(loadEngineConfig({ ...behindPooler, DURAFLOW_LISTEN_URL: 'postgres://db/app' }).nodeId).toBe('web-0');
+  });
+
   it('refuses a node with neither the API nor a worker', () => {
     expect(() => loadEngineConfig({ DURAFLOW_HTTP: 'false', DURAFLOW_WORKER: 'false' })).toThrow(
       /DURAFLOW_HTTP="false" is invalid: expected true while DURAFLOW_WORKER is false/,
@@ -273,6 +286,20 @@ describe('the engine with the scale settings from the environment', () => {
     });
     expect(options.retention?.completed).toBeUndefined();
     expect(options.listenUrl).toBeUndefined();
+    expect(options.worker?.nodeId).toBeUndefined();
+    await bed.close(engine);
+  });
+
+  it('runs its worker as the node DURAFLOW_NODE_ID: the worker id names the node, and the node holds its lock', async () => {
+    const engine = await startTestEngine(bed, { DURAFLOW_NODE_ID: 'engine-node-0' });
+    expect(engine.app.get<DuraflowModuleOptions>(DURAFLOW_MODULE_OPTIONS).worker?.nodeId).toBe('engine-node-0');
+    const workerId = engine.app.get(WorkerService).workerId;
+    expect(workerId).toMatch(/^engine-node-0#[0-9a-f]{8}$/);
+    const { rows } = await bed.db.client.query(
+      `SELECT count(*)::int AS sessions FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`,
+      [`duraflow-node ${workerId}`],
+    );
+    expect(rows[0].sessions).toBe(1);
     await bed.close(engine);
   });
 

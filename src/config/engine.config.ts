@@ -39,6 +39,11 @@ export interface EngineConfig {
   http: boolean;
   /** Run a worker in this process (false = a submit-only node). */
   worker: boolean;
+  /**
+   * This node's stable identity across restarts (the library's `worker.nodeId`): a restarted
+   * process takes back at once the tasks its earlier process left running. Unset: none.
+   */
+  nodeId: string | undefined;
   /** Apply migrations/ on start. */
   migrate: boolean;
   concurrency: number;
@@ -157,6 +162,16 @@ function duration(env: Env, name: string, maxDays: number): number | undefined {
   return ms;
 }
 
+/** Printable characters without spaces, at most `maxLength` of them; unset is undefined. */
+function word(env: Env, name: string, maxLength: number): string | undefined {
+  const value = raw(env, name);
+  if (value === undefined) return undefined;
+  if (value.length > maxLength || !/^[\x21-\x7e]+$/.test(value)) {
+    throw new EngineConfigError(name, value, `up to ${maxLength} printable characters without spaces (e.g. the pod's name)`);
+  }
+  return value;
+}
+
 /** A dashboard session's lifetime with its unit (`30m`, `12h`): from a second to 30 days. */
 function lifetime(env: Env, name: string, fallback: number): number {
   const value = raw(env, name);
@@ -242,6 +257,7 @@ export function loadEngineConfig(env: Env = process.env): EngineConfig {
     },
     http: boolean(env, 'DURAFLOW_HTTP', true),
     worker: boolean(env, 'DURAFLOW_WORKER', true),
+    nodeId: word(env, 'DURAFLOW_NODE_ID', 200),
     migrate: boolean(env, 'DURAFLOW_MIGRATE', true),
     concurrency: integer(env, 'DURAFLOW_CONCURRENCY', worker.concurrency, 1, 10_000),
     maxInputBytes: integer(env, 'DURAFLOW_MAX_INPUT_BYTES', maxInputBytes, 1, 256 * MIB),
@@ -293,6 +309,14 @@ export function loadEngineConfig(env: Env = process.env): EngineConfig {
       'DURAFLOW_LISTEN_URL',
       redactPassword(config.listenUrl),
       'unset without DATABASE_URL: the embedded database is reached directly, its LISTEN included',
+    );
+  }
+  // The node's lock is held by a session of its own, which a transaction-mode pooler does not keep.
+  if (config.nodeId !== undefined && config.pooler !== 'none' && config.listenUrl === undefined) {
+    throw new EngineConfigError(
+      'DURAFLOW_NODE_ID',
+      config.nodeId,
+      'unset behind a transaction-mode pooler without DURAFLOW_LISTEN_URL: the node holds its lock on a direct connection',
     );
   }
   if (!config.http && !config.worker) {

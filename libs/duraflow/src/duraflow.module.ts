@@ -14,6 +14,7 @@ import { ReaperLoop } from './background/reaper-loop';
 import { WakeUpTimer } from './notifications/wake-up-timer';
 import { RetentionSweeper } from './background/retention-sweeper';
 import { WorkerLoop } from './background/worker-loop';
+import { NodeIdentity } from './background/node-identity';
 import { SignalStore } from './persistence/signal.store';
 import { TaskTransitions } from './persistence/lifecycle/task-transitions';
 import { TaskLeases } from './lease/task-leases';
@@ -90,6 +91,7 @@ import { ScheduleTicker } from './schedules/schedule-ticker';
     RunOutcomes,
     LiveRuns,
     WorkerLoop,
+    NodeIdentity,
     ReaperLoop,
     RetentionSweeper,
     TaskSubmitter,

@@ -19,6 +19,7 @@ import { BackpressureMonitor } from './backpressure-monitor';
 import { IdlePoll } from './idle-poll';
 import { RunCounters } from './run-counters';
 import { LeaseHeartbeat } from './lease-heartbeat';
+import { NodeIdentity } from './node-identity';
 import { SlotPool, TakenTask } from './slot-pool';
 import { TaskClaimer } from './task-claimer';
 import { WakeUpTimer } from '../notifications/wake-up-timer';
@@ -60,6 +61,7 @@ export class WorkerLoop {
     private readonly observer: RunObserver,
     private readonly claimer: TaskClaimer,
     private readonly wakeUps: WakeUpTimer,
+    private readonly identity: NodeIdentity,
   ) {
     const { concurrency, prefetch } = options.worker;
     this.pool = new SlotPool({ concurrency, prefetch });
@@ -110,6 +112,7 @@ export class WorkerLoop {
       // A task this process suspended until a time (a sleep, a signal's timeout) is due: claim it now.
       this.wakeUps.onWake(() => this.requestClaim()),
       this.notifications.onListenLost(() => this.noteActivity()),
+      this.identity.onRegained(() => this.requestClaim()),
     ];
     await this.notifications.ensureListening();
     this.backpressure.start(() => this.handBackLongWaiting());
@@ -242,7 +245,8 @@ export class WorkerLoop {
       // Claim for the free slots and for the prefetch queue: a busy worker claims ahead, so
       // the next task starts without a round trip.
       const free = Math.min(this.pool.wanted, this.backpressure.room(this.pool.size));
-      if (free <= 0) return;
+      // With a node id, only while this process holds the node's lock (confirmed after a freeze).
+      if (free <= 0 || !(await this.identity.mayClaim())) return;
       let claimed: ClaimedTask[];
       const claimStarted = performance.now();
       // The claim stamps heartbeat_at after this: its leases are at least this old.

@@ -51,6 +51,16 @@ export interface DuraflowWorkerOptions {
   leaseConfirmAfterMs?: number;
   /** When to take less work: a process that lags or holds too many tasks claims less, instead of falling further behind. */
   backpressure?: DuraflowBackpressureOptions;
+  /**
+   * A stable identity of this node across its restarts (a StatefulSet's pod name, a systemd
+   * instance name: docs/workers.md). The process holds the node's lock in PostgreSQL while it
+   * runs; at boot it takes back at once the tasks an earlier process of this node left running
+   * (a retry counted, as the reaper would) instead of leaving them to the reaper after
+   * `reaper.staleAfterMs`. A second live process with the same id refuses to start
+   * (NodeIdInUseError). Its worker id is then `<nodeId>#<8 hex digits>`, new in each process,
+   * so `workerId` cannot be given with it. At most 246 characters. Default: none.
+   */
+  nodeId?: string;
 }
 
 export interface DuraflowBackpressureOptions {
@@ -119,7 +129,7 @@ export interface DuraflowModuleOptions {
    * letter's retry claim. Default: the DataSource's own connection settings.
    */
   listenUrl?: string;
-  /** This process's worker id (written to agent_tasks.worker_id). Default `<hostname>-<pid>-<random>`. */
+  /** This process's worker id (written to agent_tasks.worker_id). Default `<hostname>-<pid>-<random>` (`<worker.nodeId>#<random>` with a node id). */
   workerId?: string;
   /** Redis for reaper leader election; without it a lease row in PostgreSQL (duraflow_leader) elects the leader. */
   redis?: DuraflowRedisOptions;

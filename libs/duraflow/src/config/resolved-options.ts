@@ -16,6 +16,7 @@ import {
   DuraflowWorkerOptions,
 } from './duraflow.options';
 import { ResolvedMetricsOptions, resolveMetricsOptions } from './metrics.options';
+import { MAX_NODE_ID_LENGTH, nodeIncarnationWorkerId } from './node-incarnation';
 
 export interface ResolvedBackoff {
   initialDelayMs: number;
@@ -36,7 +37,11 @@ export interface ResolvedDuraflowOptions {
   listenUrl: string | undefined;
   workerId: string;
   redis: DuraflowRedisOptions | undefined;
-  worker: Required<Omit<DuraflowWorkerOptions, 'backpressure'>> & { backpressure: Required<DuraflowBackpressureOptions> };
+  worker: Required<Omit<DuraflowWorkerOptions, 'backpressure' | 'nodeId'>> & {
+    backpressure: Required<DuraflowBackpressureOptions>;
+    /** This node's stable identity, or undefined (no lock, no recovery at boot). */
+    nodeId: string | undefined;
+  };
   heartbeatIntervalMs: number;
   reaper: Required<DuraflowReaperOptions>;
   retention: ResolvedRetention;
@@ -80,7 +85,7 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
     dataSource: options.dataSource,
     pooler: options.pooler ?? 'none',
     listenUrl: options.listenUrl,
-    workerId: options.workerId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
+    workerId: defaultWorkerId(options),
     redis: options.redis,
     worker: resolveWorker(options.worker, staleAfterMs),
     heartbeatIntervalMs: options.heartbeatIntervalMs ?? defaults.heartbeatIntervalMs,
@@ -124,6 +129,7 @@ function resolveWorker(worker: DuraflowWorkerOptions | undefined, staleAfterMs: 
     maxIdlePollIntervalMs: worker?.maxIdlePollIntervalMs ?? defaults.maxIdlePollIntervalMs,
     prefetch: worker?.prefetch ?? defaults.prefetch,
     shutdownTimeoutMs: worker?.shutdownTimeoutMs ?? defaults.shutdownTimeoutMs,
+    nodeId: worker?.nodeId,
     leaseConfirmAfterMs:
       worker?.leaseConfirmAfterMs ?? (typeof staleAfterMs === 'number' ? defaultLeaseConfirmAfterMs(staleAfterMs) : staleAfterMs),
     backpressure: {
@@ -146,6 +152,7 @@ function checkResolvedOptions(resolved: ResolvedDuraflowOptions): void {
 /** Who this process is and how it reaches PostgreSQL and Redis. */
 function checkConnections(resolved: ResolvedDuraflowOptions): void {
   checkText('workerId', resolved.workerId, 255);
+  checkNodeId(resolved);
   if (resolved.pooler !== 'none' && resolved.pooler !== 'pgbouncer-transaction') {
     throw new InvalidDuraflowOptionsError('pooler', `must be 'none' or 'pgbouncer-transaction', got ${String(resolved.pooler)}.`);
   }
@@ -162,6 +169,34 @@ function checkConnections(resolved: ResolvedDuraflowOptions): void {
     throw new InvalidDuraflowOptionsError(
       'redis',
       'must be { url } or { host, port, ... }; omit it to elect the reaper leader through PostgreSQL.',
+    );
+  }
+}
+
+/** A worker id given, or one made up: `<nodeId>#<random>` with a node id (which a given one cannot be). */
+function defaultWorkerId(options: DuraflowModuleOptions): string {
+  const nodeId = options.worker?.nodeId;
+  if (nodeId !== undefined && options.workerId !== undefined) {
+    throw new InvalidDuraflowOptionsError(
+      'workerId',
+      'cannot be given with worker.nodeId: each process of a node gets a worker id of its own, `<nodeId>#<random>`, ' +
+        'which is how a restarted node finds the tasks its earlier process left running. Give only worker.nodeId.',
+    );
+  }
+  if (typeof nodeId === 'string' && nodeId.length > 0) return nodeIncarnationWorkerId(nodeId);
+  return options.workerId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
+}
+
+/** A node id holds its lock on a session of its own: behind a transaction-mode pooler, that needs `listenUrl`. */
+function checkNodeId(resolved: ResolvedDuraflowOptions): void {
+  const { nodeId } = resolved.worker;
+  if (nodeId === undefined) return;
+  checkText('worker.nodeId', nodeId, MAX_NODE_ID_LENGTH);
+  if (resolved.pooler === 'pgbouncer-transaction' && resolved.listenUrl === undefined) {
+    throw new InvalidDuraflowOptionsError(
+      'worker.nodeId',
+      "needs listenUrl with pooler 'pgbouncer-transaction': the node's lock is held by a session of its own, " +
+        'which a transaction-mode pooler does not keep. Give listenUrl (a direct connection to PostgreSQL), or no nodeId.',
     );
   }
 }

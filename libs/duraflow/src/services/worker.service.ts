@@ -1,4 +1,5 @@
-import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap } from '@nestjs/common';
+import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap, OnModuleInit } from '@nestjs/common';
+import { NodeIdentity } from '../background/node-identity';
 import { WorkerLoop } from '../background/worker-loop';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
 import { ResolvedDuraflowOptions } from '../config/resolved-options';
@@ -14,19 +15,32 @@ export type { BackpressureStats, WorkerState, WorkerStats } from '../domain/work
  * `concurrency` at once (background/worker-loop.ts). Woken by NOTIFY on submit, with a poll as
  * the fallback; heartbeats its running tasks in one statement per tick. On shutdown it stops
  * claiming, lets running tasks finish for `shutdownTimeoutMs`, then hands the rest back to
- * `pending`.
+ * `pending`. With `worker.nodeId`, it runs as that node: NodeIdentity (background/node-identity.ts).
  */
 @Injectable()
-export class WorkerService implements OnApplicationBootstrap, BeforeApplicationShutdown {
+export class WorkerService implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown {
   constructor(
     @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
     private readonly loop: WorkerLoop,
     private readonly schedules: ScheduleTicker,
-  ) {}
+    private readonly identity: NodeIdentity,
+  ) {
+    // Another process of this node holds its lock now: it took this one's tasks back.
+    identity.onTaken(() => void this.stop());
+  }
 
   /** This process's worker id: written to `agent_tasks.worker_id` on every claim. */
   get workerId(): string {
     return this.options.workerId;
+  }
+
+  /**
+   * With `worker.nodeId`: takes the node's lock and its earlier process's tasks back before the
+   * worker, the reaper or the schedules start (they start at bootstrap), so a second live process
+   * of the node refuses to boot (NodeIdInUseError) having started nothing.
+   */
+  async onModuleInit(): Promise<void> {
+    if (this.options.worker.enabled && !isReplayBoot()) await this.identity.acquire();
   }
 
   onApplicationBootstrap(): Promise<void> | void {
@@ -40,6 +54,7 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
 
   /** Starts claiming and ticking the schedules (called on bootstrap unless `worker.enabled` is false). */
   async start(): Promise<void> {
+    await this.identity.acquire();
     await this.loop.start();
     await this.schedules.start();
   }
@@ -48,6 +63,7 @@ export class WorkerService implements OnApplicationBootstrap, BeforeApplicationS
   async stop(): Promise<void> {
     await this.schedules.stop();
     await this.loop.stop();
+    await this.identity.release();
   }
 
   stats(): WorkerStats {

@@ -69,6 +69,8 @@ const STATUS_BY_CODE: Readonly<Record<string, DuraflowErrorStatus>> = {
   DUPLICATE_COMPENSATION: SERVER_FAULT,
   INVALID_WORKFLOW_DEFINITION: SERVER_FAULT,
   INVALID_OPTIONS: SERVER_FAULT,
+  // A boot refused: another live process runs as this worker.nodeId (never an API call's outcome).
+  NODE_ID_IN_USE: SERVER_FAULT,
   DUPLICATE_STEP_KEY: SERVER_FAULT,
   NESTED_STEP: SERVER_FAULT,
   STEP_OUTSIDE_RUN: SERVER_FAULT,

@@ -11,3 +11,4 @@ export * from './schedule.errors';
 export * from './flow-control.errors';
 export * from './primitive.errors';
 export * from './schema.errors';
+export * from './node.errors';

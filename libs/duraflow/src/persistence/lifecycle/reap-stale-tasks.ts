@@ -42,15 +42,23 @@ const MAX_RETRIES_EXCEEDED = { code: `'MAX_RETRIES_EXCEEDED'`, name: `'MaxRetrie
 export async function reapStaleTasks(db: SqlExecutor, staleAfterMs: number, fence?: LeaderFence): Promise<ReapedTask[]> {
   const { condition, values, name } = fenceCondition(fence);
   const { rows } = await db.query(reapSql(condition), [staleAfterMs, ...values], name);
-  return rows.map((row) => ({
+  return rows.map(reapedTask);
+}
+
+/** A row the reap statement returns. */
+export function reapedTask(row: Record<string, any>): ReapedTask {
+  return {
     id: row.id,
     status: row.status,
     retryCount: row.retry_count,
     workflowName: row.workflow_name,
     errorCode: row.error_code,
     action: row.action,
-  }));
+  };
 }
+
+/** The tasks a reaping pass takes: running, with a heartbeat older than $1 ms. */
+const STALE = `t.status = '${TaskStatus.RUNNING}' AND t.heartbeat_at < now() - $1 * interval '1 millisecond'`;
 
 /** Back to pending: to run again (a retry counted), or to roll back. */
 const BACK_TO_PENDING = `d.action IN ('requeue', 'rollback')`;
@@ -89,15 +97,17 @@ const REAPED = `UPDATE agent_tasks t
        WHERE t.id = d.id
        RETURNING t.id, t.status, t.retry_count, t.workflow_name, t.error ->> 'code' AS error_code, d.action`;
 
-/** The reaping pass, its `leader` CTE `fence` (one row while the fence holds). */
-function reapSql(fence: string): string {
+/**
+ * The reaping pass, its `leader` CTE `fence` (one row while the fence holds), over the running
+ * tasks `selection` (a condition on `t`) names: the stale ones, or a node's (recover-node-tasks.ts).
+ */
+export function reapSql(fence: string, selection = STALE): string {
   return `WITH leader AS (${fence}), stale AS (
        SELECT t.id, t.retry_count, t.max_retries, t.rollback_reason,
               EXISTS (SELECT 1 FROM step_runs s WHERE s.task_id = t.id AND ${leftToUndo('s')}) AS undo_left,
               ${taskDeadLettered('t.id')} AS dead_lettered
        FROM agent_tasks t
-       WHERE EXISTS (SELECT 1 FROM leader)
-         AND t.status = '${TaskStatus.RUNNING}' AND t.heartbeat_at < now() - $1 * interval '1 millisecond'
+       WHERE EXISTS (SELECT 1 FROM leader) AND ${selection}
        FOR UPDATE OF t SKIP LOCKED
      ), decided AS (
        SELECT stale.*,

@@ -35,6 +35,7 @@ import { countLiteral, varcharArrayLiteral } from '../literals';
  *   hand over       pending | running -> pending, rollback_reason 'cancelled'   cancel-tasks.ts (a child cancelled with compensation)
  *   take over       pending | running -> running under a new claim, rollback_reason 'cancelled'   cancel-tasks.ts
  *   reap            running, stale -> pending (a retry counted) | pending to roll back | ended      reap-stale-tasks.ts
+ *   recover         running, held by an earlier process of this node -> as reap   recover-node-tasks.ts: a node's boot (worker.nodeId)
  *   resolve         partial_rollback -> rolled_back                resolve-dead-letter.ts
  *   delete          terminal -> gone (retention)                   delete-expired-tasks.ts
  *
@@ -149,7 +150,7 @@ export const MOVE = {
   takeOver: (workerId: string, t = 't') =>
     `status = 'running', rollback_reason = 'cancelled', worker_id = ${workerId}, claim_token = gen_random_uuid(), heartbeat_at = now(), ` +
     `started_at = COALESCE(${t}.started_at, now()), completed_at = NULL, updated_at = now()`,
-  /** The reaper's move of a stale running task: `status` and `completedAt` SQL expressions decided per row (a retry counted, a rollback begun: the statement's payload). */
+  /** The reaper's move of a stale running task (and the recover move's): `status` and `completedAt` SQL expressions decided per row (a retry counted, a rollback begun: the statement's payload). */
   reap: (status: string, completedAt: string) => `status = ${status}, completed_at = ${completedAt}, ${CLAIM_CLEARED}, updated_at = now()`,
   /** partial_rollback -> `status` (an SQL expression): its last dead letter resolved. */
   resolve: (status: string) => `status = ${status}, updated_at = now()`,

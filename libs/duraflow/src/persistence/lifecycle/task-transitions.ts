@@ -10,6 +10,7 @@ import { beginRollback, completeTasks, failTask, finishRollback } from './finish
 import { holdTask, resumeHeldTask } from './hold-task';
 import type { LeaderFence } from './leader-fence';
 import { ReapedTask, reapStaleTasks } from './reap-stale-tasks';
+import { recoverNodeTasks } from './recover-node-tasks';
 import { releaseClaims, renewClaims, ownsTask } from './renew-claims';
 import { ResolvedDeadLetter, resolveDeadLetter } from './resolve-dead-letter';
 import { SentSignal, sendSignal } from './send-signal';
@@ -119,6 +120,11 @@ export class TaskTransitions {
   /** reap: one pass over the stale tasks, fenced on the reaper's leadership when given one. */
   reap(staleAfterMs: number, fence?: LeaderFence): Promise<ReapedTask[]> {
     return reapStaleTasks(this.db, staleAfterMs, fence);
+  }
+
+  /** recover: the running tasks of the earlier processes of node `nodeId`, moved as the reaper would; on `lockSession`, the node lock's own. */
+  recoverNodeTasks(lockSession: SqlExecutor, nodeId: string, workerId: string): Promise<ReapedTask[]> {
+    return recoverNodeTasks(lockSession, nodeId, workerId);
   }
 
   /** resolve: a dead letter resolved inside the caller's transaction; the task's status then. */
