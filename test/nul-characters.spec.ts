@@ -20,6 +20,15 @@ import { SUBMIT_ONLY, useTestBed } from './support/test-bed';
 const bed = useTestBed({ databasePerTest: true });
 const echo = workflow('echo', async (ctx: WorkflowContext) => ctx.input);
 const waiter = workflow('waiter', async (ctx: WorkflowContext) => ctx.waitForSignal('go'));
+/** What a run's own code can hand the library with NUL in it, by `ctx.input.what`. */
+const runSide = workflow('run-side', async (ctx: WorkflowContext<{ what: string }>) => {
+  const { what } = ctx.input;
+  if (what === 'step-output') await ctx.step.run('out', () => ({ text: 'a\u0000b' }));
+  if (what === 'step-error') await ctx.step.run('err', () => Promise.reject(new Error('bad\u0000byte \ud800')), { retries: 1 });
+  if (what === 'step-key') await ctx.step.run('k\u0000ey', () => 1);
+  if (what === 'workflow-output') return 'done\u0000';
+  return 'nothing';
+});
 
 async function startApp() {
   return (await bed.start({ duraflow: { ...SUBMIT_ONLY, workflows: [echo, waiter] } })).get(WorkflowService);
@@ -96,5 +105,26 @@ describe('NUL characters and lone surrogates in what callers pass', () => {
     });
     expect(inKey).toMatchObject({ status: 400, body: { code: 'INVALID_SUBMIT_OPTIONS' } });
     expect(await bed.rows.count('agent_tasks')).toBe(0);
+  });
+});
+
+describe("NUL characters in what a run's own code hands the library", () => {
+  it.each([
+    ['step-output', 'NOT_SERIALIZABLE'],
+    ['step-key', 'INVALID_STEP_KEY'],
+    ['workflow-output', 'OUTPUT_NOT_SERIALIZABLE'],
+  ])('fails the run at once on %s with %s, never a write PostgreSQL refuses', async (what, code) => {
+    const workflows = (await bed.start({ duraflow: { workflows: [runSide] } })).get(WorkflowService);
+    const task = await workflows.submit('run-side', { what });
+    const done = await workflows.waitFor(task.id, { timeoutMs: 20_000 });
+    expect(done).toMatchObject({ status: TaskStatus.FAILED, retryCount: 0, error: { code } });
+  });
+
+  it('records a step error whose message holds NUL or half a surrogate pair, with U+FFFD in their place', async () => {
+    const workflows = (await bed.start({ duraflow: { workflows: [runSide] } })).get(WorkflowService);
+    const task = await workflows.submit('run-side', { what: 'step-error' });
+    const done = await workflows.waitFor(task.id, { timeoutMs: 20_000 });
+    expect(done).toMatchObject({ status: TaskStatus.FAILED, retryCount: 0, error: { message: 'bad\ufffdbyte \ufffd' } });
+    expect((await bed.rows.steps(task.id))[0]).toMatchObject({ status: 'failed', attempt: 2, error: { message: 'bad\ufffdbyte \ufffd' } });
   });
 });

@@ -2,6 +2,7 @@ import { runScopeStorage } from '../decorators/run-scope';
 import { DuplicateStepKeyError, InvalidStepKeyError, NestedStepError, RunAbortedError, StepOutsideRunError } from '../domain/errors';
 import { signalWaitKey } from '../domain/reserved-keys';
 import { StepMemo } from '../persistence/step.store';
+import { hasNul } from '../validation/storable-text';
 import { DeterminismGuard } from './determinism-guard';
 import { PatchMarkerWriter, RunPatches } from './run-patches';
 
@@ -128,7 +129,7 @@ export class RunKernel {
 
   /** A key taken once, valid, outside any step body, before the run returned. */
   private reserve(key: string, step: { fn: unknown } | undefined): void {
-    if (typeof key !== 'string' || key.length === 0 || key.length > 255) throw new InvalidStepKeyError(key);
+    if (typeof key !== 'string' || key.length === 0 || key.length > 255 || hasNul(key)) throw new InvalidStepKeyError(key);
     if (step && typeof step.fn !== 'function') throw new TypeError(`ctx.step.run("${key}", fn): fn must be a function.`);
     if (this.closed) throw new StepOutsideRunError(key);
     const parent = runScopeStorage.getStore()?.step;

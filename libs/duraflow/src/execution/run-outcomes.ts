@@ -7,6 +7,7 @@ import { DuraflowLogger } from '../observability/duraflow-logger';
 import { noteRunFailure } from '../observability/run-observer';
 import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
 import { describeError } from '../util/describe-error';
+import { storableJson } from '../validation/storable-text';
 import { CompletionBatcher } from './completion-batcher';
 import { SagaExecutor } from './saga-executor';
 
@@ -45,7 +46,7 @@ export class RunOutcomes {
     noteRunFailure(lease, error);
     if (compensable) return this.saga.rollback(task, lease, 'failed', { error });
     const outcome = await this.record(task, lease, slot, 'failed', 'failed but the failure', () =>
-      this.transitions.fail(task.id, lease.claimToken, JSON.stringify(error)),
+      this.transitions.fail(task.id, lease.claimToken, storableJson(JSON.stringify(error))),
     );
     if (outcome === 'failed') {
       const fields = { taskId: task.id, workflow: task.workflowName, stepKey: error.stepKey, code: error.code };
@@ -56,7 +57,7 @@ export class RunOutcomes {
 
   async hold(task: AgentTask, lease: TaskLease, slot: RunSlot, error: NonDeterminismError): Promise<RunOutcome> {
     const outcome = await this.record(task, lease, slot, 'held', 'diverged from its recorded path but its hold', () =>
-      this.transitions.hold(task.id, lease.claimToken, JSON.stringify(error)),
+      this.transitions.hold(task.id, lease.claimToken, storableJson(JSON.stringify(error))),
     );
     if (outcome === 'held')
       this.logger.error(`Task ${task.id} (${task.workflowName}) is held: ${error.message}`, {

@@ -12,6 +12,7 @@ import { StepStore } from '../persistence/step.store';
 import { TaskStore } from '../persistence/task.store';
 import { isTransientDatabaseError } from '../persistence/transient-error';
 import { describeError } from '../util/describe-error';
+import { storableJson } from '../validation/storable-text';
 import { StepToUndo, UndoResult, undoStep } from './undo-step';
 
 /** How a rollback ended, as far as this process knows. */
@@ -54,7 +55,7 @@ export class SagaExecutor {
    */
   async rollback(task: AgentTask, lease: TaskLease, reason: RollbackReason, start?: { error: TaskError | null }): Promise<RollbackOutcome> {
     try {
-      const errorJson = start?.error ? JSON.stringify(start.error) : null;
+      const errorJson = start?.error ? storableJson(JSON.stringify(start.error)) : null;
       if (start && !(await lease.write(() => this.transitions.beginRollback(task.id, lease.claimToken, reason, errorJson))))
         return 'stopped';
       const { undone, found } = await this.undoSteps(task, lease);
@@ -114,7 +115,7 @@ export class SagaExecutor {
       `Compensation of step "${step.stepKey}" of ${of} ${step.taskId} failed for good: ${error.message}; sent to the dead-letter queue`,
       { taskId: step.taskId, workflow: step.workflowName, stepKey: step.stepKey, code: error.code },
     );
-    return lease.write(() => this.deadLetters.insertDeadLetter(step.taskId, stepId, JSON.stringify(error), fence));
+    return lease.write(() => this.deadLetters.insertDeadLetter(step.taskId, stepId, storableJson(JSON.stringify(error)), fence));
   }
 
   /**

@@ -10,6 +10,7 @@ import { describeError } from '../util/describe-error';
 import { OutputLimits, outputToJson } from '../util/json';
 import { sleep } from '../util/sleep';
 import { runAttempt } from './attempt';
+import { checkStorableJson, storableJson } from '../validation/storable-text';
 import { retryDelayMs } from './backoff';
 import { CheckpointBatcher } from './checkpoint-batcher';
 import { RunKernel } from './run-kernel';
@@ -78,7 +79,7 @@ export class StepAttempts {
 
   private recordFailedAttempt(key: string, error: unknown, attempt: number, startedAt: Date): Promise<void> {
     const { taskId, claimToken } = this.lease;
-    const errorJson = JSON.stringify({ ...describeError(error), stepKey: key, attempt });
+    const errorJson = storableJson(JSON.stringify({ ...describeError(error), stepKey: key, attempt }));
     return this.checkpoint(() => this.checkpoints.stepFailed({ taskId, claimToken, stepKey: key, errorJson, attempt, startedAt }));
   }
 
@@ -91,6 +92,7 @@ export class StepAttempts {
     let outputJson: string | undefined;
     try {
       outputJson = outputToJson(value, this.outputLimits, this.workflow.name, key);
+      checkStorableJson(outputJson, `The output of step "${key}"`);
     } catch (error) {
       this.lastFailure = { error, stepKey: key, attempts: run.attempts };
       throw error;

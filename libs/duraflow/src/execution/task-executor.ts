@@ -2,10 +2,13 @@ import { Injectable } from '@nestjs/common';
 import { TaskError } from '../domain/entities/agent-task.entity';
 import { DuraflowError, OutputTooLargeError } from '../domain/errors';
 import { RunOutcome } from '../domain/run-outcome';
+import { AgentTask } from '../domain/entities/agent-task.entity';
 import { TaskLease } from '../lease/task-lease';
+import { DuraflowLogger } from '../observability/duraflow-logger';
 import { ClaimedTask } from '../persistence/lifecycle/claim-tasks';
 import { describeError } from '../util/describe-error';
 import { outputToJson } from '../util/json';
+import { checkStorableJson } from '../validation/storable-text';
 import { LiveRun, LiveRuns } from './live-run';
 import { RunOutcomes, RunSlot } from './run-outcomes';
 import { SagaExecutor } from './saga-executor';
@@ -20,6 +23,8 @@ import { SagaExecutor } from './saga-executor';
  */
 @Injectable()
 export class TaskExecutor {
+  private readonly logger = new DuraflowLogger();
+
   constructor(
     private readonly runs: LiveRuns,
     private readonly outcomes: RunOutcomes,
@@ -39,7 +44,7 @@ export class TaskExecutor {
       run.kernel.close();
       if (run.kernel.suspendedUntil) return 'suspended';
       if (lease.stoppedBecause) return 'stopped';
-      if (run.persistenceFailure) return 'unrecorded';
+      if (run.persistenceFailure) return this.unrecorded(task, run.persistenceFailure);
       if (run.kernel.guard.diverged) return this.outcomes.hold(task, lease, slot, run.kernel.guard.diverged);
       return this.outcomes.fail(task, lease, slot, run.kernel.compensable, taskError(error, run));
     }
@@ -51,12 +56,22 @@ export class TaskExecutor {
     let outputJson: string | undefined;
     try {
       outputJson = outputToJson(output, this.runs.outputLimits, task.workflowName);
+      checkStorableJson(outputJson, `The output of workflow "${task.workflowName}"`);
     } catch (error) {
       // OUTPUT_TOO_LARGE keeps its code; anything else JSON cannot hold is OUTPUT_NOT_SERIALIZABLE.
       const code = error instanceof OutputTooLargeError ? error.code : 'OUTPUT_NOT_SERIALIZABLE';
       return this.outcomes.fail(task, lease, slot, run.kernel.compensable, { ...taskError(error, run), code });
     }
     return this.outcomes.complete(task, lease, slot, outputJson ?? null);
+  }
+
+  /** A statement of the run could not be written: nothing decided, the task left to recovery, and said so. */
+  private unrecorded(task: AgentTask, failure: unknown): RunOutcome {
+    this.logger.warn(
+      `Task ${task.id} (${task.workflowName}) stopped: a write of its run failed (${describeError(failure).message}); it will be recovered.`,
+      { taskId: task.id, workflow: task.workflowName },
+    );
+    return 'unrecorded';
   }
 }
 

@@ -3,6 +3,7 @@ import { ChildWorkflowFailedError, InvalidPrimitiveCallError, InvalidSignalNameE
 import { ChildWorkflowOptions, SignalWaitOptions, StepContext, StepOptions, WorkflowContext } from '../domain/workflow-context';
 import { RunScope } from '../decorators/run-scope';
 import { StepMemo } from '../persistence/step.store';
+import { DUE_TIME_RANGE, isAcceptedDueTime, LATEST_DUE_TIME } from '../validation/due-time';
 import { RunKernel } from './run-kernel';
 
 /** The task a context is built for. */
@@ -69,7 +70,7 @@ export function buildWorkflowContext(task: ContextTask, kernel: RunKernel, effec
     step: { run: step },
     patched: (patchId) => kernel.patches.patched(patchId),
     deprecatePatch: (patchId) => kernel.patches.deprecatePatch(patchId),
-    sleep: (key, ms) => sleepUntil(key, new Date(Date.now() + checkedSleep(key, ms)), { ms }),
+    sleep: (key, ms) => sleepUntil(key, sleepDue(key, ms), { ms }),
     sleepUntil: (key, date) => {
       const until = checkedDate(key, date);
       return sleepUntil(key, until, { until: until.toISOString() });
@@ -114,6 +115,12 @@ async function waitForSignal<T>(
       `timeoutMs must be a finite number >= 0, got ${String(timeoutMs)}.`,
     );
   }
+  if (timeoutMs !== undefined && !isAcceptedDueTime(new Date(Date.now() + timeoutMs))) {
+    throw new InvalidPrimitiveCallError(
+      `ctx.waitForSignal("${name}")`,
+      `timeoutMs ${timeoutMs} ends after ${LATEST_DUE_TIME.toISOString()}, the latest deadline a wait takes; leave timeoutMs out to wait for ever.`,
+    );
+  }
   const key = kernel.nextSignalWaitKey(name);
   const recorded = await kernel.enter(key, ANY_ROW);
   if (recorded?.status === 'completed') return savedOutput(recorded) as T;
@@ -122,17 +129,28 @@ async function waitForSignal<T>(
   return (await effects.waitForSignal(key, name, deadline, timeoutMs)) as T;
 }
 
-function checkedSleep(key: string, ms: unknown): number {
+/** A sleep's wake-up: `ms` from now, at the latest LATEST_DUE_TIME. */
+function sleepDue(key: string, ms: unknown): Date {
   if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
     throw new InvalidPrimitiveCallError(`ctx.sleep("${key}", ${String(ms)})`, 'ms must be a finite number of milliseconds >= 0.');
   }
-  return ms;
+  const due = new Date(Date.now() + ms);
+  if (!isAcceptedDueTime(due)) {
+    throw new InvalidPrimitiveCallError(
+      `ctx.sleep("${key}", ${ms})`,
+      `the wake-up would be after ${LATEST_DUE_TIME.toISOString()}, the latest a sleep takes.`,
+    );
+  }
+  return due;
 }
 
 function checkedDate(key: string, date: unknown): Date {
   const until = date instanceof Date ? date : typeof date === 'string' ? new Date(date) : new Date(NaN);
   if (Number.isNaN(until.getTime())) {
     throw new InvalidPrimitiveCallError(`ctx.sleepUntil("${key}", ${String(date)})`, 'pass a valid Date or an ISO-8601 string.');
+  }
+  if (!isAcceptedDueTime(until)) {
+    throw new InvalidPrimitiveCallError(`ctx.sleepUntil("${key}", ${until.toISOString()})`, `pass a time ${DUE_TIME_RANGE}.`);
   }
   return until;
 }

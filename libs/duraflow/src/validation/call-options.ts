@@ -11,6 +11,7 @@ import { RESERVED_IDEMPOTENCY_KEY_PREFIXES, reservedIdempotencyKeyPrefix } from 
 import { jsonPathDeeperThan, toJson } from '../util/json';
 import { UnknownInputProperties } from '../domain/workflow-definition';
 import { validateDtoInput } from './dto-input';
+import { DUE_TIME_RANGE, isAcceptedDueTime } from './due-time';
 import { checkStorableJson, hasNul, NUL_REASON } from './storable-text';
 
 /**
@@ -52,8 +53,11 @@ export function checkSubmitOptions(options: SubmitOptionValues): CheckedSubmitOp
   let scheduledAt: Date | null = null;
   if (options.scheduledAt !== undefined && options.scheduledAt !== null) {
     scheduledAt = options.scheduledAt instanceof Date ? options.scheduledAt : new Date(options.scheduledAt);
-    if (Number.isNaN(scheduledAt.getTime())) {
-      throw new InvalidSubmitOptionsError('scheduledAt', `must be a Date or an ISO-8601 string, got ${String(options.scheduledAt)}.`);
+    if (!isAcceptedDueTime(scheduledAt)) {
+      throw new InvalidSubmitOptionsError(
+        'scheduledAt',
+        `must be a Date or an ISO-8601 string ${DUE_TIME_RANGE}, got ${String(options.scheduledAt)}.`,
+      );
     }
   }
   const maxRetries = options.maxRetries;

@@ -31,6 +31,18 @@ export function checkStorableJson(json: string | undefined, what: string): void 
   throw new NotSerializableError(what, found.path, `${reason}, which PostgreSQL cannot store`);
 }
 
+/**
+ * JSON the library writes about a failure (an error's message and stack, as thrown by any code),
+ * made storable: each escape jsonb refuses becomes U+FFFD. A failure is recorded whatever it says.
+ */
+export function storableJson(json: string): string {
+  if (!hasUnstorableEscape(json)) return json;
+  return json.replace(/\\+u(?:0000|d[89a-f][0-9a-f]{2})/g, (escape) => {
+    const backslashes = escape.length - 5;
+    return backslashes % 2 === 1 ? `${escape.slice(0, backslashes - 1)}\\ufffd` : escape;
+  });
+}
+
 /** Whether a string (a name, a key, a filter) holds NUL. */
 export function hasNul(value: string): boolean {
   return value.includes('\0');
