@@ -10,6 +10,7 @@ import {
   duraflowErrorStatus,
   runDuraflowMigrations,
   SchemaNotReadyError,
+  ReaperService,
   TaskStatus,
   workflow,
   WorkflowService,
@@ -19,6 +20,7 @@ import { CapturedLogs } from './support/captured-logs';
 import { TestDatabase } from './support/database';
 import { DURAFLOW_MIGRATION_NAMES } from './support/migration-names';
 import { SUBMIT_ONLY, useTestBed } from './support/test-bed';
+import { eventually, sleep } from './support/waiting';
 
 const sum = workflow('sum', async (ctx) => {
   const { a, b } = ctx.input as { a: number; b: number };
@@ -197,7 +199,7 @@ class TasksController {
 describe('the schema check of a submit-only node', () => {
   const bed = useTestBed({ database: { migrate: false, prefix: 'duraflow_schema' } });
 
-  it('boots, then throws SchemaNotReadyError on its first submit and read (not PostgreSQL’s error), and writes nothing', async () => {
+  it('boots without worker and reaper, then throws SchemaNotReadyError on its first submit and read (not PostgreSQL’s error), and writes nothing', async () => {
     const app = await bed.start({ duraflow: { ...SUBMIT_ONLY, reaper: { enabled: false }, workflows: [sum] } });
     const workflows = app.get(WorkflowService);
     const submit = workflows.submit('sum', { a: 1, b: 2 }).catch((error: unknown) => error);
@@ -208,13 +210,15 @@ describe('the schema check of a submit-only node', () => {
     expect(rows[0].n).toBe(0);
   });
 
-  it('answers 503 SCHEMA_NOT_READY through DuraflowExceptionFilter, then serves once migrated, without a restart', async () => {
+  it('answers 503 SCHEMA_NOT_READY through DuraflowExceptionFilter and holds its reaper back, then serves and reaps once migrated, without a restart', async () => {
     expect(duraflowErrorStatus('SCHEMA_NOT_READY')).toEqual({ http: 503, grpc: 14 });
+    const logs = new CapturedLogs();
+    // SUBMIT_ONLY: no worker, the reaper on (as by default).
     const host = await bed.serve({
-      duraflow: { ...SUBMIT_ONLY, reaper: { enabled: false }, workflows: [sum] },
+      duraflow: { ...SUBMIT_ONLY, reaper: { intervalMs: 100, leaderTtlMs: 1_000 }, workflows: [sum] },
       controllers: [TasksController],
       providers: [{ provide: APP_FILTER, useClass: DuraflowExceptionFilter }],
-      logger: false,
+      logger: logs,
     });
     const submit = () =>
       fetch(`${host.url}/tasks`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ a: 4, b: 5 }) });
@@ -226,8 +230,17 @@ describe('the schema check of a submit-only node', () => {
     expect(body.message).toContain('npx duraflow migrate');
     expect(body.details.missingMigrations).toEqual(DURAFLOW_MIGRATION_NAMES);
     expect((await submit()).status).toBe(503);
+    // The reaper stands for no election on tables that are not there: it says why once, then checks on each tick.
+    await sleep(500);
+    const reaper = host.app.get(ReaperService);
+    expect(reaper.isLeader()).toBe(false);
+    const waits = logs.lines.filter((line) => line.includes('The reaper waits for Duraflow'));
+    expect(waits).toHaveLength(1);
+    expect(waits[0]).toContain(NEWEST_NAME);
+    expect(logs.text).not.toContain('does not exist');
 
     expect(await runDuraflowMigrations(bed.db.url)).toEqual(DURAFLOW_MIGRATION_NAMES);
+    await eventually('the reaper leads once migrated', () => reaper.isLeader());
     const accepted = await submit();
     expect(accepted.status).toBe(201);
     const task = (await accepted.json()) as { id: string; status: string };

@@ -42,6 +42,7 @@ export class ReaperLoop {
   private lastPass: { at: number; found: number } | undefined;
   private reapFailing = false;
   private sweepFailing = false;
+  private schemaFailing = false;
   private stopped = false;
 
   constructor(
@@ -164,6 +165,23 @@ export class ReaperLoop {
     }
   }
 
+  /**
+   * A node with a worker checked the schema at boot (SchemaBootCheck); one without (the reaper
+   * alone) does not stand for election until the migrations are there, checking on each tick.
+   */
+  private async schemaReady(): Promise<boolean> {
+    try {
+      await this.db.ensureSchemaReady();
+      if (this.schemaFailing) this.logger.log("Duraflow's migrations are applied: the reaper starts");
+      this.schemaFailing = false;
+      return true;
+    } catch (error) {
+      if (!this.schemaFailing) this.logger.error(`The reaper waits for Duraflow's migrations: ${describeError(error).message}`);
+      this.schemaFailing = true;
+      return false;
+    }
+  }
+
   /** Nothing happened on the database since a pass that found nothing to reap. */
   private quiet(): boolean {
     return this.lastPass !== undefined && this.lastPass.found === 0 && this.notifications.quietSince(this.lastPass.at);
@@ -178,7 +196,7 @@ export class ReaperLoop {
 
   private async leadAndReap(): Promise<void> {
     const election = this.election;
-    if (!election) return;
+    if (!election || !(await this.schemaReady())) return;
     // The election logs each change of leadership.
     const leader = await election.tick();
     if (!leader || this.stopped) return;

@@ -5,11 +5,12 @@ import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { isReplayBoot } from '../replay/replay-boot';
 
 /**
- * Refuses the boot of a node that would run its worker or reaper on a database that lacks
- * Duraflow's migrations: `init()` fails with one SchemaNotReadyError before the worker, the
- * reaper, the leader election and the schedules start (they start at bootstrap, after every
- * module's init). A submit-only node boots, and its first call that needs the tables gets the
- * error instead (DuraflowDatabase checks on first use).
+ * Refuses the boot of a node with a worker on a database that lacks Duraflow's migrations:
+ * `init()` fails with one SchemaNotReadyError before the worker, the reaper, the leader election
+ * and the schedules start (they start at bootstrap, after every module's init). A node without
+ * a worker (`worker.enabled: false`, a submit-only node) boots: its first call that needs the
+ * tables gets the error instead (DuraflowDatabase checks on first use), and its reaper, if on,
+ * stands for election only once the migrations are there (ReaperLoop).
  */
 @Injectable()
 export class SchemaBootCheck implements OnModuleInit {
@@ -21,6 +22,6 @@ export class SchemaBootCheck implements OnModuleInit {
   async onModuleInit(): Promise<void> {
     // The replay check boots the host's module with neither, on a database that may be a deploy behind its code.
     if (isReplayBoot()) return;
-    if (this.options.worker.enabled || this.options.reaper.enabled) await this.db.ensureSchemaReady();
+    if (this.options.worker.enabled) await this.db.ensureSchemaReady();
   }
 }
