@@ -9,7 +9,7 @@ import { InvalidRequestError } from '../api/request.errors';
  */
 const MAX_REQUEST_DEPTH = DURAFLOW_DEFAULTS.maxJsonDepth + 1;
 
-/** Refuses a value nested too deep before anything recurses into it. */
+/** Refuses a value nested too deep before anything recurses into it, and a NUL character anywhere. */
 class DuraflowValidationPipe extends ValidationPipe {
   override async transform(value: unknown, metadata: ArgumentMetadata): Promise<unknown> {
     const tooDeep = jsonPathDeeperThan(value, MAX_REQUEST_DEPTH);
@@ -20,8 +20,30 @@ class DuraflowValidationPipe extends ValidationPipe {
         { property, constraints: { maxDepth: `${property} must not nest objects and arrays deeper than ${levels} levels` } },
       ]);
     }
+    const nul = metadata.type === 'custom' ? undefined : pathWithNul(value, metadata.data ?? '');
+    if (nul !== undefined) {
+      const message = `${nul || metadata.type} must not contain a NUL character (\\u0000): PostgreSQL cannot store it in text`;
+      throw invalidRequest([{ property: nul || metadata.type, constraints: { noNul: message } }]);
+    }
     return super.transform(value, metadata);
   }
+}
+
+/**
+ * Where a request value holds a NUL character, in a string or a property name: `input.customer`,
+ * `workflowName`, `name` (a path parameter). PostgreSQL refuses it in text and JSON, so a NUL
+ * that reached a statement would be a 500 carrying the database's message.
+ */
+function pathWithNul(value: unknown, path: string): string | undefined {
+  if (typeof value === 'string') return value.includes('\u0000') ? path : undefined;
+  if (value === null || typeof value !== 'object') return undefined;
+  for (const [key, child] of Object.entries(value)) {
+    const childPath = path ? `${path}.${key}` : key;
+    if (key.includes('\u0000')) return childPath.split('\u0000').join('\\u0000');
+    const found = pathWithNul(child, childPath);
+    if (found !== undefined) return found;
+  }
+  return undefined;
 }
 
 /**

@@ -1,5 +1,8 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Inject, Logger } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
+import { randomUUID } from 'node:crypto';
+import { DuraflowError } from '../domain/errors';
+import { duraflowErrorStatus } from '../domain/errors/error-status';
 import { describeError } from '../util/describe-error';
 import { DASHBOARD_OPTIONS, ResolvedDashboardOptions } from './dashboard.options';
 import { DashboardResponder, page } from './dashboard-responder';
@@ -7,8 +10,9 @@ import { refusedPage } from './views/message.page';
 
 /**
  * Whatever a dashboard route throws becomes a page: a guard's refusal (401, 403) with its own
- * message and the way to sign in, and anything unexpected (the database is down) as a 500 that
- * says what failed. Never JSON: an operator's browser is on the other end. Handlers show the
+ * message and the way to sign in, a typed error with its own, and anything unexpected (the
+ * database is down) as a 500 that names a request id and nothing else: the cause, which may be
+ * the database's text, is logged under that id. Never JSON: an operator's browser is on the other end. Handlers show the
  * library's typed errors themselves, next to what the operator was doing.
  */
 @Catch()
@@ -32,14 +36,22 @@ export class DashboardExceptionFilter implements ExceptionFilter {
     // dashboard. The link stays on this origin: a path, never `//host`.
     const url = String(adapter.getRequestUrl(request) ?? '');
     const retry = method === 'GET' && /^\/(?!\/)/.test(url) ? url : undefined;
-    if (exception instanceof HttpException) {
+    if (exception instanceof HttpException && exception.getStatus() < 500) {
       const status = exception.getStatus();
       this.responder.send(response, page(refusedPage(this.options, { status, message: messageOf(exception), retry }), status));
       return;
     }
+    // A typed error (the host's global pipe refusing a parameter, say) is the caller's to read.
+    if (exception instanceof DuraflowError && duraflowErrorStatus(exception).http < 500) {
+      const status = duraflowErrorStatus(exception).http;
+      this.responder.send(response, page(refusedPage(this.options, { status, message: exception.message, retry }), status));
+      return;
+    }
+    // Anything else may carry the database's or a library's text: it goes to the log, under an id the page gives.
+    const requestId = randomUUID();
     const error = describeError(exception);
-    this.logger.error(`${method} ${String(adapter.getRequestUrl(request))} failed: ${error.message}`, error.stack);
-    const message = `The dashboard could not answer: ${error.message}. Try again in a moment.`;
+    this.logger.error(`${method} ${String(adapter.getRequestUrl(request))} failed (request ${requestId}): ${error.message}`, error.stack);
+    const message = `The dashboard could not answer. Try again in a moment; if it keeps failing, the application's log has the cause under request ${requestId}.`;
     this.responder.send(response, page(refusedPage(this.options, { status: 500, message, retry }), 500));
   }
 }

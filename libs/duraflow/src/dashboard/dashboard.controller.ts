@@ -12,6 +12,7 @@ import { ResolvedDashboardOptions } from './dashboard.options';
 import { LiveTaskFeed } from './live-task-feed';
 import { RequestLinks } from './request-links';
 import { AllowedHostGuard } from './allowed-host.guard';
+import { NulCharacterGuard } from './nul-character.guard';
 import { SameOriginGuard } from './same-origin.guard';
 import { parseTaskFilters } from './task-filters';
 import { confirmCancelPage, confirmDeadLetterPage, confirmResumePage, signalFormPage } from './views/confirm.page';
@@ -283,7 +284,7 @@ function signalsCursor(query: QueryParams): string | undefined {
  */
 export function mountDashboardController(options: ResolvedDashboardOptions): Type<DashboardController> {
   @Controller(options.path)
-  @UseGuards(AllowedHostGuard, ...options.guards)
+  @UseGuards(AllowedHostGuard, ...options.guards, NulCharacterGuard)
   @UseFilters(DashboardExceptionFilter)
   class MountedDashboardController extends DashboardController {}
   return MountedDashboardController;

@@ -7,6 +7,7 @@ import { DashboardResponder } from './dashboard-responder';
 import { LiveTaskFeed } from './live-task-feed';
 import { SameOriginGuard } from './same-origin.guard';
 import { AllowedHostGuard } from './allowed-host.guard';
+import { NulCharacterGuard } from './nul-character.guard';
 import { UnguardedDashboardWarning } from './unguarded-dashboard.warning';
 
 /**
@@ -36,6 +37,7 @@ export class DuraflowDashboardModule {
         LiveTaskFeed,
         SameOriginGuard,
         AllowedHostGuard,
+        NulCharacterGuard,
         UnguardedDashboardWarning,
       ],
     };
