@@ -1,4 +1,5 @@
-import { NodeIdInUseError, StepRun, TaskStatus, WorkerStats } from '@duraflow/nestjs';
+import { InvalidDuraflowOptionsError, NodeIdInUseError, StepRun, TaskStatus, WorkerStats } from '@duraflow/nestjs';
+import { resolveDuraflowOptions } from '@duraflow/nestjs/config/resolved-options';
 import { ChaosBed } from './fixtures/chaos/chaos-bed';
 import { useTestBed } from './support/test-bed';
 import { eventually, sleep } from './support/waiting';
@@ -200,4 +201,28 @@ describe('a node restarted in place (worker.nodeId)', () => {
     }),
     60_000,
   );
+});
+
+describe('the nodeId option', () => {
+  it('makes the worker id <nodeId>#<8 hex digits>, new in each process, and leaves it alone without one', () => {
+    const [one, two] = [resolveDuraflowOptions({ worker: { nodeId: 'web-0' } }), resolveDuraflowOptions({ worker: { nodeId: 'web-0' } })];
+    expect(one.workerId).toMatch(/^web-0#[0-9a-f]{8}$/);
+    expect(two.workerId).not.toBe(one.workerId);
+    expect(one.worker.nodeId).toBe('web-0');
+    expect(resolveDuraflowOptions({ workerId: 'w-1' })).toMatchObject({ workerId: 'w-1', worker: { nodeId: undefined } });
+  });
+
+  it.each([
+    ['with a workerId', { workerId: 'w-1', worker: { nodeId: 'web-0' } }, /"workerId" cannot be given with worker\.nodeId/],
+    ['empty', { worker: { nodeId: '' } }, /"worker\.nodeId" must be a non-empty string of at most 246 characters/],
+    ['too long for a worker id', { worker: { nodeId: 'n'.repeat(247) } }, /at most 246 characters/],
+    [
+      'behind pgbouncer without listenUrl',
+      { pooler: 'pgbouncer-transaction' as const, worker: { nodeId: 'web-0' } },
+      /"worker\.nodeId" needs listenUrl with pooler 'pgbouncer-transaction'/,
+    ],
+  ])('is refused %s, at boot, with InvalidDuraflowOptionsError', (_, options, message) => {
+    expect(() => resolveDuraflowOptions(options)).toThrow(InvalidDuraflowOptionsError);
+    expect(() => resolveDuraflowOptions(options)).toThrow(message);
+  });
 });

@@ -151,8 +151,8 @@ function checkResolvedOptions(resolved: ResolvedDuraflowOptions): void {
 
 /** Who this process is and how it reaches PostgreSQL and Redis. */
 function checkConnections(resolved: ResolvedDuraflowOptions): void {
-  checkText('workerId', resolved.workerId, 255);
   checkNodeId(resolved);
+  checkText('workerId', resolved.workerId, 255);
   if (resolved.pooler !== 'none' && resolved.pooler !== 'pgbouncer-transaction') {
     throw new InvalidDuraflowOptionsError('pooler', `must be 'none' or 'pgbouncer-transaction', got ${String(resolved.pooler)}.`);
   }
