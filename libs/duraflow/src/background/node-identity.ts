@@ -5,7 +5,7 @@ import { NodeIdInUseError } from '../domain/errors';
 import { DuraflowLogger } from '../observability/duraflow-logger';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
-import { NodeLock } from '../persistence/node-lock';
+import { NodeLock, nodeLockApplicationName } from '../persistence/node-lock';
 import { describeError } from '../util/describe-error';
 
 type NodeIdentityState = 'unheld' | 'held' | 'lost' | 'taken' | 'closed';
@@ -21,7 +21,8 @@ type NodeIdentityState = 'unheld' | 'held' | 'lost' | 'taken' | 'closed';
  * drop it): no claim while lost, and the lock is tried again every heartbeat interval. lost ->
  * held when it is free again (the tasks of any process of the node that ran meanwhile
  * recovered), or -> taken when another process of the node holds it now: this process's worker
- * stops for good (`onTaken`). Any -> closed (`release`, on shutdown).
+ * stops for good (`onTaken`); a holder that is this process's own old session, or one it cannot
+ * name, is waited out (lost still). Any -> closed (`release`, on shutdown).
  */
 @Injectable()
 export class NodeIdentity {
@@ -142,7 +143,13 @@ export class NodeIdentity {
     let lock: NodeLock | undefined;
     try {
       const taken = await NodeLock.take(this.db, nodeId, this.options.workerId);
-      if ('holder' in taken) return this.takenOver(new NodeIdInUseError(nodeId, taken.holder));
+      if ('holder' in taken) {
+        // This process's own session, not yet gone (a confirmation that timed out): try again later.
+        if (!taken.holder.applicationName || taken.holder.applicationName === nodeLockApplicationName(this.options.workerId)) {
+          return this.retryLater();
+        }
+        return this.takenOver(new NodeIdInUseError(nodeId, taken.holder));
+      }
       lock = taken.lock;
       if (this.state !== 'lost') return void (await lock.release());
       await this.hold(lock);
