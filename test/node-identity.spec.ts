@@ -203,6 +203,43 @@ describe('a node restarted in place (worker.nodeId)', () => {
   );
 });
 
+describe('what a node takes back at boot', () => {
+  it('takes the running tasks of its earlier processes (worker ids <nodeId>#<8 hex digits>, or the node id itself) and no other', async () => {
+    const holders = {
+      earlier: 'node-e#0123abcd',
+      plain: 'node-e',
+      otherNode: 'node-ee#0123abcd',
+      prefixOnly: 'node',
+      notAnIncarnation: 'node-e#0123abcd-x',
+      upperCase: 'node-e#0123ABCD',
+      stranger: 'chaos-someone-else',
+    };
+    const ids: Record<string, string> = {};
+    for (const [name, workerId] of Object.entries(holders)) {
+      const { id } = await bed.workflows.submit('chaos-steps', { steps: 1, stepMs: 10 });
+      // A process that died holding it, its heartbeat fresh: the reaper would wait staleAfterMs.
+      await bed.db.client.query(
+        `UPDATE agent_tasks SET status = 'running', worker_id = $2, claim_token = gen_random_uuid(), heartbeat_at = now(), started_at = now() WHERE id = $1`,
+        [id, workerId],
+      );
+      ids[name] = id;
+    }
+    // A node that registers no chaos workflow: it takes the tasks back, and does not run them.
+    await testBed.start({ duraflow: { worker: { nodeId: 'node-e' }, reaper: { enabled: false } } });
+    const after = async (name: string) => bed.task(ids[name]);
+    for (const name of ['earlier', 'plain']) {
+      expect(await after(name)).toMatchObject({ status: TaskStatus.PENDING, workerId: null, retryCount: 1 });
+    }
+    for (const name of ['otherNode', 'prefixOnly', 'notAnIncarnation', 'upperCase', 'stranger']) {
+      expect(await after(name)).toMatchObject({
+        status: TaskStatus.RUNNING,
+        workerId: holders[name as keyof typeof holders],
+        retryCount: 0,
+      });
+    }
+  });
+});
+
 describe('the nodeId option', () => {
   it('makes the worker id <nodeId>#<8 hex digits>, new in each process, and leaves it alone without one', () => {
     const [one, two] = [resolveDuraflowOptions({ worker: { nodeId: 'web-0' } }), resolveDuraflowOptions({ worker: { nodeId: 'web-0' } })];

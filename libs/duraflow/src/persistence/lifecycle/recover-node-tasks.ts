@@ -4,13 +4,15 @@ import { SqlExecutor } from '../duraflow-database';
 import { ReapedTask, reapedTask, reapSql } from './reap-stale-tasks';
 
 /**
- * Condition on `t`: running, held by an incarnation of node $1 (`<nodeId>#<8 hex digits>`,
- * config/node-incarnation.ts) other than worker $2 (the one that recovers).
+ * Condition on `t`: running, held by a process of node $1 other than worker $2 (the one that
+ * recovers): an incarnation's worker id (`<nodeId>#<8 hex digits>`, config/node-incarnation.ts),
+ * or the node id itself (the worker id of a process configured with `workerId: <nodeId>` before
+ * the node had a `nodeId`).
  */
-const HELD_BY_EARLIER_INCARNATION =
-  `t.status = '${TaskStatus.RUNNING}' AND t.worker_id <> $2 ` +
-  `AND left(t.worker_id, -${NODE_INCARNATION.hexDigits + 1}) = $1 ` +
-  `AND right(t.worker_id, ${NODE_INCARNATION.hexDigits + 1}) ~ '^${NODE_INCARNATION.separator}[0-9a-f]{${NODE_INCARNATION.hexDigits}}$'`;
+const HELD_BY_EARLIER_PROCESS =
+  `t.status = '${TaskStatus.RUNNING}' AND t.worker_id <> $2 AND (t.worker_id = $1 OR (` +
+  `left(t.worker_id, -${NODE_INCARNATION.hexDigits + 1}) = $1 ` +
+  `AND right(t.worker_id, ${NODE_INCARNATION.hexDigits + 1}) ~ '^${NODE_INCARNATION.separator}[0-9a-f]{${NODE_INCARNATION.hexDigits}}$'))`;
 
 /**
  * The recover move: a process that has just taken its node's lock (background/node-identity.ts)
@@ -27,6 +29,6 @@ const HELD_BY_EARLIER_INCARNATION =
  * to the reaper).
  */
 export async function recoverNodeTasks(db: SqlExecutor, nodeId: string, workerId: string): Promise<ReapedTask[]> {
-  const { rows } = await db.query(reapSql('SELECT 1', HELD_BY_EARLIER_INCARNATION), [nodeId, workerId]);
+  const { rows } = await db.query(reapSql('SELECT 1', HELD_BY_EARLIER_PROCESS), [nodeId, workerId]);
   return rows.map(reapedTask);
 }
