@@ -34,7 +34,17 @@ const LIBRARY_LAYERS = [
 ];
 
 export default tseslint.config(
-  { ignores: ['**/dist/**', '**/node_modules/**', 'coverage/**', '.duraflow/**', '.test-build/**', 'examples/**/dist/**'] },
+  {
+    ignores: [
+      '**/dist/**',
+      '**/node_modules/**',
+      'coverage/**',
+      '.duraflow/**',
+      '.test-build/**',
+      'examples/**/dist/**',
+      'test/fixtures/nest-new/**',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   prettier,

@@ -8,6 +8,9 @@ module.exports = {
   rootDir: '.',
   testEnvironment: 'node',
   testRegex: '(test|libs)/.*\\.spec\\.ts$',
+  // `nest new` skeletons with tests of their own, which the consumer test runs in a copy.
+  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/fixtures/nest-new/'],
+  modulePathIgnorePatterns: ['<rootDir>/test/fixtures/nest-new/'],
   moduleFileExtensions: ['ts', 'js', 'json'],
   transform: { '^.+\\.ts$': ['@swc/jest', swc] },
   moduleNameMapper: {

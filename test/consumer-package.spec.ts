@@ -1,5 +1,5 @@
 import { builtinModules } from 'node:module';
-import { cp, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -12,6 +12,7 @@ import {
   prepareVariant,
 } from './fixtures/consumer/host-app';
 import { hostEnvironment, run, runOrThrow } from './fixtures/consumer/npm';
+import { NEST_MAJORS, NestMajor, NestNewApp, prepareNestNewApp, runLint, runScript, testCounts } from './fixtures/consumer/nest-new';
 import { eventually, sleep } from './support/waiting';
 import { TestDatabase } from './support/database';
 import { useTestBed } from './support/test-bed';
@@ -19,9 +20,11 @@ import { SHARED_REDIS_URL } from './support/redis-server';
 import { DURAFLOW_MIGRATION_NAMES } from './support/migration-names';
 
 /**
- * The library as its users get it: `npm pack`, installed from the tarball into a fresh copy of
- * examples/host-app for the lowest and the highest NestJS this package supports, type-checked with
- * `tsc --strict` against the shipped .d.ts, booted on a database of its own, driven over HTTP.
+ * The library as its users get it: `npm run pack:lib` on a fresh checkout, installed from the
+ * tarball into a fresh copy of examples/host-app for the lowest and the highest NestJS this package
+ * supports, type-checked with `tsc --strict` against the shipped .d.ts, booted on a database of its
+ * own, driven over HTTP; and into the app `nest new` generates with each CLI major, as the README
+ * says, whose own unit, e2e and lint scripts must pass.
  */
 
 const REPO_ROOT = path.join(__dirname, '..');
@@ -71,6 +74,7 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
   let packed: Packed;
   let lowest: Promise<PreparedHostApp>;
   let highest: Promise<PreparedHostApp>;
+  const generated = new Map<NestMajor, Promise<NestNewApp>>();
   const bed = useTestBed({ database: false });
   const summary: string[] = [];
 
@@ -82,10 +86,15 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
     highest = highestFlavour(false).then((flavour) => prepareHostApp(path.join(workDir, 'nest-highest'), packed.tarball, flavour));
     lowest.catch(() => undefined);
     highest.catch(() => undefined);
+    for (const major of NEST_MAJORS) {
+      const app = prepareNestNewApp(major, path.join(workDir, `nest-new-${major}`), packed.tarball);
+      app.catch(() => undefined);
+      generated.set(major, app);
+    }
   }, STEP_TIMEOUT_MS);
 
   afterAll(async () => {
-    await Promise.allSettled([lowest, highest]);
+    await Promise.allSettled([lowest, highest, ...generated.values()]);
     if (workDir) await rm(workDir, { recursive: true, force: true });
     if (summary.length) console.log(summary.join('\n'));
   }, STEP_TIMEOUT_MS);
@@ -303,6 +312,48 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
     );
   });
 
+  describe.each(NEST_MAJORS)('the app `nest new` generates with @nestjs/cli %i, after the README', (major) => {
+    it(
+      'passes its own unit tests (npm test)',
+      async () => {
+        const app = await generated.get(major)!;
+        const result = await runScript(app, 'test');
+        expect({ code: result.code, counts: testCounts(result.stdout + result.stderr) }).toEqual(
+          expect.objectContaining({ code: 0, counts: { passed: 1, failed: 0 } }),
+        );
+        summary.push(
+          `nest new (CLI ${major}) + \`${app.installLine}\` (${app.installed}; install ${seconds(app.installMs)}): npm test 1 passed`,
+        );
+      },
+      STEP_TIMEOUT_MS,
+    );
+
+    it(
+      "passes its own e2e tests and the README's, on a database of its own (npm run test:e2e)",
+      async () => {
+        const app = await generated.get(major)!;
+        const result = await runScript(app, 'test:e2e', (await database()).url);
+        const output = result.stdout + result.stderr;
+        if (result.code !== 0) throw new Error(`npm run test:e2e failed in the NestJS ${major} app:\n${output}`);
+        expect(testCounts(output)).toEqual({ passed: 2, failed: 0 });
+        summary.push(`nest new (CLI ${major}): npm run test:e2e 2 passed (the generated one and the README's greeting workflow)`);
+      },
+      STEP_TIMEOUT_MS,
+    );
+
+    it(
+      "passes its own lint and builds, the README's files included",
+      async () => {
+        const app = await generated.get(major)!;
+        const lint = await runLint(app);
+        expect({ code: lint.code, output: lint.code === 0 ? '' : lint.stdout + lint.stderr }).toEqual({ code: 0, output: '' });
+        const build = await runScript(app, 'build');
+        expect({ code: build.code, output: build.code === 0 ? '' : build.stdout + build.stderr }).toEqual({ code: 0, output: '' });
+      },
+      STEP_TIMEOUT_MS,
+    );
+  });
+
   /**
    * Boots the host app, places an order over HTTP (the order and its task commit in one
    * transaction) and waits for the task to complete and the order to be shipped; then SIGTERM
@@ -352,7 +403,6 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
       expect(exit.signal === 'SIGTERM' || exit.code === 0).toBe(true);
     }
     expect(host.log).toMatch(/Worker \S+ stopped/);
-    const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
     summary.push(
       app.installMs
         ? `${app.flavour.label} (${app.installed}): npm install of the tarball to a completed task in ${seconds(completedAt! - app.installStartedAt)} ` +
@@ -362,17 +412,21 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
   }
 
   async function pack(into: string): Promise<Packed> {
-    // prepack builds dist/ first, in a copy of the library: `npm start` (the engine's signal tests)
-    // rebuilds libs/duraflow/dist meanwhile. The copy sits in the repository, so its build finds
-    // the repository's node_modules as the library's own does.
-    const copy = path.join(REPO_ROOT, '.test-build', `pack-${randomBytes(4).toString('hex')}`);
-    await cp(LIBRARY_DIR, copy, { recursive: true, filter: (source) => !/[\\/](dist|node_modules)$/.test(source) });
-    let stdout: string;
-    try {
-      ({ stdout } = await runOrThrow('npm', ['pack', '--json', '--pack-destination', into], { cwd: copy }));
-    } finally {
-      await rm(copy, { recursive: true, force: true });
-    }
+    // `npm run pack:lib` as on a fresh clone: the root's manifest and lockfile and the library's
+    // files, outside the repository (nothing resolves from its node_modules, and `npm start` in the
+    // engine's signal tests rebuilding libs/duraflow/dist meanwhile cannot race this build).
+    const checkout = path.join(into, 'checkout');
+    await mkdir(path.join(checkout, 'libs'), { recursive: true });
+    for (const file of ['package.json', 'package-lock.json']) await cp(path.join(REPO_ROOT, file), path.join(checkout, file));
+    await cp(LIBRARY_DIR, path.join(checkout, 'libs', 'duraflow'), {
+      recursive: true,
+      filter: (source) => !/[\\/](dist|node_modules)$/.test(source),
+    });
+    const { stdout } = await runOrThrow('npm', ['run', '--silent', 'pack:lib', '--', '--json', '--pack-destination', into], {
+      cwd: checkout,
+      env: hostEnvironment({ npm_config_prefer_offline: 'true' }),
+    });
+    await rm(checkout, { recursive: true, force: true });
     const [info] = JSON.parse(stdout.slice(stdout.indexOf('[')));
     const tarball = path.join(into, info.filename);
     const extracted = path.join(into, 'tarball');
@@ -386,6 +440,10 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
     return { tarball, size: info.size, unpackedSize: info.unpackedSize, files, extracted };
   }
 });
+
+function seconds(ms: number): string {
+  return `${(ms / 1000).toFixed(1)} s`;
+}
 
 async function listFiles(dir: string, prefix = ''): Promise<string[]> {
   const entries = await readdir(path.join(dir, prefix), { withFileTypes: true });

@@ -87,7 +87,8 @@ export function docsCompilerOptions(root: string): ts.CompilerOptions {
     esModuleInterop: true,
     skipLibCheck: true,
     noEmit: true,
-    types: ['node'],
+    // jest: a block may be a test of the user's app (describe, it, expect are also Vitest's globals).
+    types: ['node', 'jest'],
     typeRoots: [path.join(root, 'node_modules/@types')],
     baseUrl: root,
     paths: {
