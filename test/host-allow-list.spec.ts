@@ -95,6 +95,20 @@ describe('request bodies', () => {
   });
 });
 
+describe('a keyless engine and requests pages of other sites make', () => {
+  it('refuses them on the API (403) whatever their body, so a bodiless cross-site POST cancels nothing', async () => {
+    const engine = await startTestEngine(bed, {});
+    const id = await approvalTask(engine);
+    for (const site of ['cross-site', 'same-site']) {
+      const answer = await fetch(`${engine.httpUrl}/tasks/${id}/cancel`, { method: 'POST', headers: { 'sec-fetch-site': site } });
+      expect([site, answer.status]).toEqual([site, 403]);
+    }
+    expect((await http(engine, 'GET', `/tasks/${id}`)).body.status).toBe('pending');
+    const own = await fetch(`${engine.httpUrl}/tasks/${id}`, { headers: { 'sec-fetch-site': 'same-origin' } });
+    expect(own.status).toBe(200);
+  });
+});
+
 describe('DURAFLOW_ALLOWED_HOSTS', () => {
   it('takes host names with optional ports and refuses anything else', () => {
     expect(loadEngineConfig({ DURAFLOW_ALLOWED_HOSTS: 'A.example, b.example:8080,[::1]' }).allowedHosts).toEqual([

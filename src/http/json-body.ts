@@ -1,4 +1,4 @@
-import { HttpException, PayloadTooLargeException, UnsupportedMediaTypeException } from '@nestjs/common';
+import { ForbiddenException, HttpException, PayloadTooLargeException, UnsupportedMediaTypeException } from '@nestjs/common';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { InvalidJsonError } from '../api/request.errors';
 import { isDashboardPath } from '../dashboard/dashboard-session';
@@ -36,6 +36,14 @@ interface BodyParserError {
 const FORM_TYPES = /^\s*(application\/x-www-form-urlencoded|multipart\/form-data|text\/plain)\s*(;|$)/i;
 
 /**
+ * What a browser says of a request a page of another site made (Fetch Metadata). A form or a
+ * `fetch` without a body and without custom headers goes out cross-site with no CORS preflight;
+ * no server-side client sends this header.
+ */
+const CROSS_SITE = /^\s*(cross-site|same-site)\s*$/i;
+
+/**
+ * Requests pages of other sites send are refused on the API (403) whatever their body;
  * JSON bodies up to `limitBytes`, and url-encoded ones on the dashboard's routes only (its forms:
  * sign-in, confirmed actions); the parser's refusals become the API's typed errors (INVALID_JSON,
  * REQUEST_TOO_LARGE…) instead of Express's, which carry a stack. Elsewhere a form's body is
@@ -44,8 +52,15 @@ const FORM_TYPES = /^\s*(application\/x-www-form-urlencoded|multipart\/form-data
  */
 export function useJsonBody(app: NestExpressApplication, limitBytes: number): void {
   app.use((request: FormRequest, _response: unknown, next: (error?: unknown) => void) => {
+    if (isDashboardPath(request.path)) return next();
+    if (CROSS_SITE.test(request.headers['sec-fetch-site'] ?? ''))
+      return next(
+        new ForbiddenException(
+          'This API does not take requests a page of another site sends: call it from a server, or through the dashboard.',
+        ),
+      );
     const type = request.headers['content-type'];
-    if (isDashboardPath(request.path) || !FORM_TYPES.test(type ?? '') || !hasBody(request)) return next();
+    if (!FORM_TYPES.test(type ?? '') || !hasBody(request)) return next();
     next(new UnsupportedMediaTypeException(`This API takes JSON bodies: send the body with "Content-Type: application/json".`));
   });
   app.useBodyParser('json', { limit: limitBytes });
