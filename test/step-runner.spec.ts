@@ -6,6 +6,7 @@ import {
   currentStepContext,
   DuraflowModuleOptions,
   FunctionalWorkflowDefinition,
+  InvalidDuraflowOptionsError,
   ReaperService,
   Step,
   TaskStatus,
@@ -573,6 +574,20 @@ describe('step runner', () => {
       expect(done.status).toBe(TaskStatus.COMPLETED);
       expect(done.output).toEqual({ servedOnAttempt: 2 });
       expect(await bed.rows.steps(done.id)).toMatchObject([{ step_key: 'fetch-report', status: 'completed', attempt: 2 }]);
+    });
+
+    it("refuses a timeout or a retry delay longer than a process's timer can wait (2^31 - 1 ms), which Node would fire at once", async () => {
+      for (const [step, option] of [
+        [{ timeout: 2 ** 31 }, 'step.timeout'],
+        [{ backoff: { maxDelayMs: 2 ** 31 } }, 'step.backoff.maxDelayMs'],
+        [{ backoff: { initialDelayMs: 2 ** 31 } }, 'step.backoff.initialDelayMs'],
+      ] as const) {
+        const refusal = await startApp({ workflows: [slowOnce], duraflow: { step } }).catch((error: unknown) => error);
+        expect(refusal).toBeInstanceOf(InvalidDuraflowOptionsError);
+        expect((refusal as Error).message).toContain(option);
+        expect((refusal as Error).message).toContain('ctx.sleep');
+      }
+      await expect(startApp({ workflows: [slowOnce], duraflow: { step: { timeout: 2 ** 31 - 1 } } })).resolves.toBeDefined();
     });
   });
 

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { MAX_JSON_DEPTH } from '../domain/duraflow.constants';
 import { InvalidDuraflowOptionsError } from '../domain/errors';
+import { checkInteger, checkText, checkTimer } from './option-checks';
 import { FunctionalWorkflowDefinition, UNKNOWN_INPUT_PROPERTIES, UnknownInputProperties } from '../domain/workflow-definition';
 import { BackoffOptions, StepOptions } from '../domain/workflow-context';
 import {
@@ -271,23 +272,11 @@ export function resolveStepOptions(options: StepOptions | undefined, base: Resol
     },
   };
   checkInteger(`${where}.retries`, resolved.retries, 0);
-  if (resolved.timeout !== undefined) checkInteger(`${where}.timeout`, resolved.timeout, 1);
-  checkInteger(`${where}.backoff.initialDelayMs`, resolved.backoff.initialDelayMs, 0);
-  checkInteger(`${where}.backoff.maxDelayMs`, resolved.backoff.maxDelayMs, 0);
+  if (resolved.timeout !== undefined) checkTimer(`${where}.timeout`, resolved.timeout, 1);
+  checkTimer(`${where}.backoff.initialDelayMs`, resolved.backoff.initialDelayMs, 0);
+  checkTimer(`${where}.backoff.maxDelayMs`, resolved.backoff.maxDelayMs, 0);
   if (!(typeof resolved.backoff.factor === 'number' && resolved.backoff.factor >= 1)) {
     throw new InvalidDuraflowOptionsError(`${where}.backoff.factor`, 'must be a number >= 1.');
   }
   return resolved;
-}
-
-function checkInteger(option: string, value: unknown, min: number, orElse?: string): void {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
-    throw new InvalidDuraflowOptionsError(option, `must be an integer >= ${min}${orElse ? ` ${orElse}` : ''}, got ${String(value)}.`);
-  }
-}
-
-function checkText(option: string, value: unknown, maxLength: number): void {
-  if (typeof value !== 'string' || value.length === 0 || value.length > maxLength) {
-    throw new InvalidDuraflowOptionsError(option, `must be a non-empty string of at most ${maxLength} characters.`);
-  }
 }
