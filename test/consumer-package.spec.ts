@@ -12,7 +12,7 @@ import {
   prepareVariant,
 } from './fixtures/consumer/host-app';
 import { hostEnvironment, run, runOrThrow } from './fixtures/consumer/npm';
-import { NEST_MAJORS, NestMajor, NestNewApp, prepareNestNewApp, runLint, runScript, testCounts } from './fixtures/consumer/nest-new';
+import { NEST_MAJORS, NestMajor, NestNewRun, runNestNewApp, testCounts } from './fixtures/consumer/nest-new';
 import { eventually, sleep } from './support/waiting';
 import { TestDatabase } from './support/database';
 import { useTestBed } from './support/test-bed';
@@ -20,8 +20,8 @@ import { SHARED_REDIS_URL } from './support/redis-server';
 import { DURAFLOW_MIGRATION_NAMES } from './support/migration-names';
 
 /**
- * The library as its users get it: `npm run pack:lib` on a fresh checkout, installed from the
- * tarball into a fresh copy of examples/host-app for the lowest and the highest NestJS this package
+ * The library as its users get it: `npm pack` (and `npm run pack:lib` on a fresh checkout, which
+ * must make the same files), installed from the tarball into a fresh copy of examples/host-app for the lowest and the highest NestJS this package
  * supports, type-checked with `tsc --strict` against the shipped .d.ts, booted on a database of its
  * own, driven over HTTP; and into the app `nest new` generates with each CLI major, as the README
  * says, whose own unit, e2e and lint scripts must pass.
@@ -74,27 +74,32 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
   let packed: Packed;
   let lowest: Promise<PreparedHostApp>;
   let highest: Promise<PreparedHostApp>;
-  const generated = new Map<NestMajor, Promise<NestNewApp>>();
+  const generated = new Map<NestMajor, Promise<NestNewRun>>();
+  let freshPack: Promise<string[]>;
   const bed = useTestBed({ database: false });
   const summary: string[] = [];
 
   beforeAll(async () => {
     workDir = await mkdtemp(path.join(os.tmpdir(), 'duraflow-consumer-'));
     packed = await pack(workDir);
+    freshPack = packFromFreshCheckout(path.join(workDir, 'fresh'));
+    freshPack.catch(() => undefined);
     // The two installs overlap: they wait mostly on the npm cache and the disk.
     lowest = prepareHostApp(path.join(workDir, 'nest-lowest'), packed.tarball, LOWEST);
     highest = highestFlavour(false).then((flavour) => prepareHostApp(path.join(workDir, 'nest-highest'), packed.tarball, flavour));
     lowest.catch(() => undefined);
     highest.catch(() => undefined);
+    // Their databases are made here, so the bed drops them after the file, not after a test.
     for (const major of NEST_MAJORS) {
-      const app = prepareNestNewApp(major, path.join(workDir, `nest-new-${major}`), packed.tarball);
-      app.catch(() => undefined);
-      generated.set(major, app);
+      const db = await database();
+      const run = runNestNewApp(major, path.join(workDir, `nest-new-${major}`), packed.tarball, db.url);
+      run.catch(() => undefined);
+      generated.set(major, run);
     }
   }, STEP_TIMEOUT_MS);
 
   afterAll(async () => {
-    await Promise.allSettled([lowest, highest, ...generated.values()]);
+    await Promise.allSettled([lowest, highest, freshPack, ...generated.values()]);
     if (workDir) await rm(workDir, { recursive: true, force: true });
     if (summary.length) console.log(summary.join('\n'));
   }, STEP_TIMEOUT_MS);
@@ -120,6 +125,14 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
         ]),
       );
     });
+
+    it(
+      'is what `npm run pack:lib` makes on a fresh checkout, which installs what the build needs first',
+      async () => {
+        expect(await freshPack).toEqual(packed.files);
+      },
+      STEP_TIMEOUT_MS,
+    );
 
     it('names no path of the machine it was built on', async () => {
       const leaks: string[] = [];
@@ -316,11 +329,8 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
     it(
       'passes its own unit tests (npm test)',
       async () => {
-        const app = await generated.get(major)!;
-        const result = await runScript(app, 'test');
-        expect({ code: result.code, counts: testCounts(result.stdout + result.stderr) }).toEqual(
-          expect.objectContaining({ code: 0, counts: { passed: 1, failed: 0 } }),
-        );
+        const { app, unit } = await generated.get(major)!;
+        expect({ code: unit.code, counts: testCounts(unit.stdout + unit.stderr) }).toEqual({ code: 0, counts: { passed: 1, failed: 0 } });
         summary.push(
           `nest new (CLI ${major}) + \`${app.installLine}\` (${app.installed}; install ${seconds(app.installMs)}): npm test 1 passed`,
         );
@@ -331,10 +341,9 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
     it(
       "passes its own e2e tests and the README's, on a database of its own (npm run test:e2e)",
       async () => {
-        const app = await generated.get(major)!;
-        const result = await runScript(app, 'test:e2e', (await database()).url);
-        const output = result.stdout + result.stderr;
-        if (result.code !== 0) throw new Error(`npm run test:e2e failed in the NestJS ${major} app:\n${output}`);
+        const { e2e } = await generated.get(major)!;
+        const output = e2e.stdout + e2e.stderr;
+        if (e2e.code !== 0) throw new Error(`npm run test:e2e failed in the NestJS ${major} app:\n${output}`);
         expect(testCounts(output)).toEqual({ passed: 2, failed: 0 });
         summary.push(`nest new (CLI ${major}): npm run test:e2e 2 passed (the generated one and the README's greeting workflow)`);
       },
@@ -342,13 +351,12 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
     );
 
     it(
-      "passes its own lint and builds, the README's files included",
+      "passes its own lint, the README's files included" + (major === 12 ? ', and builds' : ''),
       async () => {
-        const app = await generated.get(major)!;
-        const lint = await runLint(app);
-        expect({ code: lint.code, output: lint.code === 0 ? '' : lint.stdout + lint.stderr }).toEqual({ code: 0, output: '' });
-        const build = await runScript(app, 'build');
-        expect({ code: build.code, output: build.code === 0 ? '' : build.stdout + build.stderr }).toEqual({ code: 0, output: '' });
+        const { lint, build } = await generated.get(major)!;
+        for (const result of [lint, build].filter((ran) => ran !== undefined)) {
+          expect({ code: result.code, output: result.code === 0 ? '' : result.stdout + result.stderr }).toEqual({ code: 0, output: '' });
+        }
       },
       STEP_TIMEOUT_MS,
     );
@@ -412,21 +420,17 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
   }
 
   async function pack(into: string): Promise<Packed> {
-    // `npm run pack:lib` as on a fresh clone: the root's manifest and lockfile and the library's
-    // files, outside the repository (nothing resolves from its node_modules, and `npm start` in the
-    // engine's signal tests rebuilding libs/duraflow/dist meanwhile cannot race this build).
-    const checkout = path.join(into, 'checkout');
-    await mkdir(path.join(checkout, 'libs'), { recursive: true });
-    for (const file of ['package.json', 'package-lock.json']) await cp(path.join(REPO_ROOT, file), path.join(checkout, file));
-    await cp(LIBRARY_DIR, path.join(checkout, 'libs', 'duraflow'), {
-      recursive: true,
-      filter: (source) => !/[\\/](dist|node_modules)$/.test(source),
-    });
-    const { stdout } = await runOrThrow('npm', ['run', '--silent', 'pack:lib', '--', '--json', '--pack-destination', into], {
-      cwd: checkout,
-      env: hostEnvironment({ npm_config_prefer_offline: 'true' }),
-    });
-    await rm(checkout, { recursive: true, force: true });
+    // prepack builds dist/ first, in a copy of the library: `npm start` (the engine's signal tests)
+    // rebuilds libs/duraflow/dist meanwhile. The copy sits in the repository, so its build finds
+    // the repository's node_modules as the library's own does.
+    const copy = path.join(REPO_ROOT, '.test-build', `pack-${randomBytes(4).toString('hex')}`);
+    await cp(LIBRARY_DIR, copy, { recursive: true, filter: (source) => !/[\\/](dist|node_modules)$/.test(source) });
+    let stdout: string;
+    try {
+      ({ stdout } = await runOrThrow('npm', ['pack', '--json', '--pack-destination', into], { cwd: copy }));
+    } finally {
+      await rm(copy, { recursive: true, force: true });
+    }
     const [info] = JSON.parse(stdout.slice(stdout.indexOf('[')));
     const tarball = path.join(into, info.filename);
     const extracted = path.join(into, 'tarball');
@@ -443,6 +447,28 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
 
 function seconds(ms: number): string {
   return `${(ms / 1000).toFixed(1)} s`;
+}
+
+/**
+ * `npm run pack:lib` as on a fresh clone: the root's manifest and lockfile and the library's files,
+ * without node_modules, outside the repository (so nothing resolves from its node_modules).
+ * Returns the packed tarball's files.
+ */
+async function packFromFreshCheckout(dir: string): Promise<string[]> {
+  const checkout = path.join(dir, 'checkout');
+  await mkdir(path.join(checkout, 'libs'), { recursive: true });
+  for (const file of ['package.json', 'package-lock.json']) await cp(path.join(REPO_ROOT, file), path.join(checkout, file));
+  await cp(LIBRARY_DIR, path.join(checkout, 'libs', 'duraflow'), {
+    recursive: true,
+    filter: (source) => !/[\\/](dist|node_modules)$/.test(source),
+  });
+  const { stdout } = await runOrThrow('npm', ['run', '--silent', 'pack:lib', '--', '--json', '--pack-destination', dir], {
+    cwd: checkout,
+    env: hostEnvironment({ npm_config_prefer_offline: 'true' }),
+  });
+  const [info] = JSON.parse(stdout.slice(stdout.indexOf('[')));
+  await rm(checkout, { recursive: true, force: true });
+  return info.files.map((file: { path: string }) => file.path).sort();
 }
 
 async function listFiles(dir: string, prefix = ''): Promise<string[]> {
