@@ -21,10 +21,10 @@ import { DURAFLOW_MIGRATION_NAMES } from './support/migration-names';
 
 /**
  * The library as its users get it: `npm pack` (and `npm run pack:lib` on a fresh checkout, which
- * must make the same files), installed from the tarball into a fresh copy of examples/host-app for the lowest and the highest NestJS this package
- * supports, type-checked with `tsc --strict` against the shipped .d.ts, booted on a database of its
- * own, driven over HTTP; and into the app `nest new` generates with each CLI major, as the README
- * says, whose own unit, e2e and lint scripts must pass.
+ * must make the same files), installed from the tarball into a fresh copy of examples/host-app for
+ * the lowest and the highest NestJS this package supports, type-checked with `tsc --strict` against
+ * the shipped .d.ts, booted on a database of its own, driven over HTTP; and into the app `nest new`
+ * generates with each CLI major, as the README says, whose own unit, e2e and lint scripts must pass.
  */
 
 const REPO_ROOT = path.join(__dirname, '..');
