@@ -15,4 +15,5 @@ export const DURAFLOW_MIGRATION_NAMES = [
   'Schedules1700000000700',
   'RunnableOrder1700000000800',
   'SignalsWithTheirTask1700000000900',
+  'RetryAndFork1700000001000',
 ];

@@ -46,6 +46,7 @@ export { WorkflowService } from './services/workflow.service';
 export { SubmitOptions, SubmitResult } from './services/workflows/task-submitter';
 export { ListSignalsOptions, ListTasksOptions, SignalPage, TaskPage } from './services/workflows/task-reader';
 export { CancelOptions, SignalReceipt } from './services/workflows/task-control';
+export { ForkOptions, ForkResult } from './services/workflows/task-operations';
 export { WaitForOptions } from './services/workflows/task-waiter';
 export { WorkerService } from './services/worker.service';
 export { WorkerStats, WorkerState } from './domain/worker-stats';
@@ -57,7 +58,7 @@ export { TaskSignal } from './persistence/signal.store';
 
 // A task, its steps and its dead letters, as stored and as read.
 export { TaskStatus, TERMINAL_STATUSES, isTerminalStatus } from './domain/task-status';
-export { AgentTask, TaskError, StepRun, DeadLetter, DURAFLOW_ENTITIES } from './domain/entities';
+export { AgentTask, TaskError, TaskHistoryEntry, ForkOrigin, StepRun, DeadLetter, DURAFLOW_ENTITIES } from './domain/entities';
 export { JsonPreview, StepSummary, StepSummaryOptions, TaskCountFilter, TaskCounts, TaskProgress } from './domain/task-summaries';
 export { DURAFLOW_MIGRATIONS } from './migrations';
 export { runDuraflowMigrations } from './migrations/run-migrations';

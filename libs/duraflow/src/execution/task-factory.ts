@@ -8,6 +8,7 @@ import { childIdempotencyKey } from '../domain/reserved-keys';
 import { RunObserver } from '../observability/run-observer';
 import { SqlExecutor } from '../persistence/duraflow-database';
 import { CreatedTask, NewTask, NewTasks } from '../persistence/lifecycle/create-tasks';
+import { ForkOutcome, NewFork } from '../persistence/lifecycle/fork-task';
 import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
 import { checkSubmitInput, checkSubmitManyOptions, checkSubmitOptions, CheckedSubmitOptions } from '../validation/call-options';
 import { concurrencyKeyOf } from '../validation/flow-limits';
@@ -23,15 +24,16 @@ export interface TaskOptions {
   version?: number;
 }
 
-/** Whose task it is: a caller's submit (its trace continues in the run), a parent's child, or a schedule's tick. */
+/** Whose task it is: a caller's submit (its trace continues in the run), a parent's child, a schedule's tick, or an operator's fork of a task from one of its steps. */
 export type TaskOrigin =
   | { kind: 'submit' }
   | { kind: 'child'; parentTaskId: string; parentStepKey: string; traceContextJson: string | null }
-  | { kind: 'schedule' };
+  | { kind: 'schedule' }
+  | { kind: 'fork'; taskId: string; fromStep: string };
 
 /**
- * The one way a task is made: submit, submitMany, a run's child, a schedule's tick (and, in what
- * comes, retries, forks and published events). Every value is checked before anything is
+ * The one way a task is made: submit, submitMany, a run's child, a schedule's tick, a fork (and, in
+ * what comes, published events). Every value is checked before anything is
  * written: the name, the version, the options, the input against the workflow's DTO and the
  * module's limits, and the concurrency key of a limited workflow; the defaults are applied here
  * (max retries: the call's, the workflow's, the module's). Creating is the lifecycle's create move.
@@ -51,7 +53,7 @@ export class TaskFactory {
    *   InputValidationError, NotSerializableError, InputTooLargeError, InvalidConcurrencyKeyError
    */
   async prepare(name: string, input: unknown, options: TaskOptions = {}, origin: TaskOrigin = { kind: 'submit' }): Promise<NewTask> {
-    const workflow = this.workflow(name, origin.kind === 'submit' ? options?.version : undefined);
+    const workflow = this.workflow(name, origin.kind === 'submit' || origin.kind === 'fork' ? options?.version : undefined);
     const checked = checkSubmitOptions(origin.kind === 'child' ? { ...(options ?? {}), idempotencyKey: undefined } : (options ?? {}));
     const inputJson = await checkSubmitInput(workflow, input, this.options);
     return {
@@ -61,6 +63,7 @@ export class TaskFactory {
       concurrencyKey: this.concurrencyKey(name, inputJson),
       parentTaskId: origin.kind === 'child' ? origin.parentTaskId : null,
       parentStepKey: origin.kind === 'child' ? origin.parentStepKey : null,
+      forkedFrom: origin.kind === 'fork' ? { taskId: origin.taskId, fromStep: origin.fromStep } : null,
     };
   }
 
@@ -86,6 +89,11 @@ export class TaskFactory {
     return this.transitions.create(task, executor);
   }
 
+  /** The create move of a fork (`prepare` with a fork's origin) with the copy of its original's steps, in one transaction. */
+  fork(task: NewFork): Promise<ForkOutcome> {
+    return this.transitions.fork(task);
+  }
+
   /** The create move for many tasks of one workflow, in one statement. */
   createMany(batch: NewTasks, executor?: SqlExecutor): Promise<AgentTask[]> {
     return this.transitions.createMany(batch, executor);
@@ -103,9 +111,13 @@ export class TaskFactory {
       priority: checked.priority,
       scheduledAt: checked.scheduledAt,
       maxRetries: checked.maxRetries ?? workflow.maxRetries ?? this.options.maxRetries,
-      // A submit's run continues the caller's trace; a child's, its parent's; a tick starts none.
+      // A submit's (or a fork's) run continues the caller's trace; a child's, its parent's; a tick starts none.
       traceContextJson:
-        origin.kind === 'submit' ? this.observer.captureTraceContext() : origin.kind === 'child' ? origin.traceContextJson : null,
+        origin.kind === 'submit' || origin.kind === 'fork'
+          ? this.observer.captureTraceContext()
+          : origin.kind === 'child'
+            ? origin.traceContextJson
+            : null,
       workflowVersion: workflow.declaredVersion ?? null,
     };
   }

@@ -9,6 +9,7 @@ import { SafeDeploys1700000000500 } from './1700000000500-SafeDeploys';
 import { Schedules1700000000700 } from './1700000000700-Schedules';
 import { RunnableOrder1700000000800 } from './1700000000800-RunnableOrder';
 import { SignalsWithTheirTask1700000000900 } from './1700000000900-SignalsWithTheirTask';
+import { RetryAndFork1700000001000 } from './1700000001000-RetryAndFork';
 
 /** Every Duraflow migration, in order: pass to a TypeORM DataSource's `migrations`. */
 export const DURAFLOW_MIGRATIONS = [
@@ -23,4 +24,5 @@ export const DURAFLOW_MIGRATIONS = [
   Schedules1700000000700,
   RunnableOrder1700000000800,
   SignalsWithTheirTask1700000000900,
+  RetryAndFork1700000001000,
 ];

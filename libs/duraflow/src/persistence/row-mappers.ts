@@ -1,4 +1,4 @@
-import { AgentTask, TaskError } from '../domain/entities/agent-task.entity';
+import { AgentTask, TaskError, TaskHistoryEntry } from '../domain/entities/agent-task.entity';
 import { DeadLetter } from '../domain/entities/dead-letter.entity';
 import { StepRun } from '../domain/entities/step-run.entity';
 
@@ -10,7 +10,7 @@ function qualified(columns: string, alias: string): string {
 /** The columns a task is read with (never the fencing token). */
 export const TASK_COLUMNS = `id, workflow_name, status, input, output, error, priority, scheduled_at, started_at,
   completed_at, heartbeat_at, worker_id, retry_count, max_retries, created_at, updated_at, deleted_at, idempotency_key, rollback_reason,
-  workflow_version, held_at, concurrency_key, parent_task_id, parent_step_key`;
+  workflow_version, held_at, concurrency_key, parent_task_id, parent_step_key, history, forked_from, forked_from_step`;
 
 /** TASK_COLUMNS for statements that join agent_tasks as `t`: `t.id, t.workflow_name, ...`. */
 export const TASK_COLUMNS_OF_T = qualified(TASK_COLUMNS, 't');
@@ -49,6 +49,10 @@ export function toAgentTask(row: Record<string, any>): AgentTask {
   task.concurrencyKey = row.concurrency_key ?? null;
   task.parentTaskId = row.parent_task_id ?? null;
   task.parentStepKey = row.parent_step_key ?? null;
+  task.history = (row.history as TaskHistoryEntry[] | null) ?? [];
+  task.forkedFromTaskId = row.forked_from ?? null;
+  task.forkedFromStep = row.forked_from_step ?? null;
+  task.forkedFrom = row.forked_from ? { taskId: row.forked_from, fromStep: row.forked_from_step } : null;
   return task;
 }
 

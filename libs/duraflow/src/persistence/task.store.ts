@@ -14,6 +14,8 @@ export interface TaskListFilter {
   createdBefore?: Date;
   /** Only tasks the determinism guard holds (true) or does not hold (false). */
   held?: boolean;
+  /** Only the forks of this task (idx_agent_tasks_forked_from). */
+  forkedFrom?: string;
   limit: number;
   /** Bytes a page may hold (its first row always). */
   maxBytes: number;
@@ -52,6 +54,10 @@ export class TaskStore {
     }
     where.push(...taskFilterConditions(filter, values));
     if (filter.held !== undefined) where.push(filter.held ? held('agent_tasks') : `NOT ${held('agent_tasks')}`);
+    if (filter.forkedFrom !== undefined) {
+      values.push(filter.forkedFrom);
+      where.push(`forked_from = $${values.length}::uuid`);
+    }
     if (filter.after) {
       values.push(filter.after.createdAtMicros, filter.after.id);
       where.push(olderThan(values.length - 1));

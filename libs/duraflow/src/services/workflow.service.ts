@@ -7,11 +7,13 @@ import { StepSummary, StepSummaryOptions, TaskCountFilter, TaskCounts, TaskProgr
 import { TaskSignal } from '../persistence/signal.store';
 import { ScheduleReader } from '../schedules/schedule-reader';
 import { CancelOptions, SignalReceipt, TaskControl } from './workflows/task-control';
+import { ForkOptions, ForkResult, TaskOperations } from './workflows/task-operations';
 import { ListSignalsOptions, ListTasksOptions, SignalPage, TaskPage, TaskReader } from './workflows/task-reader';
 import { SubmitOptions, SubmitResult, TaskSubmitter } from './workflows/task-submitter';
 import { TaskWaiter, WaitForOptions } from './workflows/task-waiter';
 
 export type { CancelOptions, SignalReceipt } from './workflows/task-control';
+export type { ForkOptions, ForkResult } from './workflows/task-operations';
 export type { ListSignalsOptions, ListTasksOptions, SignalPage, TaskPage } from './workflows/task-reader';
 export type { SubmitOptions, SubmitResult } from './workflows/task-submitter';
 export type { WaitForOptions } from './workflows/task-waiter';
@@ -28,6 +30,7 @@ export class WorkflowService {
     private readonly control: TaskControl,
     private readonly waiter: TaskWaiter,
     private readonly schedules: ScheduleReader,
+    private readonly operations: TaskOperations,
   ) {}
 
   /**
@@ -149,6 +152,36 @@ export class WorkflowService {
    */
   resume(id: string): Promise<AgentTask> {
     return this.control.resume(id);
+  }
+
+  /**
+   * Runs a `failed` task, or a `cancelled` one whose steps were not compensated, again from where
+   * it stopped, and wakes the workers: its completed steps are kept and never re-run, the step
+   * that failed starts over with its full retries, its retry counter starts again at 0, and the
+   * error it had goes to its `history` (`{ kind: 'retried', at, fromStatus, error }`). One
+   * conditional statement: racing the reaper, a cancel or another retry, it changes the task once.
+   * Resolves with the task after the move.
+   *
+   * @throws TaskNotFoundError, TaskNotRetryableError (any other status, a held task included; nothing written)
+   */
+  retry(id: string): Promise<AgentTask> {
+    return this.operations.retry(id);
+  }
+
+  /**
+   * A NEW task of the same workflow (its `forkedFrom` names the original and the step): the
+   * steps the original recorded before `fromStep` (steps, sleeps that passed, signals taken,
+   * children started, patch markers) are copied with their outputs and never run; `fromStep` and
+   * what follows run anew. `input` defaults to the original's (a given one is checked as a
+   * submit's), `version` to the original's. Works from a finished task (a rolled-back one
+   * included) and from a running one; the task and its copied steps are written in one transaction.
+   * List the forks of a task with `list({ forkedFrom: id })`.
+   *
+   * @throws TaskNotFoundError, UnknownStepError (a step key the original never recorded), and the
+   *   errors of a submit's checks (UnknownWorkflowVersionError, InputValidationError, ...): nothing written
+   */
+  fork(id: string, options: ForkOptions): Promise<ForkResult> {
+    return this.operations.fork(id, options);
   }
 
   /**

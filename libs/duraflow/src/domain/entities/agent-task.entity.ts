@@ -18,6 +18,7 @@ import { TaskStatus } from '../task-status';
 @Index('idx_agent_tasks_flow_pending', { synchronize: false })
 @Index('idx_agent_tasks_flow_running', { synchronize: false })
 @Index('idx_agent_tasks_parent', { synchronize: false })
+@Index('idx_agent_tasks_forked_from', { synchronize: false })
 export class AgentTask {
   // How TypeORM reads back `UUID PRIMARY KEY DEFAULT gen_random_uuid()`; a plain default would drift.
   @PrimaryGeneratedColumn('uuid')
@@ -123,9 +124,45 @@ export class AgentTask {
   /** Engine column: the key of the parent's step that started this task. */
   @Column({ name: 'parent_step_key', type: 'varchar', length: 255, nullable: true })
   parentStepKey: string | null;
+
+  /**
+   * Engine column: what happened to the task besides its runs, oldest first: each
+   * `workflows.retry` (the status it left and the error it had failed with). Read through the library: [] when nothing has (the column is null).
+   */
+  @Column({ type: 'jsonb', nullable: true })
+  history: TaskHistoryEntry[] | null;
+
+  /** Engine column: the task this one was forked from (`workflows.fork`); null for a task that is no fork. */
+  @Column({ name: 'forked_from', type: 'uuid', nullable: true })
+  forkedFromTaskId: string | null;
+
+  /** Engine column: the step of the original the fork ran anew from. */
+  @Column({ name: 'forked_from_step', type: 'varchar', length: 255, nullable: true })
+  forkedFromStep: string | null;
+
+  /** The fork's origin, from the two columns above (set when read through the library; null for a task that is no fork). */
+  forkedFrom?: ForkOrigin | null;
 }
 
 export type RollbackReason = 'failed' | 'cancelled';
+
+/** One entry of a task's history (`AgentTask.history`). */
+export interface TaskHistoryEntry {
+  /** `retried`: `workflows.retry` ran the task again from where it stopped. */
+  kind: 'retried';
+  /** When (ISO-8601). */
+  at: string;
+  /** The status the task left (`failed` or `cancelled`). */
+  fromStatus: string;
+  /** The error the task had then (cleared on the task by the retry), or null. */
+  error: TaskError | null;
+}
+
+/** Where a fork came from: the original task and the step it ran anew from. */
+export interface ForkOrigin {
+  taskId: string;
+  fromStep: string;
+}
 
 /** What a failed task keeps in `agent_tasks.error`. */
 export interface TaskError {

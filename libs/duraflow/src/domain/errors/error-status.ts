@@ -50,6 +50,10 @@ const STATUS_BY_CODE: Readonly<Record<string, DuraflowErrorStatus>> = {
   DEAD_LETTER_NOT_FOUND: NOT_FOUND,
   SIGNAL_NOT_FOUND: NOT_FOUND,
   TASK_ALREADY_FINISHED: CONFLICT,
+  // retry of a task that is not failed (or cancelled without compensation).
+  TASK_NOT_RETRYABLE: CONFLICT,
+  // fork from a step the original task never recorded.
+  FORK_STEP_UNKNOWN: NOT_FOUND,
   // The same idempotency key came with another input: the first task stands.
   IDEMPOTENCY_KEY_CONFLICT: status(HttpStatus.CONFLICT, GrpcStatusCode.ALREADY_EXISTS),
   // The dead letter's compensation is not in this deployment: retrying cannot work until it is.

@@ -12,3 +12,4 @@ export * from './flow-control.errors';
 export * from './primitive.errors';
 export * from './schema.errors';
 export * from './node.errors';
+export * from './operation.errors';

@@ -21,6 +21,8 @@ export interface NewTask {
   /** A child's parent and the parent's step that started it; null for a task of its own. */
   parentTaskId: string | null;
   parentStepKey: string | null;
+  /** A fork's original task and the step it runs anew from (fork-task.ts); absent for any other task. */
+  forkedFrom?: { taskId: string; fromStep: string } | null;
 }
 
 /** What creating a task found: the task, whether this call created it, and whether an existing one has the same input. */
@@ -38,8 +40,8 @@ export interface CreatedTask {
  */
 const INSERT_TASK = `WITH inserted AS (
      INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, idempotency_key, trace_context, workflow_version,
-                              concurrency_key, parent_task_id, parent_step_key)
-     VALUES ($1, $2::jsonb, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11)
+                              concurrency_key, parent_task_id, parent_step_key, forked_from, forked_from_step)
+     VALUES ($1, $2::jsonb, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12, $13)
      ON CONFLICT (workflow_name, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
      RETURNING ${TASK_COLUMNS}
    )
@@ -68,6 +70,8 @@ export async function createTask(executor: SqlExecutor, task: NewTask): Promise<
     task.concurrencyKey,
     task.parentTaskId,
     task.parentStepKey,
+    task.forkedFrom?.taskId ?? null,
+    task.forkedFrom?.fromStep ?? null,
   ];
   // A task that held the key and was deleted between the two statements: insert again.
   for (let attempt = 0; attempt < 3; attempt++) {
@@ -82,7 +86,10 @@ export async function createTask(executor: SqlExecutor, task: NewTask): Promise<
 }
 
 /** Many tasks of one workflow, all with the same options and no idempotency key (submitMany). */
-export interface NewTasks extends Omit<NewTask, 'inputJson' | 'concurrencyKey' | 'idempotencyKey' | 'parentTaskId' | 'parentStepKey'> {
+export interface NewTasks extends Omit<
+  NewTask,
+  'inputJson' | 'concurrencyKey' | 'idempotencyKey' | 'parentTaskId' | 'parentStepKey' | 'forkedFrom'
+> {
   inputsJson: string[];
   /** One per input (flow control's key), or none for a workflow without limits. */
   concurrencyKeys: Array<string | null> | null;

@@ -19,7 +19,7 @@ import { countLiteral, varcharArrayLiteral } from '../literals';
  *              is resolved.
  *
  * Moves (file: what runs it):
- *   create          -> pending                        create-tasks.ts: submit, submitMany, a child, a schedule's tick
+ *   create          -> pending                        create-tasks.ts: submit, submitMany, a child, a schedule's tick; fork-task.ts: a fork
  *   claim           pending (runnable, claimable) -> running        claim-tasks.ts, claim-limited-tasks.ts
  *   renew           running -> running (heartbeat_at)              renew-claims.ts
  *   release         running -> pending (no retry counted)          renew-claims.ts: shutdown, a task claimed ahead too long
@@ -37,6 +37,7 @@ import { countLiteral, varcharArrayLiteral } from '../literals';
  *   reap            running, stale -> pending (a retry counted) | pending to roll back | ended      reap-stale-tasks.ts
  *   recover         running, held by an earlier process of this node -> as reap   recover-node-tasks.ts: a node's boot (worker.nodeId)
  *   resolve         partial_rollback -> rolled_back                resolve-dead-letter.ts
+ *   retry           failed | cancelled (not compensated) -> pending, runnable now   retry-tasks.ts: workflows.retry, retryMany
  *   delete          terminal -> gone (retention)                   delete-expired-tasks.ts
  *
  * Row locks: a statement that locks several task rows locks them in id order (fencing.ts,
@@ -152,6 +153,14 @@ export const MOVE = {
     `started_at = COALESCE(${t}.started_at, now()), completed_at = NULL, updated_at = now()`,
   /** The reaper's move of a stale running task (and the recover move's): `status` and `completedAt` SQL expressions decided per row (a retry counted, a rollback begun: the statement's payload). */
   reap: (status: string, completedAt: string) => `status = ${status}, completed_at = ${completedAt}, ${CLAIM_CLEARED}, updated_at = now()`,
+  /**
+   * failed | cancelled (not compensated) -> pending, runnable now: its retry counter reset, its
+   * error and rollback reason cleared, the status it left and its error appended to `history`.
+   */
+  retry: (t = 't') =>
+    `status = 'pending', scheduled_at = now(), retry_count = 0, error = NULL, output = NULL, rollback_reason = NULL, held_at = NULL, ` +
+    `completed_at = NULL, ${CLAIM_CLEARED}, updated_at = now(), history = COALESCE(${t}.history, '[]'::jsonb) || jsonb_build_array(` +
+    `jsonb_build_object('kind', 'retried', 'at', now(), 'fromStatus', ${t}.status, 'error', ${t}.error))`,
   /** partial_rollback -> `status` (an SQL expression): its last dead letter resolved. */
   resolve: (status: string) => `status = ${status}, updated_at = now()`,
 } as const;

@@ -6,6 +6,7 @@ import { CancelledTask, CancelRollbackTakeOver, cancelDescendants, cancelTask, t
 import { ClaimedTask, claimTasks } from './claim-tasks';
 import { CreatedTask, createTask, createTasks, NewTask, NewTasks } from './create-tasks';
 import { deleteExpiredTasks, ExpiryRule } from './delete-expired-tasks';
+import { ForkOutcome, forkTask, NewFork } from './fork-task';
 import { beginRollback, completeTasks, failTask, finishRollback } from './finish-tasks';
 import { holdTask, resumeHeldTask } from './hold-task';
 import type { LeaderFence } from './leader-fence';
@@ -13,6 +14,7 @@ import { ReapedTask, reapStaleTasks } from './reap-stale-tasks';
 import { recoverNodeTasks } from './recover-node-tasks';
 import { releaseClaims, renewClaims, ownsTask } from './renew-claims';
 import { ResolvedDeadLetter, resolveDeadLetter } from './resolve-dead-letter';
+import { retryTasks } from './retry-tasks';
 import { SentSignal, sendSignal } from './send-signal';
 import { completeDueSleep, settleWait, WaitSettlement, WaitToSettle } from './settle-wait';
 import { ChildToStart, startChild } from './start-child';
@@ -36,6 +38,16 @@ export class TaskTransitions {
   /** create, for many tasks of one workflow in one statement. */
   createMany(batch: NewTasks, executor: SqlExecutor = this.db): Promise<AgentTask[]> {
     return createTasks(executor, batch);
+  }
+
+  /** create, for a fork: the task and the copy of the original's steps before its `fromStep`, in one transaction. */
+  fork(fork: NewFork): Promise<ForkOutcome> {
+    return forkTask(this.db, fork);
+  }
+
+  /** retry: the failed (or cancelled, not compensated) tasks among `ids` back to pending, in one statement; the ids it changed. */
+  retry(ids: string[], executor: SqlExecutor = this.db): Promise<string[]> {
+    return retryTasks(executor, ids);
   }
 
   /** claim: the plain claim (the limited one: FlowLimitsStore). */

@@ -28,6 +28,8 @@ export interface ListTasksOptions {
    * does not hold. Default: both.
    */
   held?: boolean;
+  /** Only the forks of this task (`workflows.fork`), newest first. */
+  forkedFrom?: string;
   /** 1..1000, default 50. */
   limit?: number;
   /** `nextCursor` of the previous page. */
@@ -155,6 +157,7 @@ export class TaskReader {
       workflowName: checkWorkflowFilter(options.workflowName),
       ...createdRange(options),
       held: options.held,
+      forkedFrom: checkForkedFrom(options.forkedFrom),
       limit,
       maxBytes: this.options.maxListPageBytes,
       after: options.cursor ? decodeCursor(options.cursor) : undefined,
@@ -172,4 +175,13 @@ export class TaskReader {
   async countHeld(filter: TaskCountFilter = {}): Promise<number> {
     return this.tasks.countHeldTasks({ workflowName: checkWorkflowFilter(filter.workflowName), ...createdRange(filter) });
   }
+}
+
+/** `list`'s forkedFrom: a task id (one no task can have lists nothing), or InvalidListOptionsError. */
+function checkForkedFrom(forkedFrom: unknown): string | undefined {
+  if (forkedFrom === undefined) return undefined;
+  if (typeof forkedFrom !== 'string' || !isTaskId(forkedFrom)) {
+    throw new InvalidListOptionsError('forkedFrom', 'must be a task id (a UUID) or left out.');
+  }
+  return forkedFrom;
 }

@@ -1,0 +1,50 @@
+import { AgentTask } from '../../domain/entities/agent-task.entity';
+import { DuraflowDatabase, SqlExecutor } from '../duraflow-database';
+import { createTask, NewTask } from './create-tasks';
+
+/** A fork to create: the new task as the task factory prepared it, with its origin. */
+export interface NewFork extends NewTask {
+  forkedFrom: { taskId: string; fromStep: string };
+}
+
+/** What a fork found: the new task, or what was missing (nothing written then). */
+export type ForkOutcome = { task: AgentTask; copiedSteps: number } | { missing: 'task' | 'step' };
+
+/**
+ * The steps a fork copies: the original's completed rows recorded before `fromStep` in the run's
+ * completion order (`completion_seq`; `$3` is fromStep's place, NULL when fromStep never completed:
+ * a failed step, a wait, so every completed row precedes it). Steps, sleeps that passed, signals
+ * taken, children started (their link is the row's input) and patch markers are all such rows;
+ * their outputs, attempts and compensation state go with them, so the fork never runs them
+ * (and never undoes again what the original's rollback undid).
+ */
+const COPY_STEPS = `INSERT INTO step_runs (task_id, step_key, kind, status, input, output, error, compensation_fn, compensated_at,
+                              started_at, completed_at, created_at, attempt, completion_seq, wake_at)
+   SELECT $2, s.step_key, s.kind, s.status, s.input, s.output, s.error, s.compensation_fn, s.compensated_at,
+          s.started_at, s.completed_at, s.created_at, s.attempt, s.completion_seq, s.wake_at
+   FROM step_runs s
+   WHERE s.task_id = $1 AND s.status = 'completed' AND s.completion_seq IS NOT NULL AND ($3::int IS NULL OR s.completion_seq < $3::int)
+   ORDER BY s.completion_seq`;
+
+/**
+ * The create move of a fork, in one transaction with the copy of the original's steps before
+ * `fromStep`: the original row is locked against deletion (KEY SHARE: its run goes on) and
+ * `fromStep` looked up first; an unknown task or step writes nothing. The NOTIFY of the create is
+ * sent on commit, once the copied steps are there.
+ */
+export function forkTask(db: DuraflowDatabase, fork: NewFork): Promise<ForkOutcome> {
+  return db.transaction(async (tx: SqlExecutor) => {
+    const { taskId, fromStep } = fork.forkedFrom;
+    const original = await tx.query(`SELECT 1 FROM agent_tasks WHERE id = $1 AND deleted_at IS NULL FOR KEY SHARE`, [taskId]);
+    if (!original.rows.length) return { missing: 'task' as const };
+    const step = await tx.query<{ completion_seq: number | null; status: string }>(
+      `SELECT completion_seq, status FROM step_runs WHERE task_id = $1 AND step_key = $2`,
+      [taskId, fromStep],
+    );
+    if (!step.rows.length) return { missing: 'step' as const };
+    const { task } = await createTask(tx, fork);
+    const from = step.rows[0].status === 'completed' ? step.rows[0].completion_seq : null;
+    const copied = await tx.query(COPY_STEPS, [taskId, task.id, from], 'duraflow_fork_copy_steps');
+    return { task, copiedSteps: copied.rowCount };
+  });
+}

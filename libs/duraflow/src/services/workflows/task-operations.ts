@@ -1,0 +1,66 @@
+import { Injectable } from '@nestjs/common';
+import { UUID_PATTERN } from '../../domain/duraflow.constants';
+import { AgentTask } from '../../domain/entities/agent-task.entity';
+import { TaskNotFoundError, TaskNotRetryableError, UnknownStepError } from '../../domain/errors';
+import { TaskFactory } from '../../execution/task-factory';
+import { TaskTransitions } from '../../persistence/lifecycle/task-transitions';
+import { TaskStore } from '../../persistence/task.store';
+
+/** What `workflows.fork` takes. */
+export interface ForkOptions {
+  /** The key of the original's step to run anew from: the steps it recorded before this one are copied, never run. */
+  fromStep: string;
+  /** The fork's input, checked as a submit's; default the original's. */
+  input?: unknown;
+  /** The workflow version the fork runs on (one this process registers); default the original's. */
+  version?: number;
+}
+
+/** What `workflows.fork` resolves with: the new task (`id` its id). */
+export type ForkResult = AgentTask & {
+  /** How many of the original's recorded steps (steps, sleeps, signals, children, patch markers) were copied as done. */
+  copiedSteps: number;
+};
+
+/** A task id as the caller gave it, or TaskNotFoundError for one no task can have. */
+function taskId(id: unknown): string {
+  if (typeof id !== 'string' || !UUID_PATTERN.test(id)) throw new TaskNotFoundError(String(id));
+  return id;
+}
+
+/** WorkflowService's operator moves on a finished run: retry it from where it stopped, fork it from a step. */
+@Injectable()
+export class TaskOperations {
+  constructor(
+    private readonly factory: TaskFactory,
+    private readonly transitions: TaskTransitions,
+    private readonly tasks: TaskStore,
+  ) {}
+
+  async retry(id: string): Promise<AgentTask> {
+    const changed = await this.transitions.retry([taskId(id)]);
+    const task = await this.tasks.findTask(id);
+    if (!task) throw new TaskNotFoundError(id);
+    if (!changed.length) throw new TaskNotRetryableError(id, task.status);
+    return task;
+  }
+
+  async fork(id: string, options: ForkOptions): Promise<ForkResult> {
+    const original = await this.tasks.findTask(taskId(id));
+    if (!original || original.deletedAt) throw new TaskNotFoundError(id);
+    const fromStep: unknown = options?.fromStep;
+    if (typeof fromStep !== 'string' || !fromStep) throw new UnknownStepError(id, String(fromStep));
+    const input = options.input === undefined ? original.input : options.input;
+    const version = options.version ?? original.workflowVersion ?? undefined;
+    const origin = { kind: 'fork' as const, taskId: id, fromStep };
+    const prepared = await this.factory.prepare(
+      original.workflowName,
+      input,
+      { version, priority: original.priority ?? 0, maxRetries: original.maxRetries ?? undefined },
+      origin,
+    );
+    const outcome = await this.factory.fork({ ...prepared, forkedFrom: { taskId: id, fromStep } });
+    if ('missing' in outcome) throw outcome.missing === 'task' ? new TaskNotFoundError(id) : new UnknownStepError(id, fromStep);
+    return Object.assign(outcome.task, { copiedSteps: outcome.copiedSteps });
+  }
+}
