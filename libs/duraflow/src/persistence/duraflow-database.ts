@@ -8,6 +8,7 @@ import { ResolvedDuraflowOptions } from '../config/resolved-options';
 import { InvalidDuraflowOptionsError } from '../domain/errors';
 import { dedicatedClientConfig } from './dedicated-client-config';
 import { migrationsTableOf, SchemaCheck } from './schema-check';
+import { isTransientDatabaseError } from './transient-error';
 
 /**
  * Runs one statement; `name` makes it a prepared statement on the connection that runs it.
@@ -152,7 +153,8 @@ export class DuraflowDatabase implements SqlExecutor, OnModuleInit {
 
   /**
    * Runs `work` in a transaction on one pooled connection: committed when it resolves, rolled
-   * back when it throws. A connection that failed is destroyed rather than returned to the pool.
+   * back when it throws. A connection that failed, or whose work met an outage (see
+   * isTransientDatabaseError), is destroyed rather than returned to the pool.
    *
    * On the DataSource's own pg pool, not through a TypeORM QueryRunner: the executor must send
    * several statements in one round trip and return the last one's rows (the claim does, and a
@@ -169,6 +171,11 @@ export class DuraflowDatabase implements SqlExecutor, OnModuleInit {
     client.on('error', onConnectionError);
     try {
       return await transactionOn(client, work, (error) => (broken = error), !this.pooled);
+    } catch (error) {
+      // A session that met an outage (25006 on a standby or demoted primary, a shutdown) is not
+      // reused: the next one goes through the address again, to the new primary after a failover.
+      if (isTransientDatabaseError(error)) broken ??= error as Error;
+      throw error;
     } finally {
       client.off('error', onConnectionError);
       client.release(broken);

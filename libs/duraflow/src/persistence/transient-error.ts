@@ -1,5 +1,14 @@
-/** Error codes and messages of a database that went away (as opposed to a statement that is wrong). */
-const TRANSIENT_SQLSTATE = /^(08|57P0[123]|53300|40001|40P01)/;
+/**
+ * Error codes and messages of a database that went away (as opposed to a statement that is
+ * wrong): the connection classes (08xxx), a server shutting down or not accepting sessions yet
+ * (57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now: starting up, in
+ * recovery, a standby), too many sessions, serialization and deadlock failures, and 25006
+ * (read-only transaction): a write that reached a standby or a demoted primary, which is what
+ * a failover looks like while the address still leads to the old server. A session that hit
+ * one of these is destroyed, not returned to the pool (DuraflowDatabase), so the next one
+ * goes through the address again.
+ */
+const TRANSIENT_SQLSTATE = /^(08|57P0[123]|53300|40001|40P01|25006$)/;
 const TRANSIENT_NODE_CODES = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
