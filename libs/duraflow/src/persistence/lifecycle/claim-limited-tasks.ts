@@ -154,7 +154,7 @@ function rateStarts(workflow: string, perKey: boolean, window: string): string {
 /** A workflow without a key: its first runnable tasks in the runnable order, as many as the budget allows. */
 function unkeyedPick(workflow: string, claimable: (t: string) => string): string {
   return `picked AS (
-      SELECT a.id, a.started_at IS NULL AS fresh FROM agent_tasks a
+      SELECT a.id, (a.started_at IS NULL AND a.forked_from IS NULL) AS fresh FROM agent_tasks a
       WHERE a.workflow_name = ${workflow} AND a.concurrency_key = '' AND ${claimable('a')}
       ORDER BY ${runnableOrder('a')}
       LIMIT (SELECT n FROM budget)

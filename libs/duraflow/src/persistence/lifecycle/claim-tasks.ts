@@ -9,8 +9,8 @@ export interface ClaimedTask {
   task: AgentTask;
   claimToken: string;
   /**
-   * Never claimed before (`started_at` was empty): no step of it can have been written, so
-   * the run skips reading its checkpoints.
+   * Never claimed before (`started_at` was empty) and no fork (a fork's copied steps are written
+   * with it): no step of it can have been written, so the run skips reading its checkpoints.
    */
   fresh?: boolean;
   /** The trace context stored at submit (`traceparent`, `tracestate`), continued by the run's span. */
@@ -63,7 +63,7 @@ export async function claimTasks(db: SqlExecutor, workerId: string, workflows: C
      UPDATE agent_tasks t
      SET ${MOVE.claim(textLiteral(workerId))}
      FROM (
-       SELECT a.id, a.started_at IS NULL AS fresh FROM agent_tasks a
+       SELECT a.id, (a.started_at IS NULL AND a.forked_from IS NULL) AS fresh FROM agent_tasks a
        WHERE ${runnable('a')} AND ${claimableCondition(workflows, 'a')}
        ORDER BY ${runnableOrder('a')}
        LIMIT ${countLiteral(limit)}
