@@ -14,6 +14,8 @@ Commands:
   export-runs --out <file.json>
             Write the database's recorded runs to a new file readable by its owner only (0600), for
             replay-check --from in a CI without the database; never through a symbolic link
+  tasks list|show|cancel|resume|signal
+            List, inspect and act on tasks (duraflow tasks --help), --json for scripts
 
 Options:
   --url <postgres-url>   The database (default: DATABASE_URL)
@@ -30,7 +32,7 @@ Options:
   --limit <n>            replay-check, export-runs: at most n runs, newest first (default 1000)
   -h, --help             Show this help`;
 
-const COMMANDS = ['migrate', 'status', 'replay-check', 'export-runs'] as const;
+const COMMANDS = ['migrate', 'status', 'replay-check', 'export-runs', 'tasks'] as const;
 
 export interface CliArguments {
   command: (typeof COMMANDS)[number] | 'help';
@@ -45,6 +47,8 @@ export interface CliArguments {
   limit?: string;
   includeFinished?: boolean;
   force?: boolean;
+  /** tasks: the arguments after `tasks`, which its own parser reads (tasks-arguments.ts). */
+  rest?: string[];
 }
 
 const VALUE_OPTIONS = {
@@ -82,6 +86,7 @@ export function parseCliArguments(argv: string[]): CliArguments {
       throw new CliUsageError(`Unknown option ${flag}. Run duraflow --help.`);
     } else if (command === undefined) {
       command = flag;
+      if (command === 'tasks') return { ...parsed, command, rest: argv.slice(index + 1) };
     } else {
       throw new CliUsageError(`Unexpected argument "${flag}". Run duraflow --help.`);
     }

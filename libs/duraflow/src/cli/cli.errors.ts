@@ -40,3 +40,8 @@ export class OutputFileIsLinkError extends DuraflowError {
     super(`${file} is a symbolic link: the export is never written through a link. Remove the link, or choose another --out.`);
   }
 }
+
+/** The operation runs the workflow's code (compensations, an input's DTO), which the command does not have: nothing was changed. Exit code 1. */
+export class NeedsApplicationError extends DuraflowError {
+  readonly code = 'NEEDS_APPLICATION';
+}

@@ -1,24 +1,34 @@
 #!/usr/bin/env node
 /**
- * The `duraflow` command of the package: `npx duraflow migrate`, `status`, `replay-check` and `export-runs`.
+ * The `duraflow` command of the package: `npx duraflow migrate`, `status`, `replay-check`, `export-runs` and `tasks`.
  * Every failure is one line on stderr and a non-zero exit (2 for a wrong command line or URL,
  * 1 for a server that cannot be reached or a command that failed), never a stack trace.
+ * `tasks` prints the error's code in that line and exits 3 when the database cannot be reached,
+ * so a script tells "refused" (1) from "try again later" (3).
  */
 import { DuraflowError } from '../domain/errors/duraflow.error';
 import { ReplayCheckInputError } from '../domain/errors/deploy.errors';
-import { parseCliArguments, USAGE } from './cli-arguments';
-import { CliUsageError, InvalidDatabaseUrlError } from './cli.errors';
+import { CliArguments, parseCliArguments, USAGE } from './cli-arguments';
+import { CliUsageError, DatabaseUnreachableError, InvalidDatabaseUrlError } from './cli.errors';
 import { databaseUrlOf } from './database-connection';
 import { migrateCommand } from './migrate.command';
 import { exportRunsCommand, replayCheckCommand } from './replay-check.command';
 import { statusCommand } from './status.command';
+import { parseTasksArguments } from './tasks-arguments';
+import { tasksCommand } from './tasks.command';
 import { terminalLines, terminalText } from './terminal-text';
 
 export async function runCli(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
   // The formatters escape each value they print; this escapes whatever a line still holds.
   const print = (line: string) => process.stdout.write(`${terminalLines(line)}\n`);
+  let args: CliArguments;
   try {
-    const args = parseCliArguments(argv);
+    args = parseCliArguments(argv);
+  } catch (error) {
+    return fail(argv, error);
+  }
+  if (args.command === 'tasks') return runTasksCli(args, env, print);
+  try {
     if (args.command === 'help') {
       print(USAGE);
       return 0;
@@ -43,12 +53,35 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv = process.en
     }
     return 0;
   } catch (error) {
-    const command = argv.find((argument) => !argument.startsWith('-')) ?? '';
-    const message = error instanceof DuraflowError ? error.message : `${command || 'duraflow'} failed: ${oneLine(error)}`;
-    process.stderr.write(`duraflow: ${terminalText(message)}\n`);
-    return error instanceof CliUsageError || error instanceof InvalidDatabaseUrlError || error instanceof ReplayCheckInputError ? 2 : 1;
+    return fail(argv, error);
   }
 }
+
+/** One line on stderr; 2 for a wrong command line or URL, 1 for anything else. */
+function fail(argv: string[], error: unknown): number {
+  const command = argv.find((argument) => !argument.startsWith('-')) ?? '';
+  const message = error instanceof DuraflowError ? error.message : `${command || 'duraflow'} failed: ${oneLine(error)}`;
+  process.stderr.write(`duraflow: ${terminalText(message)}\n`);
+  return error instanceof CliUsageError || error instanceof InvalidDatabaseUrlError || error instanceof ReplayCheckInputError ? 2 : 1;
+}
+
+/** `duraflow tasks …`: exit 0 done, 1 refused or not found, 2 a wrong command line, 3 the database unreachable. */
+async function runTasksCli(given: CliArguments, env: NodeJS.ProcessEnv, print: (line: string) => void): Promise<number> {
+  try {
+    const parsed = parseTasksArguments(given.rest ?? []);
+    const args = { ...parsed, url: parsed.url ?? given.url, json: parsed.json || given.json };
+    await tasksCommand(args, args.subcommand === 'help' ? '' : databaseUrlOf(args.url, env), print);
+    return 0;
+  } catch (error) {
+    const message = error instanceof DuraflowError ? `${error.code}: ${error.message}` : `tasks failed: ${oneLine(error)}`;
+    process.stderr.write(`duraflow: ${terminalText(message)}\n`);
+    if (error instanceof DatabaseUnreachableError) return 3;
+    return error instanceof DuraflowError && USAGE_CODES.includes(error.code) ? 2 : 1;
+  }
+}
+
+/** The errors of a wrong command line: a flag's value the library refuses is one too. */
+const USAGE_CODES = ['CLI_USAGE', 'INVALID_DATABASE_URL', 'INVALID_LIST_OPTIONS', 'INVALID_CURSOR'];
 
 function limitOf(limit: string | undefined): number | undefined {
   if (limit === undefined) return undefined;

@@ -6,8 +6,11 @@ import { held } from './lifecycle/task-lifecycle';
 import { TASK_COLUMNS, toAgentTask } from './row-mappers';
 
 export interface TaskListFilter {
-  status?: string;
+  /** One status, or any of several. */
+  status?: string | string[];
   workflowName?: string;
+  /** Only tasks of this workflow version. */
+  workflowVersion?: number;
   /** Created at or after this time. */
   createdAfter?: Date;
   /** Created before this time. */
@@ -49,8 +52,12 @@ export class TaskStore {
     const where: string[] = ['deleted_at IS NULL'];
     const values: unknown[] = [];
     if (filter.status) {
-      values.push(filter.status);
-      where.push(`status = $${values.length}`);
+      values.push(Array.isArray(filter.status) ? filter.status : [filter.status]);
+      where.push(`status = ANY($${values.length}::text[])`);
+    }
+    if (filter.workflowVersion !== undefined) {
+      values.push(filter.workflowVersion);
+      where.push(`workflow_version = $${values.length}`);
     }
     where.push(...taskFilterConditions(filter, values));
     if (filter.held !== undefined) where.push(filter.held ? held('agent_tasks') : `NOT ${held('agent_tasks')}`);
