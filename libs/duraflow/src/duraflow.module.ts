@@ -28,6 +28,7 @@ import { ScheduleReader } from './schedules/schedule-reader';
 import { TaskSubmitter } from './services/workflows/task-submitter';
 import { TaskReader } from './services/workflows/task-reader';
 import { TaskControl } from './services/workflows/task-control';
+import { BulkTaskControl } from './services/workflows/bulk-control';
 import { TaskOperations } from './services/workflows/task-operations';
 import { TaskWaiter } from './services/workflows/task-waiter';
 import { TaskNotifications } from './notifications/task-notifications';
@@ -98,6 +99,7 @@ import { ScheduleTicker } from './schedules/schedule-ticker';
     TaskSubmitter,
     TaskReader,
     TaskControl,
+    BulkTaskControl,
     TaskOperations,
     TaskWaiter,
     WorkflowService,

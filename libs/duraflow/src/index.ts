@@ -46,6 +46,7 @@ export { WorkflowService } from './services/workflow.service';
 export { SubmitOptions, SubmitResult } from './services/workflows/task-submitter';
 export { ListSignalsOptions, ListTasksOptions, SignalPage, TaskPage } from './services/workflows/task-reader';
 export { CancelOptions, SignalReceipt } from './services/workflows/task-control';
+export { BulkTaskFilter, BulkOptions, BulkCancelOptions, BulkResult } from './domain/bulk-operations';
 export { ForkOptions, ForkResult } from './services/workflows/task-operations';
 export { WaitForOptions } from './services/workflows/task-waiter';
 export { WorkerService } from './services/worker.service';

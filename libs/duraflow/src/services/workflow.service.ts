@@ -2,10 +2,12 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { AgentTask } from '../domain/entities/agent-task.entity';
 import { StepRun } from '../domain/entities/step-run.entity';
+import { BulkCancelOptions, BulkOptions, BulkResult, BulkTaskFilter } from '../domain/bulk-operations';
 import { ScheduleInfo } from '../domain/schedule-options';
 import { StepSummary, StepSummaryOptions, TaskCountFilter, TaskCounts, TaskProgress } from '../domain/task-summaries';
 import { TaskSignal } from '../persistence/signal.store';
 import { ScheduleReader } from '../schedules/schedule-reader';
+import { BulkTaskControl } from './workflows/bulk-control';
 import { CancelOptions, SignalReceipt, TaskControl } from './workflows/task-control';
 import { ForkOptions, ForkResult, TaskOperations } from './workflows/task-operations';
 import { ListSignalsOptions, ListTasksOptions, SignalPage, TaskPage, TaskReader } from './workflows/task-reader';
@@ -30,6 +32,7 @@ export class WorkflowService {
     private readonly control: TaskControl,
     private readonly waiter: TaskWaiter,
     private readonly schedules: ScheduleReader,
+    private readonly bulk: BulkTaskControl,
     private readonly operations: TaskOperations,
   ) {}
 
@@ -182,6 +185,29 @@ export class WorkflowService {
    */
   fork(id: string, options: ForkOptions): Promise<ForkResult> {
     return this.operations.fork(id, options);
+  }
+
+  /**
+   * Cancels the pending and running tasks `filter` selects (not those already rolling back), each
+   * as `cancel(id, options)` does, their unfinished children too; with `compensate`, in this process,
+   * which must register their workflows. In batches of 500, one short transaction each, each task
+   * changed at most once; a second identical call changes nothing. `limit`: at most that many
+   * changed; `dryRun`: only counts. An empty filter is refused (pass `{ all: true }` to mean every task).
+   *
+   * @throws InvalidBulkFilterError, InvalidBulkOptionsError, UnknownWorkflowError (with compensate): nothing written
+   */
+  cancelMany(filter: BulkTaskFilter, options: BulkCancelOptions = {}): Promise<BulkResult> {
+    return this.bulk.cancelMany(filter, options);
+  }
+
+  /** `retry` for every task `filter` selects (failed, or cancelled and not compensated), in batches as `cancelMany`. */
+  retryMany(filter: BulkTaskFilter, options: BulkOptions = {}): Promise<BulkResult> {
+    return this.bulk.retryMany(filter, options);
+  }
+
+  /** `resume` for every held task `filter` selects, in batches as `cancelMany`. */
+  resumeMany(filter: BulkTaskFilter, options: BulkOptions = {}): Promise<BulkResult> {
+    return this.bulk.resumeMany(filter, options);
   }
 
   /**

@@ -2,6 +2,7 @@ export * from './duraflow.error';
 export * from './definition.errors';
 export * from './submit.errors';
 export * from './task.errors';
+export * from './bulk.errors';
 export * from './step.errors';
 export * from './saga.errors';
 export * from './dependency.errors';

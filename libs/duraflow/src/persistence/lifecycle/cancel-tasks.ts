@@ -125,3 +125,48 @@ export async function cancelDescendants(
   );
   return rows.map((row) => row.id);
 }
+
+/** pg_notify on TASK_FINISHED_CHANNEL of the ids in `rows` (an SQL relation with `id`), 200 to a payload (under its 8,000 bytes). */
+function notifyFinished(rows: string): string {
+  return `(SELECT count(pg_notify('${TASK_FINISHED_CHANNEL}', ids)) FROM (
+            SELECT string_agg(id::text, ',') AS ids FROM (SELECT id, row_number() OVER () - 1 AS n FROM ${rows}) numbered GROUP BY n / 200
+          ) chunks)`;
+}
+
+/** What cancelMany's move did to one batch: the ids cancelled, and the tasks taken over for a `cancelled` rollback with their claims. */
+export interface CancelledBatch {
+  cancelled: string[];
+  takenOver: Array<{ task: AgentTask; claimToken: string }>;
+}
+
+/**
+ * cancelMany's move of a batch whose rows `tx` locked (bulk-batches.ts): the cancel move of each,
+ * or, with `compensate`, the take-over move of each with steps to undo (under a claim of
+ * `workerId`, as `takeOverForCancelRollback` takes one task over). The steps are read in a later
+ * statement than the lock, so a checkpoint committed meanwhile is seen.
+ */
+export async function cancelLockedTasks(tx: SqlExecutor, ids: string[], compensate: boolean, workerId: string): Promise<CancelledBatch> {
+  const taken = compensate
+    ? await tx.query(
+        `WITH taken AS (
+           UPDATE agent_tasks t SET ${MOVE.takeOver('$2')}
+           WHERE t.id = ANY($1::uuid[]) AND EXISTS (SELECT 1 FROM step_runs s WHERE s.task_id = t.id AND ${leftToUndo('s')})
+           RETURNING ${TASK_COLUMNS_OF_T}, t.claim_token
+         )
+         SELECT taken.*, ${notifyFinished('taken')} AS told FROM taken`,
+        [ids, workerId],
+      )
+    : { rows: [] };
+  const takenIds = new Set(taken.rows.map((row) => row.id as string));
+  const { rows } = await tx.query<{ ids: string[] | null }>(
+    `WITH cancelled AS (
+       UPDATE agent_tasks t SET ${MOVE.finish(CANCELLED)} WHERE t.id = ANY($1::uuid[]) AND t.status IN ${CANCELLABLE} RETURNING t.id
+     )
+     SELECT (SELECT array_agg(id) FROM cancelled) AS ids, ${notifyFinished('cancelled')} AS told`,
+    [ids.filter((id) => !takenIds.has(id))],
+  );
+  return {
+    cancelled: rows[0].ids ?? [],
+    takenOver: taken.rows.map((row) => ({ task: toAgentTask(row), claimToken: row.claim_token as string })),
+  };
+}

@@ -38,3 +38,17 @@ export async function resumeHeldTask(db: SqlExecutor, id: string): Promise<Agent
   );
   return rows.length ? toAgentTask(rows[0]) : null;
 }
+
+/** resumeMany's move of a batch whose rows the caller's transaction locked (bulk-batches.ts): the ids resumed; one NOTIFY per workflow. */
+export async function resumeHeldTasks(tx: SqlExecutor, ids: string[]): Promise<string[]> {
+  const { rows } = await tx.query<{ ids: string[] | null }>(
+    `WITH resumed AS (
+       UPDATE agent_tasks t SET ${MOVE.resume} WHERE t.id = ANY($1::uuid[]) AND ${held('t')}
+       RETURNING t.id, t.workflow_name
+     )
+     SELECT (SELECT array_agg(id) FROM resumed) AS ids,
+            (SELECT count(pg_notify('${TASK_SUBMITTED_CHANNEL}', workflow_name)) FROM (SELECT DISTINCT workflow_name FROM resumed) w) AS woke`,
+    [ids],
+  );
+  return rows[0].ids ?? [];
+}

@@ -1,14 +1,24 @@
 import { Injectable } from '@nestjs/common';
+import { BulkSelection } from '../../domain/bulk-operations';
 import { AgentTask, RollbackReason } from '../../domain/entities/agent-task.entity';
 import { TaskStatus } from '../../domain/task-status';
 import { DuraflowDatabase, SqlExecutor } from '../duraflow-database';
-import { CancelledTask, CancelRollbackTakeOver, cancelDescendants, cancelTask, takeOverForCancelRollback } from './cancel-tasks';
+import { BulkBatch, BulkCandidate, BulkMoveKind, bulkSelectionWorkflows, countBulkSelection, moveBulkBatch } from './bulk-batches';
+import {
+  CancelledBatch,
+  CancelledTask,
+  CancelRollbackTakeOver,
+  cancelDescendants,
+  cancelLockedTasks,
+  cancelTask,
+  takeOverForCancelRollback,
+} from './cancel-tasks';
 import { ClaimedTask, claimTasks } from './claim-tasks';
 import { CreatedTask, createTask, createTasks, NewTask, NewTasks } from './create-tasks';
 import { deleteExpiredTasks, ExpiryRule } from './delete-expired-tasks';
 import { ForkOutcome, forkTask, NewFork } from './fork-task';
 import { beginRollback, completeTasks, failTask, finishRollback } from './finish-tasks';
-import { holdTask, resumeHeldTask } from './hold-task';
+import { holdTask, resumeHeldTask, resumeHeldTasks } from './hold-task';
 import type { LeaderFence } from './leader-fence';
 import { ReapedTask, reapStaleTasks } from './reap-stale-tasks';
 import { recoverNodeTasks } from './recover-node-tasks';
@@ -127,6 +137,36 @@ export class TaskTransitions {
   /** cancel or hand over the unfinished tasks of a tree: the ids it moved. */
   cancelDescendants(rootIds: string[], options: { includeRoots: boolean; compensate: boolean }): Promise<string[]> {
     return cancelDescendants(this.db, rootIds, options);
+  }
+
+  /**
+   * cancelMany's batch, in one short transaction: its rows no one else holds locked (SKIP LOCKED)
+   * and each cancelled, or with `compensate` and steps to undo, taken over under a claim of `workerId`.
+   */
+  cancelBatch(selection: BulkSelection, batch: BulkBatch, compensate: boolean, workerId: string) {
+    return moveBulkBatch<CancelledBatch>(this.db, 'cancel', selection, batch, (tx, ids) =>
+      cancelLockedTasks(tx, ids, compensate, workerId),
+    );
+  }
+
+  /** resumeMany's batch, in one short transaction: its held rows no one else holds locked (SKIP LOCKED) and resumed. */
+  resumeBatch(selection: BulkSelection, batch: BulkBatch): Promise<{ candidates: BulkCandidate[]; moved: string[] | null }> {
+    return moveBulkBatch(this.db, 'resume', selection, batch, resumeHeldTasks);
+  }
+
+  /** retryMany's batch, in one short transaction: its retryable rows no one else holds locked (SKIP LOCKED) and retried. */
+  retryBatch(selection: BulkSelection, batch: BulkBatch): Promise<{ candidates: BulkCandidate[]; moved: string[] | null }> {
+    return moveBulkBatch(this.db, 'retry', selection, batch, retryTasks);
+  }
+
+  /** How many tasks a bulk move's selection matches now, at most `limit` (a dry run). */
+  countBulk(kind: BulkMoveKind, selection: BulkSelection, limit: number): Promise<number> {
+    return countBulkSelection(this.db, kind, selection, limit);
+  }
+
+  /** The workflow names of the tasks a bulk move's selection matches now. */
+  bulkWorkflows(kind: BulkMoveKind, selection: BulkSelection): Promise<string[]> {
+    return bulkSelectionWorkflows(this.db, kind, selection);
   }
 
   /** reap: one pass over the stale tasks, fenced on the reaper's leadership when given one. */

@@ -93,17 +93,24 @@ export class TaskControl {
     const { task, previousStatus, claimToken } = await this.transitions.takeOverForCancelRollback(id, this.options.workerId);
     if (!previousStatus) throw new TaskNotFoundError(id);
     if (!task) throw new TaskAlreadyFinishedError(id, previousStatus);
-    if (claimToken) {
-      const lease = this.leases.open(id, claimToken);
-      this.heartbeat.hold(lease);
-      try {
-        await this.observer.observe({ task, claimToken }, lease, () => this.saga.rollback(task, lease, 'cancelled'), true);
-      } finally {
-        this.heartbeat.release(lease);
-      }
-    }
+    if (claimToken) await this.rollBackTakenOver(task, claimToken);
     // The children the rollback did not reach (still running, waited for) are cancelled and undone too.
     await this.transitions.cancelDescendants([id], { includeRoots: false, compensate: true });
     return claimToken ? ((await this.tasks.findTask(id)) ?? task) : task;
+  }
+
+  /**
+   * A task a cancel took over (one, or a batch of cancelMany) rolled back here under that claim,
+   * heartbeated, so a crash leaves a rollback that a worker resumes: its steps undone, newest
+   * first, and the task ended `cancelled`.
+   */
+  async rollBackTakenOver(task: AgentTask, claimToken: string): Promise<void> {
+    const lease = this.leases.open(task.id, claimToken);
+    this.heartbeat.hold(lease);
+    try {
+      await this.observer.observe({ task, claimToken }, lease, () => this.saga.rollback(task, lease, 'cancelled'), true);
+    } finally {
+      this.heartbeat.release(lease);
+    }
   }
 }
