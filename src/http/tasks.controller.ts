@@ -1,6 +1,7 @@
 import { Body, Controller, Get, HttpCode, HttpStatus, Param, Post, Query, Res } from '@nestjs/common';
 import {
   AgentTask,
+  ForkResult,
   SignalNotFoundError,
   SignalReceipt,
   StepRun,
@@ -9,6 +10,7 @@ import {
   TaskSignal,
   WorkflowService,
 } from '@duraflow/nestjs';
+import { ForkTaskDto } from './operate-tasks.dto';
 import { SubmitTaskDto } from './submit-task.dto';
 import { CancelTaskDto, ListSignalsQuery, ListTasksQuery, SignalTaskDto } from './task-queries.dto';
 import { uuidParam } from './uuid-param.pipe';
@@ -62,6 +64,27 @@ export class TasksController {
   @HttpCode(HttpStatus.OK)
   resume(@Param('id', uuidParam('id')) id: string): Promise<AgentTask> {
     return this.workflows.resume(id);
+  }
+
+  /**
+   * A failed task (or a cancelled one whose steps were not compensated) runs again from where it
+   * stopped: 200 with the task; 409 TASK_NOT_RETRYABLE for a task in any other status.
+   */
+  @Post(':id/retry')
+  @HttpCode(HttpStatus.OK)
+  retry(@Param('id', uuidParam('id')) id: string): Promise<AgentTask> {
+    return this.workflows.retry(id);
+  }
+
+  /**
+   * 201 with a new task that copies the steps the task recorded before `fromStep` (never run) and
+   * runs `fromStep` and what follows anew, on `input` and `version` (default: the original's); its
+   * `forkedFrom` names the original and the step, `copiedSteps` counts what was copied. 404
+   * FORK_STEP_UNKNOWN for a step the original never recorded.
+   */
+  @Post(':id/fork')
+  fork(@Param('id', uuidParam('id')) id: string, @Body() body: ForkTaskDto): Promise<ForkResult> {
+    return this.workflows.fork(id, { fromStep: body.fromStep, input: body.input, version: body.version });
   }
 
   /**
