@@ -99,6 +99,10 @@ const ENGINE_EXTRA_COLUMNS: Record<string, ColumnRow[]> = {
     // SafeDeploys: the version a task started on, and the determinism guard's hold.
     ['workflow_version', 'integer', null, 'YES', null],
     ['held_at', 'timestamp with time zone', null, 'YES', null],
+    // RetryAndFork: a task's history (its retries), and the task and step a fork came from.
+    ['history', 'jsonb', null, 'YES', null],
+    ['forked_from', 'uuid', null, 'YES', null],
+    ['forked_from_step', 'character varying', 255, 'YES', null],
   ],
   step_runs: [
     ['completion_seq', 'integer', null, 'YES', null],
@@ -370,6 +374,7 @@ describe('schema (seed 000 "Database Schema")', () => {
         'idx_agent_tasks_created',
         'idx_agent_tasks_flow_pending',
         'idx_agent_tasks_flow_running',
+        'idx_agent_tasks_forked_from',
         'idx_agent_tasks_idempotency',
         'idx_agent_tasks_parent',
         'idx_agent_tasks_status_created',
