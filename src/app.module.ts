@@ -11,6 +11,7 @@ import { EngineDashboardModule } from './dashboard/engine-dashboard.module';
 import { DuraflowGrpcController } from './grpc/duraflow.grpc-controller';
 import { HealthController } from './health/health.controller';
 import { RedisHealthIndicator } from './health/redis.health';
+import { BulkTasksController } from './http/bulk-tasks.controller';
 import { DeadLettersController } from './http/dead-letters.controller';
 import { engineMetricsOptions } from './metrics/engine-metrics';
 import { MetricsController } from './metrics/metrics.controller';
@@ -33,6 +34,7 @@ export class AppModule {
       ? {
           controllers: [
             TasksController,
+            BulkTasksController,
             DeadLettersController,
             LimitsController,
             HealthController,

@@ -1,9 +1,19 @@
 import { Controller, UseFilters } from '@nestjs/common';
 import { GrpcMethod } from '@nestjs/microservices';
 import { Metadata, ServerUnaryCall } from '@grpc/grpc-js';
-import { SagaService, TaskNotFoundError, WorkerService, WorkflowService } from '@duraflow/nestjs';
+import { BulkResult, SagaService, TaskNotFoundError, WorkerService, WorkflowService } from '@duraflow/nestjs';
 import { GrpcExceptionFilter } from './grpc-exception.filter';
-import { fromProtoStatus, parseJsonField, requireUuid, toProtoDeadLetter, toProtoSignal, toProtoStep, toProtoTask } from './grpc-messages';
+import {
+  fromProtoFilter,
+  fromProtoStatus,
+  parseJsonField,
+  ProtoTaskFilter,
+  requireUuid,
+  toProtoDeadLetter,
+  toProtoSignal,
+  toProtoStep,
+  toProtoTask,
+} from './grpc-messages';
 
 interface SubmitTaskRequest {
   workflow_name: string;
@@ -18,6 +28,17 @@ interface SubmitTaskRequest {
 interface ListRequest {
   limit: number;
   cursor: string;
+}
+
+interface BulkTasksRequest {
+  filter: ProtoTaskFilter | null;
+  limit: number;
+  dry_run: boolean;
+}
+
+/** A bulk RPC's limit (0: none) and dry run. */
+function bulkOptions(request: BulkTasksRequest): { limit?: number; dryRun: boolean } {
+  return { limit: request.limit || undefined, dryRun: request.dry_run };
 }
 
 /** `duraflow.v1.Duraflow` (src/grpc/duraflow.proto) over WorkflowService and SagaService. */
@@ -133,6 +154,36 @@ export class DuraflowGrpcController {
       task: result.task ? toProtoTask(result.task) : null,
       dead_letter: result.deadLetter ? toProtoDeadLetter(result.deadLetter) : null,
     };
+  }
+
+  @GrpcMethod('Duraflow', 'RetryTask')
+  async retryTask(request: { id: string }) {
+    return toProtoTask(await this.workflows.retry(requireUuid('id', request.id)));
+  }
+
+  @GrpcMethod('Duraflow', 'ForkTask')
+  async forkTask(request: { id: string; from_step: string; input: string; version?: number }) {
+    const forked = await this.workflows.fork(requireUuid('id', request.id), {
+      fromStep: request.from_step,
+      input: parseJsonField('input', request.input),
+      version: request.version ?? undefined,
+    });
+    return toProtoTask(forked);
+  }
+
+  @GrpcMethod('Duraflow', 'CancelTasks')
+  cancelTasks(request: BulkTasksRequest & { compensate: boolean }): Promise<BulkResult> {
+    return this.workflows.cancelMany(fromProtoFilter(request.filter), { ...bulkOptions(request), compensate: request.compensate });
+  }
+
+  @GrpcMethod('Duraflow', 'RetryTasks')
+  retryTasks(request: BulkTasksRequest): Promise<BulkResult> {
+    return this.workflows.retryMany(fromProtoFilter(request.filter), bulkOptions(request));
+  }
+
+  @GrpcMethod('Duraflow', 'ResumeTasks')
+  resumeTasks(request: BulkTasksRequest): Promise<BulkResult> {
+    return this.workflows.resumeMany(fromProtoFilter(request.filter), bulkOptions(request));
   }
 
   @GrpcMethod('Duraflow', 'DiscardDeadLetter')

@@ -1,4 +1,4 @@
-import { AgentTask, DeadLetter, StepRun, TaskSignal, TaskStatus, UUID_PATTERN } from '@duraflow/nestjs';
+import { AgentTask, BulkTaskFilter, DeadLetter, StepRun, TaskSignal, TaskStatus, UUID_PATTERN } from '@duraflow/nestjs';
 import { InvalidJsonError, InvalidRequestError } from '../api/request.errors';
 
 /** TaskStatus as the proto spells it: `rolled_back` <-> `TASK_STATUS_ROLLED_BACK`. */
@@ -65,6 +65,10 @@ export function toProtoTask(task: AgentTask) {
     held_at: time(task.heldAt),
     parent_task_id: task.parentTaskId ?? '',
     parent_step_key: task.parentStepKey ?? '',
+    forked_from_task_id: task.forkedFrom?.taskId ?? task.forkedFromTaskId ?? '',
+    forked_from_step: task.forkedFrom?.fromStep ?? task.forkedFromStep ?? '',
+    history: JSON.stringify(task.history ?? []),
+    copied_steps: (task as { copiedSteps?: number }).copiedSteps ?? 0,
   };
 }
 
@@ -108,5 +112,28 @@ export function toProtoDeadLetter(deadLetter: DeadLetter) {
     error: json(deadLetter.error),
     retry_count: deadLetter.retryCount ?? 0,
     created_at: time(deadLetter.createdAt),
+  };
+}
+
+/** TaskFilter of the bulk RPCs, as the proto carries it ("" and unset mean no bound). */
+export interface ProtoTaskFilter {
+  workflow_name?: string;
+  status?: string[];
+  version?: number;
+  created_before?: string;
+  created_after?: string;
+  all?: boolean;
+}
+
+/** The library's bulk filter from the proto's: each status checked as ListTasks checks its one. */
+export function fromProtoFilter(filter: ProtoTaskFilter | null | undefined): BulkTaskFilter {
+  const statuses = (filter?.status ?? []).map((status) => fromProtoStatus(status)).filter((status) => status !== undefined);
+  return {
+    workflow: filter?.workflow_name || undefined,
+    status: statuses.length ? statuses : undefined,
+    version: filter?.version ?? undefined,
+    createdBefore: filter?.created_before || undefined,
+    createdAfter: filter?.created_after || undefined,
+    all: filter?.all || undefined,
   };
 }
