@@ -229,6 +229,41 @@ it('finds a task the determinism guard holds from the list, and resumes it once 
   await page.close();
 });
 
+it('forks a completed task from a step row, and bulk-cancels the tasks a filtered list shows after counting them', async () => {
+  const original = await finished('many-steps', { steps: 3 });
+  const { page, errors } = await openTab();
+  await page.goto(`${app.url}${MOUNT}/tasks/${original.id}`);
+  await tabTo(page, `a[href="${MOUNT}/tasks/${original.id}/fork?step=step-002"]`);
+  expect(await pressEnter(page)).toBe(200);
+  expect(await text(page, 'h1')).toBe('Fork this task from step “step-002”?');
+  await screenshot(page, 'confirm-fork');
+  await tabTo(page, 'form button[type="submit"]');
+  expect(await pressEnter(page)).toBe(200);
+  const forkId = /\/tasks\/([0-9a-f-]{36})\?notice=forked$/.exec(page.url())![1];
+  expect(forkId).not.toBe(original.id);
+  expect(await page.$eval('[data-forked-from]', (link: any) => link.getAttribute('data-forked-from'))).toBe(original.id);
+  await page.waitForFunction(() => document.querySelector('h1 .badge')?.textContent === 'completed', { timeout: 20_000 });
+
+  const later = new Date(Date.now() + 3_600_000);
+  const waiting = [
+    await workflows.submit('odd-key', {}, { scheduledAt: later }),
+    await workflows.submit('odd-key', {}, { scheduledAt: later }),
+  ];
+  await page.goto(`${app.url}${MOUNT}?workflow=odd-key&status=pending`);
+  await tabTo(page, 'a[href^="' + MOUNT + '/bulk/cancel?"]');
+  expect(await pressEnter(page)).toBe(200);
+  expect(await text(page, 'h1')).toBe('Cancel the tasks that match?');
+  expect(await text(page, '[data-matched]')).toBe('2');
+  await screenshot(page, 'confirm-bulk-cancel');
+  for (const task of waiting) expect((await workflows.get(task.id))!.status).toBe(TaskStatus.PENDING);
+  await tabTo(page, 'form button[type="submit"]');
+  expect(await pressEnter(page)).toBe(200);
+  expect(await text(page, '[data-changed]')).toBe('2');
+  for (const task of waiting) expect((await workflows.get(task.id))!.status).toBe(TaskStatus.CANCELLED);
+  expect(errors).toEqual([]);
+  await page.close();
+});
+
 describe('another site', () => {
   let open: TestHttpApp;
   let attacker: Server;

@@ -4,6 +4,8 @@ export type LinkQuery = Record<string, string | number | boolean | null | undefi
 /** A stored JSON value of a task or a step. */
 export type StepValueKind = 'input' | 'output' | 'error';
 export type DeadLetterAction = 'retry' | 'discard';
+/** What the task list's bulk actions do to the tasks its filters match. */
+export type BulkAction = 'cancel' | 'retry' | 'resume';
 
 /**
  * Every URL of the dashboard, from the path it is mounted at as this request reached it (so a
@@ -52,6 +54,21 @@ export class DashboardLinks {
   /** The confirmation of a held task's resume (GET), and where it posts (POST). */
   resume(id: string): string {
     return this.to(`tasks/${seg(id)}/resume`);
+  }
+
+  /** The confirmation of a task's retry (GET), and where it posts (POST). */
+  retry(id: string): string {
+    return this.to(`tasks/${seg(id)}/retry`);
+  }
+
+  /** The confirmation of a fork of the task from step `fromStep` (GET), and where it posts (POST). */
+  fork(id: string, fromStep: string): string {
+    return this.to(`tasks/${seg(id)}/fork`, { step: fromStep });
+  }
+
+  /** The confirmation of a bulk action on the tasks a list's filters match (GET, with its dry run), and where it posts. */
+  bulk(action: BulkAction, query: LinkQuery = {}): string {
+    return this.to(`bulk/${action}`, query);
   }
 
   deadLetter(taskId: string, deadLetterId: string, action: DeadLetterAction): string {

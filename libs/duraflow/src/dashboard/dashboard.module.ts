@@ -1,5 +1,6 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { mountDashboardController } from './dashboard.controller';
+import { mountDashboardOperateController } from './dashboard-operate.controller';
 import { DASHBOARD_OPTIONS, DuraflowDashboardOptions, resolveDashboardOptions } from './dashboard.options';
 import { DashboardReader } from './dashboard-reader';
 import { DashboardReplies } from './dashboard-replies';
@@ -13,7 +14,8 @@ import { UnguardedDashboardWarning } from './unguarded-dashboard.warning';
 /**
  * The operator's web UI, served by the host app: tasks with filters and counts, a task's step
  * timeline with live updates, and confirmed actions (cancel, cancel with compensation, retry or
- * discard a dead letter) through WorkflowService and SagaService. Import it next to
+ * discard a dead letter, retry a task, fork it from a step, cancel, retry or resume every task a
+ * list's filters match) through WorkflowService and SagaService. Import it next to
  * DuraflowModule (whose services it uses); everything it serves is rendered on the server from
  * this package, nothing is fetched from elsewhere.
  */
@@ -28,7 +30,7 @@ export class DuraflowDashboardModule {
     return {
       module: DuraflowDashboardModule,
       imports: resolved.imports,
-      controllers: [mountDashboardController(resolved)],
+      controllers: [mountDashboardController(resolved), mountDashboardOperateController(resolved)],
       providers: [
         { provide: DASHBOARD_OPTIONS, useValue: resolved },
         DashboardReader,

@@ -10,7 +10,7 @@ import { layout, statusBadge, ViewContext } from './layout';
  * The confirmation step of every action: a page that says what will happen, and a form that
  * POSTs it. Nothing changes until its button is pressed.
  */
-function confirmPage(
+export function confirmPage(
   context: ViewContext,
   page: { title: string; what: Html; action: string; button: string; back: string; backLabel: string },
 ): Html {

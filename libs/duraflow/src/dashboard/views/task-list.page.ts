@@ -1,6 +1,7 @@
 import { AgentTask } from '../../domain/entities/agent-task.entity';
 import { TaskStatus } from '../../domain/task-status';
 import { TaskCounts } from '../../domain/task-summaries';
+import { BulkAction } from '../dashboard-links';
 import { filterQuery, TaskFilters } from '../task-filters';
 import { durationBetween, formatDuration, timeElement, timeOfDayElement, toDateTimeLocal } from './format';
 import { html, Html } from './html';
@@ -55,6 +56,7 @@ export function taskListPage(context: ViewContext, data: TaskListData): Html {
 </p>
 ${data.problems.map((problem) => html`<p class="notice error" role="alert">${problem}</p>`)}
 ${data.counts && countsList(context, filters, data.counts, data.heldCount ?? 0)}
+${bulkActions(context, filters)}
 ${taskTable(context, data.tasks)}
 <nav class="pager" aria-label="Pages">
   ${filters.cursor && html`<a href="${links.home(filterQuery(filters, ['cursor']))}">← Newest</a>`}
@@ -76,6 +78,20 @@ function countsList(context: ViewContext, filters: TaskFilters, counts: TaskCoun
   )}
   <li><a href="${links.home({ ...base, held: 'true' })}" title="Pending tasks the determinism guard holds: resume or cancel them" aria-current="${filters.held === true}" data-status="held">${statusBadge('held')} <strong>${held}</strong></a></li>
 </ul>`;
+}
+
+/**
+ * Actions on every task the filters match (each through a confirmation page that counts them
+ * first), offered once a filter narrows the list; `held` narrows it to what resume changes.
+ */
+function bulkActions(context: ViewContext, filters: TaskFilters): Html {
+  if (!filters.status && !filters.workflow && !filters.from && !filters.to && !filters.held) return html``;
+  const { links } = context;
+  const query = filterQuery(filters, ['cursor']);
+  const actions: BulkAction[] = filters.held ? ['resume'] : ['cancel', 'retry', 'resume'];
+  return html`<p class="actions bulk" aria-label="Act on every task these filters match">Every task matching these filters:
+  ${actions.map((action) => html`<a class="button secondary" href="${links.bulk(action, query)}">${action[0].toUpperCase()}${action.slice(1)} all…</a>`)}
+</p>`;
 }
 
 function taskTable(context: ViewContext, tasks: AgentTask[]): Html {

@@ -1,12 +1,13 @@
 import { AgentTask } from '../../domain/entities/agent-task.entity';
 import { DeadLetter } from '../../domain/entities/dead-letter.entity';
-import { isTerminalStatus } from '../../domain/task-status';
+import { isTerminalStatus, TaskStatus } from '../../domain/task-status';
 import { StepSummary } from '../../domain/task-summaries';
 import { TaskSignal } from '../../persistence/signal.store';
 import { durationBetween, formatDuration, timeElement } from './format';
 import { html, Html, HtmlValue } from './html';
 import { isHeld } from '../../domain/task-status';
 import { layout, statusBadge, ViewContext } from './layout';
+import { forkFact, historySection } from './task-history';
 import { timelineEntries, timelineTable } from './timeline';
 import { errorBlock, previewOf, valueBlock } from './values';
 
@@ -37,6 +38,8 @@ export const TASK_NOTICES = {
   signalled: 'The signal was sent: the task takes it at its next wait for that name.',
   resumed:
     'The hold was cleared: a worker runs the task again on the code deployed now. If it still takes another path than the one it recorded, it is held again.',
+  'task-retried': 'The task runs again from where it stopped: its completed steps are kept, its last error is in its history.',
+  forked: 'This task was forked: the steps before its first step to run anew were copied from the original, and it runs from there.',
 } as const;
 
 export type TaskNotice = keyof typeof TASK_NOTICES;
@@ -76,8 +79,9 @@ ${
   <a class="button secondary" href="${links.signal(task.id)}">Send a signal…</a>
 </div>`
 }
+${isRetryable(task) && html`<div class="actions"><a class="button" href="${links.retry(task.id)}">Retry…</a></div>`}
 <section class="panel" aria-label="Task facts">
-  <dl class="facts">${[...taskFacts(task, steps, deadLetters, context.now), ...waitFacts(context, task, steps)].map(([label, value]) => html`<div><dt>${label}</dt><dd>${value}</dd></div>`)}</dl>
+  <dl class="facts">${[...taskFacts(task, steps, deadLetters, context.now), ...forkFact(context, task), ...waitFacts(context, task, steps)].map(([label, value]) => html`<div><dt>${label}</dt><dd>${value}</dd></div>`)}</dl>
   ${task.error && html`<h2>Error</h2>${errorBlock(task.error as unknown as Record<string, unknown>, 'task-stack', links.taskValue(task.id, 'error'), options.previewChars)}`}
 </section>
 <h2>Input and output</h2>
@@ -87,10 +91,16 @@ ${
 </div>
 <h2>Steps (${steps.length})</h2>
 ${timelineTable(task, entries, context)}
+${historySection(context, task)}
 ${childrenSection(context, children)}
 ${signalsSection(context, details)}
 ${compensationsSection(steps, deadLetters)}
 ${deadLettersSection(context, task, steps, deadLetters)}`;
+}
+
+/** Retry's statuses: failed, and cancelled (a cancel that compensated ends rolled_back); the library has the last word. */
+function isRetryable(task: AgentTask): boolean {
+  return task.status === TaskStatus.FAILED || task.status === TaskStatus.CANCELLED;
 }
 
 /** Its parent, and what it waits for now (a sleep, a signal, a child), when it does. */

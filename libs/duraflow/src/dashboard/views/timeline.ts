@@ -45,7 +45,7 @@ export function timelineTable(task: AgentTask, entries: TimelineEntry[], context
   <thead><tr>
     <th scope="col" class="num">#</th><th scope="col">Step</th><th scope="col">Status</th><th scope="col">Started</th>
     <th scope="col">Ended</th><th scope="col" class="num">Duration</th><th scope="col" class="num">Attempts</th>
-    <th scope="col">Span</th><th scope="col">Output or error</th><th scope="col">Undone</th>
+    <th scope="col">Span</th><th scope="col">Output or error</th><th scope="col">Undone</th><th scope="col">Fork</th>
   </tr></thead>
   <tbody>
   ${entries.map((entry, index) => TIMELINE_ROWS[entry.kind](entry, index, task, span, context))}
@@ -74,6 +74,7 @@ function stepRow(entry: TimelineEntry, index: number, task: AgentTask, span: Spa
     ${errorBlock(step.error, `step-${step.id}-stack`, links.stepValue(task.id, step.stepKey, 'error'), Math.min(options.previewChars, 300))}
   </div></td>
   <td>${compensationCell(step, entry.deadLetter, day)}</td>
+  <td><a class="button secondary" href="${links.fork(task.id, step.stepKey)}" title="A new task that keeps the steps before this one and runs this one and the rest anew">Fork from here…</a></td>
 </tr>`;
 }
 
