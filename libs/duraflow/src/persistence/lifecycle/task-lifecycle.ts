@@ -26,12 +26,12 @@ import { countLiteral, varcharArrayLiteral } from '../literals';
  *   suspend         running -> pending until its wake-up           settle-wait.ts, start-child.ts (runChild)
  *   wake            pending (waiting) -> pending, runnable now     send-signal.ts (a child's end: the trigger of migration 200)
  *   hold            running -> pending, held                       hold-task.ts
- *   resume          pending, held -> pending                       hold-task.ts
+ *   resume          pending, held -> pending                       hold-task.ts: resume, resumeMany (in batches: bulk-batches.ts)
  *   complete        running -> completed                           finish-tasks.ts
  *   fail            running -> failed                              finish-tasks.ts
  *   begin rollback  running -> running, rollback_reason set        finish-tasks.ts
  *   end rollback    running (rolling back) -> rolled_back | partial_rollback | failed | cancelled   finish-tasks.ts
- *   cancel          pending | running -> cancelled                 cancel-tasks.ts
+ *   cancel          pending | running -> cancelled                 cancel-tasks.ts: cancel, cancelMany (in batches: bulk-batches.ts)
  *   hand over       pending | running -> pending, rollback_reason 'cancelled'   cancel-tasks.ts (a child cancelled with compensation)
  *   take over       pending | running -> running under a new claim, rollback_reason 'cancelled'   cancel-tasks.ts
  *   reap            running, stale -> pending (a retry counted) | pending to roll back | ended      reap-stale-tasks.ts
