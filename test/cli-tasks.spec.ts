@@ -14,12 +14,15 @@ const MISSING_ID = '00000000-0000-4000-8000-00000000dead';
 
 /** How often the first step of `flaky` ran: a retry must not run it again. */
 let flakyFirstRuns = 0;
+/** Until this is true, `flaky`'s second step fails (the provider is down). */
+let flakyFixed = false;
 
 const ok = workflow('ok', async (ctx) => ctx.step.run('only', () => 'done'));
 const flaky = workflow('flaky', async (ctx) => {
   await ctx.step.run('first', () => ++flakyFirstRuns);
-  return ctx.step.run('second', (): string => {
-    throw new Error(`provider down ${TERMINAL_ATTACK}`);
+  return ctx.step.run('second', () => {
+    if (!flakyFixed) throw new Error(`provider down ${TERMINAL_ATTACK}`);
+    return 'fixed';
   });
 });
 const waiter = workflow('waiter', async (ctx) => {
@@ -235,6 +238,40 @@ describe('duraflow tasks', () => {
         expectFailure(await cli('cancel', task.id), 1, /TASK_ALREADY_FINISHED: .*"cancelled"/);
       },
       CLI_TIMEOUT_MS * 4,
+    );
+  });
+
+  describe('retry and fork', () => {
+    it(
+      'retries a failed task: the running worker runs it on from its failed step, its completed step not again',
+      async () => {
+        expect(flakyFirstRuns).toBe(1);
+        flakyFixed = true;
+        const run = await cli('retry', failed.id, '--json');
+        expect(run).toMatchObject({ code: 0, stderr: '' });
+        expect(JSON.parse(run.stdout).task).toMatchObject({ id: failed.id, status: 'pending', error: null });
+        expect(await workflows.waitFor(failed.id, { timeoutMs: 30_000 })).toMatchObject({ status: 'completed', output: 'fixed' });
+        expect(flakyFirstRuns).toBe(1);
+
+        expectFailure(await cli('retry', failed.id), 1, /TASK_NOT_RETRYABLE: Task "[0-9a-f-]+" is "completed" and cannot be retried/);
+        expectFailure(await cli('retry', MISSING_ID), 1, /TASK_NOT_FOUND/);
+      },
+      CLI_TIMEOUT_MS * 3,
+    );
+
+    it(
+      'refuses a fork with how to run it, writing nothing',
+      async () => {
+        const before = await db.client.query('SELECT count(*)::int AS tasks FROM agent_tasks');
+        const refused = await cli('fork', completed.id, '--from-step', 'only');
+        expectFailure(refused, 1, /NEEDS_APPLICATION: .*nothing was written/);
+        expect(refused.stderr).toContain(`workflows.fork('${completed.id}', { fromStep: "only" })`);
+        expect(refused.stderr).toContain(`POST /tasks/${completed.id}/fork`);
+        expect((await db.client.query('SELECT count(*)::int AS tasks FROM agent_tasks')).rows).toEqual(before.rows);
+        expectFailure(await cli('fork', completed.id), 2, /tasks fork needs --from-step <key>/);
+        expectFailure(await cli('fork', MISSING_ID, '--from-step', 'only'), 1, /TASK_NOT_FOUND/);
+      },
+      CLI_TIMEOUT_MS * 3,
     );
   });
 

@@ -14,7 +14,7 @@ Commands:
   export-runs --out <file.json>
             Write the database's recorded runs to a new file readable by its owner only (0600), for
             replay-check --from in a CI without the database; never through a symbolic link
-  tasks list|show|cancel|resume|signal
+  tasks list|show|cancel|resume|signal|retry|fork
             List, inspect and act on tasks (duraflow tasks --help), --json for scripts
 
 Options:

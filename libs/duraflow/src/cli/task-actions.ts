@@ -1,12 +1,18 @@
 import { UUID_PATTERN } from '../domain/duraflow.constants';
 import { AgentTask } from '../domain/entities/agent-task.entity';
-import { SignalLimitExceededError, TaskAlreadyFinishedError, TaskNotFoundError, TaskNotHeldError } from '../domain/errors';
+import {
+  SignalLimitExceededError,
+  TaskAlreadyFinishedError,
+  TaskNotFoundError,
+  TaskNotHeldError,
+  TaskNotRetryableError,
+} from '../domain/errors';
 import { isTerminalStatus } from '../domain/task-status';
 import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
 import { TaskStore } from '../persistence/task.store';
 import { checkSignal } from '../validation/signal';
 import { CliDatabase } from './cli-database';
-import { NeedsApplicationError } from './cli.errors';
+import { CliUsageError, NeedsApplicationError } from './cli.errors';
 import { terminalText as shown } from './terminal-text';
 import { jsonOf, operandsOf, TasksArguments } from './tasks-arguments';
 
@@ -64,6 +70,21 @@ export async function runTaskAction(args: TasksArguments, { db, options }: CliDa
         ],
       };
     }
+    case 'retry': {
+      const id = taskIdOf(operandsOf(args, ['id'])[0]);
+      // As TaskOperations.retry: one conditional move (its NOTIFY wakes the workers), then what it found.
+      const changed = await transitions.retry([id]);
+      const task = await tasks.findTask(id);
+      if (!task) throw new TaskNotFoundError(id);
+      if (!changed.length) throw new TaskNotRetryableError(id, task.status);
+      return { report: { task }, lines: [`Retried ${shown(id)} (${shown(task.workflowName)}): it runs again from where it stopped`] };
+    }
+    case 'fork': {
+      const id = taskIdOf(operandsOf(args, ['id'])[0]);
+      if (!args.fromStep) throw new CliUsageError('tasks fork needs --from-step <key>. Run duraflow tasks --help.');
+      if (!(await tasks.findTask(id))) throw new TaskNotFoundError(id);
+      throw forkNeedsApplication(id, args.fromStep);
+    }
     default:
       throw new Error(`tasks ${args.subcommand} is not an action`);
   }
@@ -83,5 +104,18 @@ function compensationNeedsApplication(id: string): NeedsApplicationError {
     `tasks cancel --compensate runs the workflow's compensations, which only the app has: nothing was changed. ` +
       `Cancel it with compensation from the app (workflows.cancel('${id}', { compensate: true })), the engine ` +
       `(POST /tasks/${id}/cancel?compensate=true) or the dashboard's Cancel and compensate; or cancel it without --compensate.`,
+  );
+}
+
+/**
+ * A fork is a new run: TaskFactory makes it from the workflow's registration (the versions this
+ * code has, the input's DTO, the flow-control key, the workflow's retries), which only the app has.
+ */
+function forkNeedsApplication(id: string, fromStep: string): NeedsApplicationError {
+  const step = JSON.stringify(fromStep);
+  return new NeedsApplicationError(
+    `tasks fork makes a new run, which needs the workflow's code (its versions, input checks and flow-control key): nothing was ` +
+      `written. Fork it from the app (workflows.fork('${id}', { fromStep: ${step} })), the engine (POST /tasks/${id}/fork ` +
+      `with {"fromStep": ${step}}) or the dashboard's "Fork from here" on the step's row.`,
   );
 }

@@ -11,6 +11,10 @@ Subcommands:
                               undoing nothing; --compensate needs the app (the message says how)
   resume <id>                 Run a task the determinism guard holds again, on the code deployed now
   signal <id> <name>          Send signal <name> to the task, with --payload <json>
+  retry <id>                  Run a failed task (or a cancelled one not compensated) again from
+                              where it stopped: its completed steps are kept, a worker takes it at once
+  fork <id> --from-step <key> Refused here: a fork is made by the workflow's code (its version,
+                              input checks, flow-control key); the message says how to run it
 
 Options:
   --url <postgres-url>        The database (default: DATABASE_URL)
@@ -26,11 +30,12 @@ Options:
   --after <cursor>            list: the page after the one whose nextCursor this is
   --payload <json>            signal: the payload, as JSON text
   --compensate                cancel: also undo the completed steps (refused here: needs the app)
+  --from-step <key>           fork: the step to run anew from (named in the message)
 
 Exit codes: 0 done; 1 refused or not found (the error's code is printed); 2 wrong command line;
 3 the database cannot be reached`;
 
-export const TASK_SUBCOMMANDS = ['list', 'show', 'cancel', 'resume', 'signal'] as const;
+export const TASK_SUBCOMMANDS = ['list', 'show', 'cancel', 'resume', 'signal', 'retry', 'fork'] as const;
 
 export type TaskSubcommand = (typeof TASK_SUBCOMMANDS)[number];
 
@@ -50,6 +55,7 @@ export interface TasksArguments {
   after?: string;
   payload?: string;
   compensate?: boolean;
+  fromStep?: string;
 }
 
 const VALUE_OPTIONS = {
@@ -61,6 +67,7 @@ const VALUE_OPTIONS = {
   '--limit': 'limit',
   '--after': 'after',
   '--payload': 'payload',
+  '--from-step': 'fromStep',
 } as const;
 
 const FLAGS = { '--json': 'json', '--held': 'held', '--compensate': 'compensate' } as const;

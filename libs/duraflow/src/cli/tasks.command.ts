@@ -41,6 +41,8 @@ const FLAGS_OF: Record<string, Array<keyof TasksArguments>> = {
   cancel: ['compensate'],
   resume: [],
   signal: ['payload'],
+  retry: [],
+  fork: ['fromStep'],
 };
 
 const FLAG_NAMES: Partial<Record<keyof TasksArguments, string>> = {
@@ -54,6 +56,7 @@ const FLAG_NAMES: Partial<Record<keyof TasksArguments, string>> = {
   after: '--after',
   payload: '--payload',
   compensate: '--compensate',
+  fromStep: '--from-step',
 };
 
 function checkFlags(args: TasksArguments): void {
