@@ -29,7 +29,7 @@ import { DURAFLOW_MIGRATION_NAMES } from './support/migration-names';
 
 const REPO_ROOT = path.join(__dirname, '..');
 const LIBRARY_DIR = path.join(REPO_ROOT, 'libs', 'duraflow');
-const STEP_TIMEOUT_MS = 300_000;
+const STEP_TIMEOUT_MS = 600_000;
 
 /** The lowest release of every peer this package declares (and TypeScript 5.0), without the optional ioredis. */
 const LOWEST: HostAppFlavour = {

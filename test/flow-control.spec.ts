@@ -106,8 +106,10 @@ describe('Flow control across worker processes', () => {
     'never runs more than `concurrency` tasks of the workflow across three busy worker processes, and reaches it',
     withWorkerOutputOnFailure(async () => {
       await setUp({ concurrency: 3 });
-      await submitAll(Array.from({ length: 60 }, () => ({ ms: 40 })));
+      // All three ready before the tasks arrive: on a loaded machine the first two once drained the
+      // sixty before the third had booted.
       await startWorkers(['A', 'B', 'C']);
+      await submitAll(Array.from({ length: 60 }, () => ({ ms: 40 })));
       await allCompleted(60);
 
       expect(await highestConcurrency()).toBe(3);
