@@ -199,6 +199,17 @@ export class FailoverPair {
     await this.primaryServer.kill();
   }
 
+  /** A fast shutdown of the primary (a planned switchover): its sessions end with 57P01, the standby receives all its WAL. */
+  async stopPrimary(): Promise<void> {
+    await this.primaryServer.stop();
+  }
+
+  /** How many sessions through the address are open to the primary or the standby now. */
+  sessionsTo(role: Role): number {
+    const server = role === 'primary' ? this.primaryServer : this.standbyServer;
+    return server ? (this.address.openSessions().get(server.port) ?? 0) : 0;
+  }
+
   /** `pg_ctl promote` on the standby, which becomes the primary (the killed one is forgotten). */
   async promoteStandby(): Promise<void> {
     const standby = this.standbyServer;
