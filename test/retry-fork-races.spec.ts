@@ -11,7 +11,7 @@ import { withWorkerOutputOnFailure, WorkerProcess } from './support/worker-proce
  * (outside the engine's tables), tagged with the worker that ran it, so "never re-run" is counted.
  */
 
-const bed = useChaosBed(['chaos-retry']);
+const bed = useChaosBed(['chaos-retry']); // 'chaos-retry' and 'chaos-retry-keyed'
 const WAIT = { timeoutMs: 60_000 };
 
 function ranSteps(effects: ChaosEffectRow[], key: string, workers?: WorkerProcess[]): ChaosEffectRow[] {
@@ -190,6 +190,23 @@ describe('retry and fork racing worker processes', () => {
       expect(keys(await bed.effects(original.id))).toEqual(['s1', 's2', 's3', 's4'].map((key) => `${key}@${first.workerId}`));
       expect(keys(await bed.effects(fork.id))).toEqual(['s2', 's3', 's4'].map((key) => `${key}@${second.workerId}`));
       expect((await bed.steps(fork.id)).map((step) => step.stepKey)).toEqual(['s1', 's2', 's3', 's4']);
+    }),
+    120_000,
+  );
+
+  it(
+    'fork of a workflow under a per-key concurrency limit: the keyed claim reads its copied steps, which never run',
+    withWorkerOutputOnFailure(async () => {
+      const worker = bed.startWorker({ label: 'W' });
+      await worker.ready;
+      const original = await bed.workflows.submit('chaos-retry-keyed', { steps: 3, stepMs: 0 });
+      expect((await bed.workflows.waitFor(original.id, WAIT)).status).toBe(TaskStatus.COMPLETED);
+
+      const fork = await bed.workflows.fork(original.id, { fromStep: 's3' });
+      expect(fork.copiedSteps).toBe(2);
+      expect(await bed.workflows.waitFor(fork.id, WAIT)).toMatchObject({ status: TaskStatus.COMPLETED, output: { steps: 3 } });
+      expect((await bed.effects(fork.id)).map((effect) => effect.step_key)).toEqual(['s3']);
+      expect((await bed.effects(original.id)).map((effect) => effect.step_key)).toEqual(['s1', 's2', 's3']);
     }),
     120_000,
   );

@@ -53,7 +53,7 @@ export function keyedPick(pick: KeyedPick): string {
     picked AS (
       SELECT p.id, p.fresh FROM walk w
       CROSS JOIN LATERAL (
-        SELECT a.id, a.started_at IS NULL AS fresh FROM agent_tasks a
+        SELECT a.id, (a.started_at IS NULL AND a.forked_from IS NULL) AS fresh FROM agent_tasks a
         WHERE a.workflow_name = ${workflow} AND a.concurrency_key = w.k AND ${claimable('a')}
         ORDER BY ${runnableOrder('a')}
         LIMIT w.take
