@@ -36,6 +36,8 @@ export interface RoundResult {
   deadLetters: number;
   /** Tasks left unfinished when the round gave up waiting. */
   stuck: number;
+  /** Each lost checkpoint: its task's kind and final status, whether its body ran again, whether its row is there. */
+  lost: string[];
 }
 
 const KINDS: FailoverBenchKind[] = ['steps', 'saga', 'sleep', 'signal'];
@@ -213,6 +215,12 @@ async function count(
     stepsRunTwice: runs.filter((run) => run.ats.length > 1).length,
     checkpointsAcked: checkpoints.size,
     checkpointsLost: [...checkpoints].filter(([key, at]) => ranAfter(key, at) || !done.has(key)).length,
+    lost: [...checkpoints]
+      .filter(([key, at]) => ranAfter(key, at) || !done.has(key))
+      .map(([key, at]) => {
+        const task = tasks.find((one) => key.startsWith(`${one.id}/`));
+        return `${key.split('/')[1]} of a ${acked.get(task?.id ?? '') ?? '?'} task now ${task?.status ?? 'gone'}: ${ranAfter(key, at) ? 'ran again' : 'not run again'}, row ${done.has(key) ? 'there' : 'missing'}`;
+      }),
     completionsLost: probes.flatMap((probe) => probe.completions).filter(([id, at]) => lastRun(id) > at).length,
     deadLetters,
     stuck: tasks.filter((task) => ['pending', 'running'].includes(task.status)).length,
