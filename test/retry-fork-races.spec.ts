@@ -158,6 +158,34 @@ describe('retry and fork racing worker processes', () => {
   );
 
   it(
+    'retry right after a cancel of a task running mid-step on a worker process: the retried run re-runs no completed step',
+    withWorkerOutputOnFailure(async () => {
+      const workers = [bed.startWorker({ label: 'A' }), bed.startWorker({ label: 'B' })];
+      await Promise.all(workers.map((worker) => worker.ready));
+      const task = await bed.workflows.submit('chaos-retry', { steps: 3, stepMs: 2_000 });
+      await eventually('s2 is running', async () => ranSteps(await bed.effects(task.id), 's2').length === 1, { timeoutMs: 30_000 });
+      expect((await bed.workflows.cancel(task.id)).status).toBe(TaskStatus.CANCELLED);
+      const retried = await bed.workflows.retry(task.id);
+      expect(retried.history).toEqual([expect.objectContaining({ kind: 'retried', fromStatus: 'cancelled' })]);
+
+      const done = await bed.workflows.waitFor(task.id, WAIT);
+      expect(done).toMatchObject({ status: TaskStatus.COMPLETED, output: { steps: 3 } });
+      expect(done.history).toHaveLength(1);
+      const effects = await bed.effects(task.id);
+      expect(ranSteps(effects, 's1')).toHaveLength(1);
+      // s2 was in flight at the cancel: it ran again once; s3 ran once.
+      expect(ranSteps(effects, 's2')).toHaveLength(2);
+      expect(ranSteps(effects, 's3')).toHaveLength(1);
+      expect((await bed.steps(task.id)).map((step) => `${step.stepKey}:${step.status}`)).toEqual([
+        's1:completed',
+        's2:completed',
+        's3:completed',
+      ]);
+    }),
+    120_000,
+  );
+
+  it(
     'fork of a running task mid-step: the original runs on and completes, the fork never runs its copied steps and completes on another process',
     withWorkerOutputOnFailure(async () => {
       // Concurrency 1: the busy original's worker cannot take the fork.
