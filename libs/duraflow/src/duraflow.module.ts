@@ -30,6 +30,7 @@ import { TaskReader } from './services/workflows/task-reader';
 import { TaskControl } from './services/workflows/task-control';
 import { BulkTaskControl } from './services/workflows/bulk-control';
 import { TaskOperations } from './services/workflows/task-operations';
+import { TaskMoves } from './services/workflows/task-moves';
 import { TaskWaiter } from './services/workflows/task-waiter';
 import { TaskNotifications } from './notifications/task-notifications';
 import { DeadLetterStore } from './persistence/dead-letter.store';
@@ -101,6 +102,7 @@ import { ScheduleTicker } from './schedules/schedule-ticker';
     TaskControl,
     BulkTaskControl,
     TaskOperations,
+    TaskMoves,
     TaskWaiter,
     WorkflowService,
     WorkerService,

@@ -1,16 +1,7 @@
-import { UUID_PATTERN } from '../domain/duraflow.constants';
-import { AgentTask } from '../domain/entities/agent-task.entity';
-import {
-  SignalLimitExceededError,
-  TaskAlreadyFinishedError,
-  TaskNotFoundError,
-  TaskNotHeldError,
-  TaskNotRetryableError,
-} from '../domain/errors';
-import { isTerminalStatus } from '../domain/task-status';
+import { TaskNotFoundError } from '../domain/errors';
 import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
 import { TaskStore } from '../persistence/task.store';
-import { checkSignal } from '../validation/signal';
+import { checkedTaskId, TaskMoves } from '../services/workflows/task-moves';
 import { CliDatabase } from './cli-database';
 import { CliUsageError, NeedsApplicationError } from './cli.errors';
 import { terminalText as shown } from './terminal-text';
@@ -22,65 +13,44 @@ export interface ActionOutput {
   lines: string[];
 }
 
-/** A task id as given, or TaskNotFoundError for one no task can have (nothing is asked of the database). */
-function taskIdOf(id: string): string {
-  if (!UUID_PATTERN.test(id)) throw new TaskNotFoundError(id);
-  return id;
-}
-
 /** `tasks cancel|resume|signal|retry|fork`: the lifecycle's moves, with the errors WorkflowService gives for them. */
 export async function runTaskAction(args: TasksArguments, { db, options }: CliDatabase): Promise<ActionOutput> {
-  const transitions = new TaskTransitions(db);
   const tasks = new TaskStore(db);
+  // The moves WorkflowService makes, with the module's default limits (the command has no app to read the app's from).
+  const moves = new TaskMoves(options, new TaskTransitions(db), tasks);
   switch (args.subcommand) {
     case 'cancel': {
-      const id = taskIdOf(operandsOf(args, ['id'])[0]);
+      const id = checkedTaskId(operandsOf(args, ['id'])[0]);
       if (args.compensate) throw compensationNeedsApplication(id);
-      const { task, previousStatus } = await cancel(transitions, id);
+      const { task, previousStatus } = await moves.cancel(id);
       return {
         report: { task, previousStatus },
         lines: [`Cancelled ${shown(id)} (${shown(task.workflowName)}): it was ${shown(previousStatus)}; its unfinished children too`],
       };
     }
     case 'resume': {
-      const id = taskIdOf(operandsOf(args, ['id'])[0]);
-      const resumed = await transitions.resume(id);
-      if (!resumed) {
-        const task = await tasks.findTask(id);
-        if (!task) throw new TaskNotFoundError(id);
-        throw new TaskNotHeldError(id, task.status);
-      }
+      const id = checkedTaskId(operandsOf(args, ['id'])[0]);
+      const resumed = await moves.resume(id);
       return { report: { task: resumed }, lines: [`Resumed ${shown(id)} (${shown(resumed.workflowName)}): the workers run it again`] };
     }
     case 'signal': {
       const [given, name] = operandsOf(args, ['id', 'name']);
-      const id = taskIdOf(given);
-      // As TaskControl.signal, with the module's default limits (the command has no app to read the app's from).
-      const payloadJson = checkSignal(name, jsonOf('--payload', args.payload), options);
-      const { maxKeptPerTask } = options.signals;
-      const sent = await transitions.sendSignal(id, name, payloadJson ?? null, maxKeptPerTask);
-      if (!sent.status) throw new TaskNotFoundError(id);
-      if (sent.full && !isTerminalStatus(sent.status)) throw new SignalLimitExceededError(id, name, maxKeptPerTask);
-      if (!sent.signalId) throw new TaskAlreadyFinishedError(id, sent.status, 'signalled');
-      const receipt = { signalId: sent.signalId, taskId: id, name, wokeTask: sent.woke };
+      const id = checkedTaskId(given);
+      const receipt = await moves.signal(id, name, jsonOf('--payload', args.payload));
       return {
         report: receipt,
         lines: [
-          `Sent signal ${shown(name)} (${sent.signalId}) to ${shown(id)}${sent.woke ? ': the task was waiting for it and runs again' : ''}`,
+          `Sent signal ${shown(name)} (${receipt.signalId}) to ${shown(id)}${receipt.wokeTask ? ': the task was waiting for it and runs again' : ''}`,
         ],
       };
     }
     case 'retry': {
-      const id = taskIdOf(operandsOf(args, ['id'])[0]);
-      // As TaskOperations.retry: one conditional move (its NOTIFY wakes the workers), then what it found.
-      const changed = await transitions.retry([id]);
-      const task = await tasks.findTask(id);
-      if (!task) throw new TaskNotFoundError(id);
-      if (!changed.length) throw new TaskNotRetryableError(id, task.status);
+      const id = checkedTaskId(operandsOf(args, ['id'])[0]);
+      const task = await moves.retry(id);
       return { report: { task }, lines: [`Retried ${shown(id)} (${shown(task.workflowName)}): it runs again from where it stopped`] };
     }
     case 'fork': {
-      const id = taskIdOf(operandsOf(args, ['id'])[0]);
+      const id = checkedTaskId(operandsOf(args, ['id'])[0]);
       if (!args.fromStep) throw new CliUsageError('tasks fork needs --from-step <key>. Run duraflow tasks --help.');
       if (!(await tasks.findTask(id))) throw new TaskNotFoundError(id);
       throw forkNeedsApplication(id, args.fromStep);
@@ -88,15 +58,6 @@ export async function runTaskAction(args: TasksArguments, { db, options }: CliDa
     default:
       throw new Error(`tasks ${args.subcommand} is not an action`);
   }
-}
-
-/** As TaskControl.cancel without compensation: the cancel move, then the task's unfinished children. */
-async function cancel(transitions: TaskTransitions, id: string): Promise<{ task: AgentTask; previousStatus: string }> {
-  const { task, previousStatus } = await transitions.cancel(id);
-  if (!previousStatus) throw new TaskNotFoundError(id);
-  if (!task) throw new TaskAlreadyFinishedError(id, previousStatus);
-  await transitions.cancelDescendants([id], { includeRoots: false, compensate: false });
-  return { task, previousStatus };
 }
 
 function compensationNeedsApplication(id: string): NeedsApplicationError {

@@ -2,16 +2,17 @@ import { Inject, Injectable } from '@nestjs/common';
 import { LeaseHeartbeat } from '../../background/lease-heartbeat';
 import { ResolvedDuraflowOptions } from '../../config/resolved-options';
 import { WorkflowRegistry } from '../../discovery/workflow.registry';
-import { RESOLVED_DURAFLOW_OPTIONS, UUID_PATTERN } from '../../domain/duraflow.constants';
+import { RESOLVED_DURAFLOW_OPTIONS } from '../../domain/duraflow.constants';
 import { AgentTask } from '../../domain/entities/agent-task.entity';
-import { SignalLimitExceededError, TaskAlreadyFinishedError, TaskNotFoundError, TaskNotHeldError } from '../../domain/errors';
-import { isTerminalStatus } from '../../domain/task-status';
+import { TaskAlreadyFinishedError, TaskNotFoundError } from '../../domain/errors';
 import { SagaExecutor } from '../../execution/saga-executor';
 import { TaskLeases } from '../../lease/task-leases';
 import { RunObserver } from '../../observability/run-observer';
 import { TaskTransitions } from '../../persistence/lifecycle/task-transitions';
 import { TaskStore } from '../../persistence/task.store';
-import { checkSignal } from '../../validation/signal';
+import { checkedTaskId, SignalReceipt, TaskMoves } from './task-moves';
+
+export type { SignalReceipt } from './task-moves';
 
 export interface CancelOptions {
   /**
@@ -20,21 +21,6 @@ export interface CancelOptions {
    * resolves when the rollback is over. Default false: stop the task, undo nothing.
    */
   compensate?: boolean;
-}
-
-/** What `signal` resolves with. */
-export interface SignalReceipt {
-  signalId: string;
-  taskId: string;
-  name: string;
-  /** The task was waiting for a signal of this name and was made runnable at once. */
-  wokeTask: boolean;
-}
-
-/** A task id as the caller gave it, or TaskNotFoundError for one no task can have. */
-function taskId(id: unknown): string {
-  if (typeof id !== 'string' || !UUID_PATTERN.test(id)) throw new TaskNotFoundError(String(id));
-  return id;
 }
 
 /** WorkflowService's actions on a task: cancel (with or without compensation), resume a held task, signal. */
@@ -49,35 +35,21 @@ export class TaskControl {
     private readonly leases: TaskLeases,
     private readonly heartbeat: LeaseHeartbeat,
     private readonly observer: RunObserver,
+    private readonly moves: TaskMoves,
   ) {}
 
   async cancel(id: string, options: CancelOptions = {}): Promise<AgentTask> {
-    taskId(id);
+    checkedTaskId(id);
     if (options?.compensate) return this.cancelAndCompensate(id);
-    const { task, previousStatus } = await this.transitions.cancel(id);
-    if (!previousStatus) throw new TaskNotFoundError(id);
-    if (!task) throw new TaskAlreadyFinishedError(id, previousStatus);
-    // Children belong to their parent: the unfinished ones below it are cancelled too.
-    await this.transitions.cancelDescendants([id], { includeRoots: false, compensate: false });
-    return task;
+    return (await this.moves.cancel(id)).task;
   }
 
-  async resume(id: string): Promise<AgentTask> {
-    const resumed = await this.transitions.resume(taskId(id));
-    if (resumed) return resumed;
-    const task = await this.tasks.findTask(id);
-    if (!task) throw new TaskNotFoundError(id);
-    throw new TaskNotHeldError(id, task.status);
+  resume(id: string): Promise<AgentTask> {
+    return this.moves.resume(id);
   }
 
-  async signal(id: string, name: string, payload?: unknown): Promise<SignalReceipt> {
-    const payloadJson = checkSignal(name, payload, this.options);
-    const { maxKeptPerTask } = this.options.signals;
-    const sent = await this.transitions.sendSignal(taskId(id), name, payloadJson ?? null, maxKeptPerTask);
-    if (!sent.status) throw new TaskNotFoundError(id);
-    if (sent.full && !isTerminalStatus(sent.status)) throw new SignalLimitExceededError(id, name, maxKeptPerTask);
-    if (!sent.signalId) throw new TaskAlreadyFinishedError(id, sent.status, 'signalled');
-    return { signalId: sent.signalId, taskId: id, name, wokeTask: sent.woke };
+  signal(id: string, name: string, payload?: unknown): Promise<SignalReceipt> {
+    return this.moves.signal(id, name, payload);
   }
 
   /**

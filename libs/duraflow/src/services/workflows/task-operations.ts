@@ -1,10 +1,10 @@
 import { Injectable } from '@nestjs/common';
-import { UUID_PATTERN } from '../../domain/duraflow.constants';
 import { AgentTask } from '../../domain/entities/agent-task.entity';
-import { TaskNotFoundError, TaskNotRetryableError, UnknownStepError } from '../../domain/errors';
+import { TaskNotFoundError, UnknownStepError } from '../../domain/errors';
 import { TaskFactory } from '../../execution/task-factory';
 import { TaskTransitions } from '../../persistence/lifecycle/task-transitions';
 import { TaskStore } from '../../persistence/task.store';
+import { checkedTaskId, TaskMoves } from './task-moves';
 
 /** What `workflows.fork` takes. */
 export interface ForkOptions {
@@ -22,12 +22,6 @@ export type ForkResult = AgentTask & {
   copiedSteps: number;
 };
 
-/** A task id as the caller gave it, or TaskNotFoundError for one no task can have. */
-function taskId(id: unknown): string {
-  if (typeof id !== 'string' || !UUID_PATTERN.test(id)) throw new TaskNotFoundError(String(id));
-  return id;
-}
-
 /** WorkflowService's operator moves on a finished run: retry it from where it stopped, fork it from a step. */
 @Injectable()
 export class TaskOperations {
@@ -35,18 +29,15 @@ export class TaskOperations {
     private readonly factory: TaskFactory,
     private readonly transitions: TaskTransitions,
     private readonly tasks: TaskStore,
+    private readonly moves: TaskMoves,
   ) {}
 
-  async retry(id: string): Promise<AgentTask> {
-    const changed = await this.transitions.retry([taskId(id)]);
-    const task = await this.tasks.findTask(id);
-    if (!task) throw new TaskNotFoundError(id);
-    if (!changed.length) throw new TaskNotRetryableError(id, task.status);
-    return task;
+  retry(id: string): Promise<AgentTask> {
+    return this.moves.retry(id);
   }
 
   async fork(id: string, options: ForkOptions): Promise<ForkResult> {
-    const original = await this.tasks.findTask(taskId(id));
+    const original = await this.tasks.findTask(checkedTaskId(id));
     if (!original || original.deletedAt) throw new TaskNotFoundError(id);
     const fromStep: unknown = options?.fromStep;
     if (typeof fromStep !== 'string' || !fromStep) throw new UnknownStepError(id, String(fromStep));
