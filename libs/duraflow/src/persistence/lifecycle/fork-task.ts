@@ -12,8 +12,10 @@ export type ForkOutcome = { task: AgentTask; copiedSteps: number } | { missing: 
 
 /**
  * The steps a fork copies: the original's completed rows recorded before `fromStep` in the run's
- * completion order (`completion_seq`; `$3` is fromStep's place, NULL when fromStep never completed:
- * a failed step, a wait, so every completed row precedes it). Steps, sleeps that passed, signals
+ * completion order (`completion_seq`). fromStep's place (`$3` its key) is read in the same
+ * statement, so in the same snapshot as the rows copied: a fromStep that completes while the
+ * fork is made cannot leave it copying itself and what followed. NULL when fromStep has not
+ * completed (a failed step, a wait): every completed row precedes it. Steps, sleeps that passed, signals
  * taken, children started (their link is the row's input) and patch markers are all such rows;
  * their outputs, attempts and compensation state go with them, so the fork never runs them
  * (and never undoes again what the original's rollback undid).
@@ -23,7 +25,10 @@ const COPY_STEPS = `INSERT INTO step_runs (task_id, step_key, kind, status, inpu
    SELECT $2, s.step_key, s.kind, s.status, s.input, s.output, s.error, s.compensation_fn, s.compensated_at,
           s.started_at, s.completed_at, s.created_at, s.attempt, s.completion_seq, s.wake_at
    FROM step_runs s
-   WHERE s.task_id = $1 AND s.status = 'completed' AND s.completion_seq IS NOT NULL AND ($3::int IS NULL OR s.completion_seq < $3::int)
+   CROSS JOIN LATERAL (SELECT (SELECT f.completion_seq FROM step_runs f
+                               WHERE f.task_id = $1 AND f.step_key = $3 AND f.status = 'completed') AS place) AS fork_point
+   WHERE s.task_id = $1 AND s.status = 'completed' AND s.completion_seq IS NOT NULL
+     AND (fork_point.place IS NULL OR s.completion_seq < fork_point.place)
    ORDER BY s.completion_seq`;
 
 /**
@@ -37,14 +42,10 @@ export function forkTask(db: DuraflowDatabase, fork: NewFork): Promise<ForkOutco
     const { taskId, fromStep } = fork.forkedFrom;
     const original = await tx.query(`SELECT 1 FROM agent_tasks WHERE id = $1 AND deleted_at IS NULL FOR KEY SHARE`, [taskId]);
     if (!original.rows.length) return { missing: 'task' as const };
-    const step = await tx.query<{ completion_seq: number | null; status: string }>(
-      `SELECT completion_seq, status FROM step_runs WHERE task_id = $1 AND step_key = $2`,
-      [taskId, fromStep],
-    );
+    const step = await tx.query(`SELECT 1 FROM step_runs WHERE task_id = $1 AND step_key = $2`, [taskId, fromStep]);
     if (!step.rows.length) return { missing: 'step' as const };
     const { task } = await createTask(tx, fork);
-    const from = step.rows[0].status === 'completed' ? step.rows[0].completion_seq : null;
-    const copied = await tx.query(COPY_STEPS, [taskId, task.id, from], 'duraflow_fork_copy_steps');
+    const copied = await tx.query(COPY_STEPS, [taskId, task.id, fromStep], 'duraflow_fork_copy_steps');
     return { task, copiedSteps: copied.rowCount };
   });
 }
