@@ -54,6 +54,10 @@ describe('workflows.fork', () => {
     expect((await workflows.get(original.id))!.status).toBe(TaskStatus.FAILED);
     expect((await workflows.list({ forkedFrom: original.id })).items.map((t) => t.id)).toEqual([fork.id]);
     expect((await workflows.get(original.id))!.forkedFrom).toBeNull();
+    // And the original names its fork in its history.
+    expect((await workflows.get(original.id))!.history).toEqual([
+      { kind: 'forked', at: expect.any(String), forkId: fork.id, fromStep: 'pay' },
+    ]);
   });
 
   it('takes a new input (checked as a submit) and copies nothing when forked from the first step', async () => {

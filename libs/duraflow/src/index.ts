@@ -59,7 +59,17 @@ export { TaskSignal } from './persistence/signal.store';
 
 // A task, its steps and its dead letters, as stored and as read.
 export { TaskStatus, TERMINAL_STATUSES, isTerminalStatus } from './domain/task-status';
-export { AgentTask, TaskError, TaskHistoryEntry, ForkOrigin, StepRun, DeadLetter, DURAFLOW_ENTITIES } from './domain/entities';
+export {
+  AgentTask,
+  TaskError,
+  TaskHistoryEntry,
+  TaskRetriedEntry,
+  TaskForkedEntry,
+  ForkOrigin,
+  StepRun,
+  DeadLetter,
+  DURAFLOW_ENTITIES,
+} from './domain/entities';
 export { JsonPreview, StepSummary, StepSummaryOptions, TaskCountFilter, TaskCounts, TaskProgress } from './domain/task-summaries';
 export { DURAFLOW_MIGRATIONS } from './migrations';
 export { runDuraflowMigrations } from './migrations/run-migrations';

@@ -16,7 +16,7 @@ export function forkFact(context: ViewContext, task: AgentTask): Array<[string, 
   ];
 }
 
-/** Each retry, oldest first: when, the status it left, and the error it had then (a retry clears it on the task). */
+/** Each retry and fork, oldest first: when, the status a retry left and the error it had then (a retry clears it on the task), a fork's task linked. */
 export function historySection(context: ViewContext, task: AgentTask): Html {
   const entries = task.history ?? [];
   if (!entries.length) return html``;
@@ -28,8 +28,13 @@ export function historySection(context: ViewContext, task: AgentTask): Html {
     (entry, index) => html`<tr class="history-entry">
     <td class="num">${index + 1}</td>
     <td>${timeElement(entry.at)}</td>
-    <td>${entry.kind === 'retried' ? html`retried from ${statusBadge(entry.fromStatus)}` : entry.kind}</td>
-    <td>${entry.error ? errorBlock(entry.error as unknown as Record<string, unknown>, `history-${index}-stack`, undefined, options.previewChars) : html`<span class="muted">none</span>`}</td>
+    ${
+      entry.kind === 'forked'
+        ? html`<td>forked from step <code>${entry.fromStep}</code> as <a href="${context.links.task(entry.forkId)}" data-fork="${entry.forkId}"><code>${entry.forkId}</code></a></td>
+    <td><span class="muted">—</span></td>`
+        : html`<td>retried from ${statusBadge(entry.fromStatus)}</td>
+    <td>${entry.error ? errorBlock(entry.error as unknown as Record<string, unknown>, `history-${index}-stack`, undefined, options.previewChars) : html`<span class="muted">none</span>`}</td>`
+    }
   </tr>`,
   )}</tbody>
 </table>`;

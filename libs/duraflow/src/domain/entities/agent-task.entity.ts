@@ -127,7 +127,8 @@ export class AgentTask {
 
   /**
    * Engine column: what happened to the task besides its runs, oldest first: each
-   * `workflows.retry` (the status it left and the error it had failed with). Read through the library: [] when nothing has (the column is null).
+   * `workflows.retry` (the status it left and the error it had failed with) and each fork made
+   * from it (the fork's id and step). Read through the library: [] when nothing has (the column is null).
    */
   @Column({ type: 'jsonb', nullable: true })
   history: TaskHistoryEntry[] | null;
@@ -146,9 +147,11 @@ export class AgentTask {
 
 export type RollbackReason = 'failed' | 'cancelled';
 
-/** One entry of a task's history (`AgentTask.history`). */
-export interface TaskHistoryEntry {
-  /** `retried`: `workflows.retry` ran the task again from where it stopped. */
+/** One entry of a task's history (`AgentTask.history`): a retry of the task, or a fork made from it. */
+export type TaskHistoryEntry = TaskRetriedEntry | TaskForkedEntry;
+
+/** `retried`: `workflows.retry` ran the task again from where it stopped. */
+export interface TaskRetriedEntry {
   kind: 'retried';
   /** When (ISO-8601). */
   at: string;
@@ -156,6 +159,17 @@ export interface TaskHistoryEntry {
   fromStatus: string;
   /** The error the task had then (cleared on the task by the retry), or null. */
   error: TaskError | null;
+}
+
+/** `forked`: `workflows.fork` made a new task from this one (the fork's `forkedFrom` names this task back). */
+export interface TaskForkedEntry {
+  kind: 'forked';
+  /** When (ISO-8601). */
+  at: string;
+  /** The new task's id. */
+  forkId: string;
+  /** The step the fork runs anew from. */
+  fromStep: string;
 }
 
 /** Where a fork came from: the original task and the step it ran anew from. */

@@ -32,6 +32,15 @@ const COPY_STEPS = `INSERT INTO step_runs (task_id, step_key, kind, status, inpu
    ORDER BY s.completion_seq`;
 
 /**
+ * The original's history names the fork (`{ kind: 'forked', at, forkId, fromStep }`), so each of
+ * the two tasks links to the other. Not a move: the original's status and claim are untouched.
+ */
+const NOTE_FORK = `UPDATE agent_tasks
+   SET history = COALESCE(history, '[]'::jsonb)
+                 || jsonb_build_array(jsonb_build_object('kind', 'forked', 'at', now(), 'forkId', $2::uuid, 'fromStep', $3::text))
+   WHERE id = $1`;
+
+/**
  * The create move of a fork, in one transaction with the copy of the original's steps before
  * `fromStep`: the original row is locked against deletion (KEY SHARE: its run goes on) and
  * `fromStep` looked up first; an unknown task or step writes nothing. The NOTIFY of the create is
@@ -46,6 +55,7 @@ export function forkTask(db: DuraflowDatabase, fork: NewFork): Promise<ForkOutco
     if (!step.rows.length) return { missing: 'step' as const };
     const { task } = await createTask(tx, fork);
     const copied = await tx.query(COPY_STEPS, [taskId, task.id, fromStep], 'duraflow_fork_copy_steps');
+    await tx.query(NOTE_FORK, [taskId, task.id, fromStep], 'duraflow_fork_note');
     return { task, copiedSteps: copied.rowCount };
   });
 }
