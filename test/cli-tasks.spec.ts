@@ -1,5 +1,5 @@
 import { TestingModule } from '@nestjs/testing';
-import { AgentTask, workflow, WorkflowService } from '@duraflow/nestjs';
+import { AgentTask, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
 import { CLI_TIMEOUT_MS, CliRun, duraflowCli as duraflow } from './support/duraflow-cli';
 import { TestDatabase } from './support/database';
 import { useTestBed } from './support/test-bed';
@@ -25,6 +25,22 @@ const flaky = workflow('flaky', async (ctx) => {
     return 'fixed';
   });
 });
+/** How often each step of `chain` and `per-tenant` ran: a fork must not run the steps it copied. */
+const stepRuns: Record<string, number> = {};
+const ran = (key: string) => (stepRuns[key] = (stepRuns[key] ?? 0) + 1);
+const chain = workflow('chain', async (ctx: WorkflowContext<{ n: number }>) => {
+  const a = await ctx.step.run('a', () => ran('chain.a') && ctx.input.n + 1);
+  const b = await ctx.step.run('b', () => ran('chain.b') && a * 2);
+  return ctx.step.run('c', () => ran('chain.c') && { result: b + 1 });
+});
+const perTenant = workflow(
+  'per-tenant',
+  async (ctx) => {
+    await ctx.step.run('first', () => ran('per-tenant.first'));
+    return ctx.step.run('second', () => ran('per-tenant.second'));
+  },
+  { concurrencyKey: (input: { tenant: string }) => input.tenant, keyConcurrency: 1 },
+);
 const waiter = workflow('waiter', async (ctx) => {
   await ctx.step.run('before', () => 'ready');
   return ctx.waitForSignal<unknown>('go');
@@ -51,7 +67,7 @@ describe('duraflow tasks', () => {
 
   beforeAll(async () => {
     db = await bed.createDatabase({ migrate: true, prefix: 'duraflow_cli_tasks' });
-    app = await bed.start({ databaseUrl: db.url, duraflow: { workflows: [ok, flaky, waiter] } });
+    app = await bed.start({ databaseUrl: db.url, duraflow: { workflows: [ok, flaky, waiter, chain, perTenant] } });
     workflows = app.get(WorkflowService);
     completed = await workflows.submit('ok', {});
     failed = await workflows.submit('flaky', { n: 1 });
@@ -260,16 +276,94 @@ describe('duraflow tasks', () => {
     );
 
     it(
-      'refuses a fork with how to run it, writing nothing',
+      'forks a completed task from a step: the worker runs the fork from that step, never the steps before it',
+      async () => {
+        const original = await workflows.submit('chain', { n: 4 });
+        expect(await workflows.waitFor(original.id, { timeoutMs: 30_000 })).toMatchObject({ status: 'completed', output: { result: 11 } });
+        expect(stepRuns).toMatchObject({ 'chain.a': 1, 'chain.b': 1, 'chain.c': 1 });
+
+        const run = await cli('fork', original.id, '--from-step', 'b', '--json');
+        expect(run).toMatchObject({ code: 0, stderr: '' });
+        const report = JSON.parse(run.stdout);
+        expect(report).toEqual({ task: expect.objectContaining({ workflowName: 'chain', input: { n: 4 } }), copiedSteps: 1 });
+        expect(report.task.id).not.toBe(original.id);
+        expect(report.task.forkedFrom).toEqual({ taskId: original.id, fromStep: 'b' });
+        expect(report.task).not.toHaveProperty('claimToken');
+        expect(await workflows.waitFor(report.task.id, { timeoutMs: 30_000 })).toMatchObject({
+          status: 'completed',
+          output: { result: 11 },
+          forkedFrom: { taskId: original.id, fromStep: 'b' },
+        });
+        expect(stepRuns).toMatchObject({ 'chain.a': 1, 'chain.b': 2, 'chain.c': 2 });
+
+        const text = await cli('fork', original.id, '--from-step', 'c');
+        expect(text).toMatchObject({ code: 0, stderr: '' });
+        expect(text.stdout).toMatch(/^Forked [0-9a-f-]+ \(chain\) from step "c": new task [0-9a-f-]+, 2 steps copied as done/);
+        expect(text.stdout).toMatch(/\nid\s+workflow\s+version\s+status\s+created\s+error\n/);
+        const forkId = /new task ([0-9a-f-]+)/.exec(text.stdout)![1];
+        expect(await workflows.waitFor(forkId, { timeoutMs: 30_000 })).toMatchObject({ status: 'completed', output: { result: 11 } });
+        expect(stepRuns).toMatchObject({ 'chain.a': 1, 'chain.b': 2, 'chain.c': 3 });
+
+        const shown = await cli('show', forkId);
+        expect(shown.stdout).toContain(`forked from  ${original.id} (step c)`);
+        expect(JSON.parse((await cli('show', forkId, '--json')).stdout).task.forkedFrom).toEqual({ taskId: original.id, fromStep: 'c' });
+      },
+      CLI_TIMEOUT_MS * 5,
+    );
+
+    it(
+      "keeps a flow-limited workflow's concurrency key on the fork, which the limited claim then runs",
+      async () => {
+        const original = await workflows.submit('per-tenant', { tenant: 'acme' });
+        expect(await workflows.waitFor(original.id, { timeoutMs: 30_000 })).toMatchObject({ status: 'completed', concurrencyKey: 'acme' });
+
+        const run = await cli('fork', original.id, '--from-step', 'second', '--json');
+        expect(run).toMatchObject({ code: 0, stderr: '' });
+        const { task } = JSON.parse(run.stdout);
+        expect(task).toMatchObject({ concurrencyKey: 'acme', input: { tenant: 'acme' }, workflowName: 'per-tenant' });
+        const row = await db.client.query('SELECT concurrency_key FROM agent_tasks WHERE id = $1', [task.id]);
+        expect(row.rows).toEqual([{ concurrency_key: 'acme' }]);
+        expect(await workflows.waitFor(task.id, { timeoutMs: 30_000 })).toMatchObject({ status: 'completed' });
+        expect(stepRuns).toMatchObject({ 'per-tenant.first': 1, 'per-tenant.second': 2 });
+      },
+      CLI_TIMEOUT_MS * 3,
+    );
+
+    it(
+      'answers an unknown task or step with its code and exit code 1, writing nothing',
+      async () => {
+        const counts = async () =>
+          (
+            await db.client.query(
+              `SELECT (SELECT count(*)::int FROM agent_tasks) AS tasks, (SELECT count(*)::int FROM step_runs) AS steps,
+                      (SELECT history FROM agent_tasks WHERE id = $1) AS history`,
+              [completed.id],
+            )
+          ).rows;
+        const before = await counts();
+        expectFailure(
+          await cli('fork', completed.id, '--from-step', 'nope'),
+          1,
+          /FORK_STEP_UNKNOWN: Task "[0-9a-f-]+" recorded no step "nope"/,
+        );
+        expectFailure(await cli('fork', MISSING_ID, '--from-step', 'only', '--json'), 1, /TASK_NOT_FOUND/);
+        expectFailure(await cli('fork', 'not-a-task', '--from-step', 'only'), 1, /TASK_NOT_FOUND/);
+        expectFailure(await cli('fork', completed.id), 2, /tasks fork needs --from-step <key>/);
+        expect(await counts()).toEqual(before);
+      },
+      CLI_TIMEOUT_MS * 4,
+    );
+
+    it(
+      'refuses a fork on another input or version with how to run it, writing nothing',
       async () => {
         const before = await db.client.query('SELECT count(*)::int AS tasks FROM agent_tasks');
-        const refused = await cli('fork', completed.id, '--from-step', 'only');
+        const refused = await cli('fork', completed.id, '--from-step', 'only', '--input', '{"n":2}');
         expectFailure(refused, 1, /NEEDS_APPLICATION: .*nothing was written/);
-        expect(refused.stderr).toContain(`workflows.fork('${completed.id}', { fromStep: "only" })`);
+        expect(refused.stderr).toContain(`workflows.fork('${completed.id}', { fromStep: "only", input, version })`);
         expect(refused.stderr).toContain(`POST /tasks/${completed.id}/fork`);
+        expectFailure(await cli('fork', completed.id, '--from-step', 'only', '--version', '2'), 1, /NEEDS_APPLICATION/);
         expect((await db.client.query('SELECT count(*)::int AS tasks FROM agent_tasks')).rows).toEqual(before.rows);
-        expectFailure(await cli('fork', completed.id), 2, /tasks fork needs --from-step <key>/);
-        expectFailure(await cli('fork', MISSING_ID, '--from-step', 'only'), 1, /TASK_NOT_FOUND/);
       },
       CLI_TIMEOUT_MS * 3,
     );

@@ -130,6 +130,7 @@ export function formatTaskShow(report: TaskShowReport): string[] {
     `  recoveries   ${task.retryCount}`,
   ];
   if (task.parentTaskId) lines.push(`  parent       ${shown(task.parentTaskId)} (step ${shown(task.parentStepKey ?? '-')})`);
+  if (task.forkedFromTaskId) lines.push(`  forked from  ${shown(task.forkedFromTaskId)} (step ${shown(task.forkedFromStep ?? '-')})`);
   if (task.error)
     lines.push(`  error        ${shown(oneLine(task.error.message, 200))}${task.error.code ? ` (${shown(task.error.code)})` : ''}`);
   lines.push('', report.steps.length ? 'Steps:' : 'Steps: none');

@@ -13,8 +13,9 @@ Subcommands:
   signal <id> <name>          Send signal <name> to the task, with --payload <json>
   retry <id>                  Run a failed task (or a cancelled one not compensated) again from
                               where it stopped: its completed steps are kept, a worker takes it at once
-  fork <id> --from-step <key> Refused here: a fork is made by the workflow's code (its version,
-                              input checks, flow-control key); the message says how to run it
+  fork <id> --from-step <key> A new task on the original's input and version: the steps recorded
+                              before <key> are copied as done (never run again), <key> and what
+                              follows run anew; --input and --version need the app (the message says how)
 
 Options:
   --url <postgres-url>        The database (default: DATABASE_URL)
@@ -22,7 +23,8 @@ Options:
   --workflow <name>           list: only this workflow
   --status <status>           list: only these statuses (repeat it, or a comma list):
                               ${Object.values(TaskStatus).join(', ')}
-  --version <n>               list: only this workflow version
+  --version <n>               list: only this workflow version; fork: another version (refused
+                              here: needs the app)
   --held                      list: only the tasks the determinism guard holds
   --created-after <iso-time>  list: created at or after
   --created-before <iso-time> list: created before
@@ -30,7 +32,8 @@ Options:
   --after <cursor>            list: the page after the one whose nextCursor this is
   --payload <json>            signal: the payload, as JSON text
   --compensate                cancel: also undo the completed steps (refused here: needs the app)
-  --from-step <key>           fork: the step to run anew from (named in the message)
+  --from-step <key>           fork: the step to run anew from (a key tasks show lists)
+  --input <json>              fork: another input (refused here: needs the app's input checks)
 
 Exit codes: 0 done; 1 refused or not found (the error's code is printed); 2 wrong command line;
 3 the database cannot be reached`;
@@ -56,6 +59,7 @@ export interface TasksArguments {
   payload?: string;
   compensate?: boolean;
   fromStep?: string;
+  input?: string;
 }
 
 const VALUE_OPTIONS = {
@@ -68,6 +72,7 @@ const VALUE_OPTIONS = {
   '--after': 'after',
   '--payload': 'payload',
   '--from-step': 'fromStep',
+  '--input': 'input',
 } as const;
 
 const FLAGS = { '--json': 'json', '--held': 'held', '--compensate': 'compensate' } as const;

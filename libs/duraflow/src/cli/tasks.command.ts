@@ -42,7 +42,7 @@ const FLAGS_OF: Record<string, Array<keyof TasksArguments>> = {
   resume: [],
   signal: ['payload'],
   retry: [],
-  fork: ['fromStep'],
+  fork: ['fromStep', 'input', 'version'],
 };
 
 const FLAG_NAMES: Partial<Record<keyof TasksArguments, string>> = {
@@ -57,6 +57,7 @@ const FLAG_NAMES: Partial<Record<keyof TasksArguments, string>> = {
   payload: '--payload',
   compensate: '--compensate',
   fromStep: '--from-step',
+  input: '--input',
 };
 
 function checkFlags(args: TasksArguments): void {

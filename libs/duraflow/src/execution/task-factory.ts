@@ -13,6 +13,7 @@ import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
 import { checkSubmitInput, checkSubmitManyOptions, checkSubmitOptions, CheckedSubmitOptions } from '../validation/call-options';
 import { concurrencyKeyOf } from '../validation/flow-limits';
 import { checkVersionOption } from '../validation/version-option';
+import { forkOfRow } from './fork-of-row';
 
 /** The options a task is created with, as a caller may pass them (checked by the factory). */
 export interface TaskOptions {
@@ -82,6 +83,15 @@ export class TaskFactory {
       inputsJson,
       concurrencyKeys: limited ? inputsJson.map((json) => this.concurrencyKey(name, json)) : null,
     };
+  }
+
+  /**
+   * A fork of `original` from `fromStep` with the original's input and version, copied from its
+   * row (execution/fork-of-row.ts: no registration needed, so the command line makes the same
+   * fork); the fork continues the caller's trace. Nothing written: `fork` creates it.
+   */
+  prepareForkOfRow(original: AgentTask, fromStep: string): NewFork {
+    return forkOfRow(original, fromStep, this.observer.captureTraceContext());
   }
 
   /** The create move (the task holding its idempotency key when there is one), on `executor` when given (a caller's transaction). */
