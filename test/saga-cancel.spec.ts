@@ -39,6 +39,22 @@ describe('saga: cancel with compensate', () => {
     expect(await bed.rows.task(rows[0].id)).toEqual(before);
   });
 
+  it('cancels a task with 300 unfinished children in one move, their ids told in NOTIFY payloads PostgreSQL takes (8,000 bytes at most)', async () => {
+    const app = await startSagaApp(bed, { duraflow: { worker: { enabled: false } } });
+    const { rows } = await bed.db.client.query<{ id: string }>(
+      `INSERT INTO agent_tasks (workflow_name, status) VALUES ('registered-elsewhere', 'pending') RETURNING id`,
+    );
+    const parent = rows[0].id;
+    await bed.db.client.query(
+      `INSERT INTO agent_tasks (workflow_name, status, parent_task_id) SELECT 'registered-elsewhere', 'pending', $1 FROM generate_series(1, 300)`,
+      [parent],
+    );
+
+    await expect(app.get(WorkflowService).cancel(parent)).resolves.toMatchObject({ id: parent, status: TaskStatus.CANCELLED });
+
+    expect(await bed.rows.count('agent_tasks', `parent_task_id = '${parent}' AND status = 'cancelled'`)).toBe(300);
+  });
+
   it('undoes the completed steps of a task blocked in its third step, newest first, aborts that step and ends cancelled', async () => {
     const gate = scenario.blockStep('rent-car');
     const app = await startSagaApp(bed);

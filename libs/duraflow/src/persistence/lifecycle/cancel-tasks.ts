@@ -118,7 +118,7 @@ export async function cancelDescendants(
        SELECT id FROM handed UNION ALL SELECT id FROM cancelled
      )
      SELECT id,
-            (SELECT pg_notify('${TASK_FINISHED_CHANNEL}', string_agg(id::text, ',')) FROM ended HAVING count(*) > 0) AS told,
+            ${notifyFinished('ended')} AS told,
             (SELECT count(pg_notify('${TASK_SUBMITTED_CHANNEL}', workflow_name)) FROM handed) AS woke
      FROM ended`,
     [rootIds, options.includeRoots, options.compensate],
