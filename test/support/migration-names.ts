@@ -16,4 +16,5 @@ export const DURAFLOW_MIGRATION_NAMES = [
   'RunnableOrder1700000000800',
   'SignalsWithTheirTask1700000000900',
   'RetryAndFork1700000001000',
+  'TaskTags1700000002000',
 ];

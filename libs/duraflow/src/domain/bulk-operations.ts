@@ -22,7 +22,7 @@ export interface BulkTaskFilter {
   createdAfter?: Date | string;
   /** Only tasks created before this time. */
   createdBefore?: Date | string;
-  /** Not available yet: refused with InvalidBulkFilterError until tags are stored with tasks. */
+  /** Only tasks holding every one of these tags (an AND of the pairs). */
   tags?: Record<string, string>;
   /** Every task the operation applies to, with no other condition needed. */
   all?: boolean;
@@ -60,4 +60,6 @@ export interface BulkSelection {
   statuses: TaskStatus[];
   createdAfter?: Date;
   createdBefore?: Date;
+  /** Only tasks holding every one of these tags. */
+  tags?: Record<string, string>;
 }

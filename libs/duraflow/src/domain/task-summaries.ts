@@ -72,6 +72,8 @@ export interface TaskCountFilter {
   createdAfter?: Date | string;
   /** Created before this time. */
   createdBefore?: Date | string;
+  /** Only tasks holding every one of these tags. */
+  tags?: Record<string, string>;
 }
 
 /** Tasks per status; every status is present (0 when none). */

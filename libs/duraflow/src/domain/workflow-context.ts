@@ -96,4 +96,6 @@ export interface ChildWorkflowOptions {
   priority?: number;
   scheduledAt?: Date | string;
   maxRetries?: number;
+  /** The child's tags; left out, it takes its parent's. */
+  tags?: Record<string, string>;
 }

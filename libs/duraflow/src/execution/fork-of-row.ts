@@ -23,5 +23,6 @@ export function forkOfRow(original: AgentTask, fromStep: string, traceContextJso
     parentTaskId: null,
     parentStepKey: null,
     forkedFrom: { taskId: original.id, fromStep },
+    tags: original.tags ?? {},
   };
 }

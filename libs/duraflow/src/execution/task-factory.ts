@@ -23,6 +23,8 @@ export interface TaskOptions {
   idempotencyKey?: string;
   /** The workflow version to start (one this process registers); default the newest. */
   version?: number;
+  /** The task's tags (validation/tags.ts); a child given none takes its parent's. */
+  tags?: Record<string, string>;
 }
 
 /** Whose task it is: a caller's submit (its trace continues in the run), a parent's child, a schedule's tick, or an operator's fork of a task from one of its steps. */
@@ -65,6 +67,8 @@ export class TaskFactory {
       parentTaskId: origin.kind === 'child' ? origin.parentTaskId : null,
       parentStepKey: origin.kind === 'child' ? origin.parentStepKey : null,
       forkedFrom: origin.kind === 'fork' ? { taskId: origin.taskId, fromStep: origin.fromStep } : null,
+      // A child given no tags takes its parent's (read in the create's INSERT); any other task has its own or none.
+      tags: checked.tags ?? (origin.kind === 'child' ? null : {}),
     };
   }
 
@@ -82,6 +86,7 @@ export class TaskFactory {
       ...this.common(workflow, checked, { kind: 'submit' }),
       inputsJson,
       concurrencyKeys: limited ? inputsJson.map((json) => this.concurrencyKey(name, json)) : null,
+      tags: checked.tags ?? {},
     };
   }
 

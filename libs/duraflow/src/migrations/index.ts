@@ -10,6 +10,7 @@ import { Schedules1700000000700 } from './1700000000700-Schedules';
 import { RunnableOrder1700000000800 } from './1700000000800-RunnableOrder';
 import { SignalsWithTheirTask1700000000900 } from './1700000000900-SignalsWithTheirTask';
 import { RetryAndFork1700000001000 } from './1700000001000-RetryAndFork';
+import { TaskTags1700000002000 } from './1700000002000-TaskTags';
 
 /** Every Duraflow migration, in order: pass to a TypeORM DataSource's `migrations`. */
 export const DURAFLOW_MIGRATIONS = [
@@ -25,4 +26,5 @@ export const DURAFLOW_MIGRATIONS = [
   RunnableOrder1700000000800,
   SignalsWithTheirTask1700000000900,
   RetryAndFork1700000001000,
+  TaskTags1700000002000,
 ];

@@ -10,7 +10,7 @@ function qualified(columns: string, alias: string): string {
 /** The columns a task is read with (never the fencing token). */
 export const TASK_COLUMNS = `id, workflow_name, status, input, output, error, priority, scheduled_at, started_at,
   completed_at, heartbeat_at, worker_id, retry_count, max_retries, created_at, updated_at, deleted_at, idempotency_key, rollback_reason,
-  workflow_version, held_at, concurrency_key, parent_task_id, parent_step_key, history, forked_from, forked_from_step`;
+  workflow_version, held_at, concurrency_key, parent_task_id, parent_step_key, history, forked_from, forked_from_step, tags`;
 
 /** TASK_COLUMNS for statements that join agent_tasks as `t`: `t.id, t.workflow_name, ...`. */
 export const TASK_COLUMNS_OF_T = qualified(TASK_COLUMNS, 't');
@@ -53,6 +53,7 @@ export function toAgentTask(row: Record<string, any>): AgentTask {
   task.forkedFromTaskId = row.forked_from ?? null;
   task.forkedFromStep = row.forked_from_step ?? null;
   task.forkedFrom = row.forked_from ? { taskId: row.forked_from, fromStep: row.forked_from_step } : null;
+  task.tags = (row.tags as Record<string, string> | null) ?? {};
   return task;
 }
 

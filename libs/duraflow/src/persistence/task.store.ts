@@ -19,6 +19,8 @@ export interface TaskListFilter {
   held?: boolean;
   /** Only the forks of this task (idx_agent_tasks_forked_from). */
   forkedFrom?: string;
+  /** Only tasks holding every one of these tags (`tags @> $n`, idx_agent_tasks_tags). */
+  tags?: Record<string, string>;
   limit: number;
   /** Bytes a page may hold (its first row always). */
   maxBytes: number;
@@ -126,9 +128,9 @@ export class TaskStore {
 }
 
 /** The workflow and creation-time filters of lists and counts. */
-export type TaskRangeFilter = Pick<TaskListFilter, 'workflowName' | 'createdAfter' | 'createdBefore'>;
+export type TaskRangeFilter = Pick<TaskListFilter, 'workflowName' | 'createdAfter' | 'createdBefore' | 'tags'>;
 
-/** WHERE conditions for the workflow and creation-time filters, their values pushed onto `values`. */
+/** WHERE conditions for the workflow, creation-time and tags filters, their values pushed onto `values`. */
 function taskFilterConditions(filter: TaskRangeFilter, values: unknown[]): string[] {
   const where: string[] = [];
   if (filter.workflowName) {
@@ -142,6 +144,10 @@ function taskFilterConditions(filter: TaskRangeFilter, values: unknown[]): strin
   if (filter.createdBefore) {
     values.push(filter.createdBefore);
     where.push(`created_at < $${values.length}`);
+  }
+  if (filter.tags && Object.keys(filter.tags).length) {
+    values.push(JSON.stringify(filter.tags));
+    where.push(`tags @> $${values.length}::jsonb`);
   }
   return where;
 }

@@ -2,6 +2,7 @@ import { BulkCancelOptions, BulkSelection, BulkTaskFilter } from '../domain/bulk
 import { InvalidBulkFilterError, InvalidBulkOptionsError } from '../domain/errors';
 import { TaskStatus } from '../domain/task-status';
 import { hasNul } from './storable-text';
+import { checkTags } from './tags';
 
 const FILTER_FIELDS = new Set(['workflow', 'version', 'status', 'createdAfter', 'createdBefore', 'tags', 'all']);
 const STATUSES = new Set<string>(Object.values(TaskStatus));
@@ -21,11 +22,6 @@ export function checkBulkFilter(filter: unknown, applies: readonly TaskStatus[],
   const given = filter as BulkTaskFilter;
   const unknown = Object.keys(given).find((key) => !FILTER_FIELDS.has(key));
   if (unknown) throw new InvalidBulkFilterError(unknown, `is not a filter field (${[...FILTER_FIELDS].join(', ')}).`);
-  if (given.tags !== undefined)
-    throw new InvalidBulkFilterError(
-      'tags',
-      'tags are not available yet (tasks do not store tags in this version); filter by workflow, version, status or creation time.',
-    );
   if (given.all !== undefined && typeof given.all !== 'boolean')
     throw new InvalidBulkFilterError('all', `must be a boolean, got ${String(given.all)}.`);
   const selection: BulkSelection = {
@@ -34,12 +30,14 @@ export function checkBulkFilter(filter: unknown, applies: readonly TaskStatus[],
     statuses: statuses(given.status, applies, operation),
     createdAfter: time('createdAfter', given.createdAfter),
     createdBefore: time('createdBefore', given.createdBefore),
+    tags: checkTags(given.tags, (reason) => new InvalidBulkFilterError('tags', reason)),
   };
-  const narrowed = selection.workflow !== undefined || selection.version !== undefined || given.status !== undefined;
+  const tagged = selection.tags !== undefined && Object.keys(selection.tags).length > 0;
+  const narrowed = selection.workflow !== undefined || selection.version !== undefined || given.status !== undefined || tagged;
   if (!narrowed && !selection.createdAfter && !selection.createdBefore && given.all !== true)
     throw new InvalidBulkFilterError(
       'filter',
-      `is empty: ${operation} would change every task. Name a workflow, version, status or creation time, or pass { all: true } to mean every task.`,
+      `is empty: ${operation} would change every task. Name a workflow, version, status, creation time or tags, or pass { all: true } to mean every task.`,
     );
   return selection;
 }

@@ -13,6 +13,7 @@ import { UnknownInputProperties } from '../domain/workflow-definition';
 import { validateDtoInput } from './dto-input';
 import { DUE_TIME_RANGE, isAcceptedDueTime } from './due-time';
 import { checkStorableJson, hasNul, NUL_REASON } from './storable-text';
+import { checkTags } from './tags';
 
 /**
  * The checks of what a caller passes to WorkflowService, each made before anything is read or
@@ -34,6 +35,7 @@ interface SubmitOptionValues {
   scheduledAt?: Date | string;
   maxRetries?: number;
   idempotencyKey?: string;
+  tags?: Record<string, string>;
 }
 
 /** A submit's options, checked. */
@@ -42,6 +44,8 @@ export interface CheckedSubmitOptions {
   scheduledAt: Date | null;
   maxRetries: number | undefined;
   idempotencyKey: string | null;
+  /** The task's tags; undefined when the call gave none (a child then takes its parent's). */
+  tags: Record<string, string> | undefined;
 }
 
 /** @throws InvalidSubmitOptionsError */
@@ -64,7 +68,8 @@ export function checkSubmitOptions(options: SubmitOptionValues): CheckedSubmitOp
   if (maxRetries !== undefined && (!Number.isInteger(maxRetries) || maxRetries < 0 || maxRetries > INT32_MAX)) {
     throw new InvalidSubmitOptionsError('maxRetries', `must be an integer >= 0, got ${String(maxRetries)}.`);
   }
-  return { priority, scheduledAt, maxRetries, idempotencyKey: checkIdempotencyKey(options.idempotencyKey) };
+  const tags = checkTags(options.tags, (reason) => new InvalidSubmitOptionsError('tags', reason));
+  return { priority, scheduledAt, maxRetries, idempotencyKey: checkIdempotencyKey(options.idempotencyKey), tags };
 }
 
 /** A caller's idempotency key: 1 to 255 characters, no NUL, none of the library's own prefixes. @throws InvalidSubmitOptionsError */
@@ -180,6 +185,11 @@ export function checkWorkflowFilter(value: unknown): string | undefined {
   if (typeof value !== 'string') throw new InvalidListOptionsError('workflowName', `must be a string, got ${typeof value}.`);
   if (hasNul(value)) throw new InvalidListOptionsError('workflowName', NUL_REASON);
   return value;
+}
+
+/** The tags filter of a list or count (an AND of its pairs), checked. @throws InvalidListOptionsError */
+export function checkTagsFilter(value: unknown): Record<string, string> | undefined {
+  return checkTags(value, (reason) => new InvalidListOptionsError('tags', reason));
 }
 
 /** The creation-time bounds of a list or count, checked. @throws InvalidListOptionsError */

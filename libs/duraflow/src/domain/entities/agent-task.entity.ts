@@ -19,6 +19,7 @@ import { TaskStatus } from '../task-status';
 @Index('idx_agent_tasks_flow_running', { synchronize: false })
 @Index('idx_agent_tasks_parent', { synchronize: false })
 @Index('idx_agent_tasks_forked_from', { synchronize: false })
+@Index('idx_agent_tasks_tags', { synchronize: false })
 export class AgentTask {
   // How TypeORM reads back `UUID PRIMARY KEY DEFAULT gen_random_uuid()`; a plain default would drift.
   @PrimaryGeneratedColumn('uuid')
@@ -143,6 +144,10 @@ export class AgentTask {
 
   /** The fork's origin, from the two columns above (set when read through the library; null for a task that is no fork). */
   forkedFrom?: ForkOrigin | null;
+
+  /** Engine column: the task's tags (`submit(..., { tags })`), {} when it has none; a child's are its parent's unless given. */
+  @Column({ type: 'jsonb', default: () => "'{}'::jsonb" })
+  tags: Record<string, string>;
 }
 
 export type RollbackReason = 'failed' | 'cancelled';

@@ -37,6 +37,7 @@ function selected(kind: BulkMoveKind, selection: BulkSelection, values: unknown[
   if (selection.version !== undefined) where.push(`coalesce(${t}.workflow_version, 1) = ${push(selection.version)}`);
   if (selection.createdAfter) where.push(`${t}.created_at >= ${push(selection.createdAfter)}`);
   if (selection.createdBefore) where.push(`${t}.created_at < ${push(selection.createdBefore)}`);
+  if (selection.tags && Object.keys(selection.tags).length) where.push(`${t}.tags @> ${push(JSON.stringify(selection.tags))}::jsonb`);
   return where.join(' AND ');
 }
 

@@ -23,6 +23,8 @@ export interface NewTask {
   parentStepKey: string | null;
   /** A fork's original task and the step it runs anew from (fork-task.ts); absent for any other task. */
   forkedFrom?: { taskId: string; fromStep: string } | null;
+  /** The task's tags, checked; null for a child that takes its parent's (the parent's row is read in the INSERT). */
+  tags: Record<string, string> | null;
 }
 
 /** What creating a task found: the task, whether this call created it, and whether an existing one has the same input. */
@@ -40,8 +42,9 @@ export interface CreatedTask {
  */
 const INSERT_TASK = `WITH inserted AS (
      INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, idempotency_key, trace_context, workflow_version,
-                              concurrency_key, parent_task_id, parent_step_key, forked_from, forked_from_step)
-     VALUES ($1, $2::jsonb, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12, $13)
+                              concurrency_key, parent_task_id, parent_step_key, forked_from, forked_from_step, tags)
+     VALUES ($1, $2::jsonb, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12, $13,
+             coalesce($14::jsonb, (SELECT p.tags FROM agent_tasks p WHERE p.id = $10::uuid), '{}'::jsonb))
      ON CONFLICT (workflow_name, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
      RETURNING ${TASK_COLUMNS}
    )
@@ -72,6 +75,7 @@ export async function createTask(executor: SqlExecutor, task: NewTask): Promise<
     task.parentStepKey,
     task.forkedFrom?.taskId ?? null,
     task.forkedFrom?.fromStep ?? null,
+    task.tags === null ? null : JSON.stringify(task.tags),
   ];
   // A task that held the key and was deleted between the two statements: insert again.
   for (let attempt = 0; attempt < 3; attempt++) {
@@ -88,8 +92,9 @@ export async function createTask(executor: SqlExecutor, task: NewTask): Promise<
 /** Many tasks of one workflow, all with the same options and no idempotency key (submitMany). */
 export interface NewTasks extends Omit<
   NewTask,
-  'inputJson' | 'concurrencyKey' | 'idempotencyKey' | 'parentTaskId' | 'parentStepKey' | 'forkedFrom'
+  'inputJson' | 'concurrencyKey' | 'idempotencyKey' | 'parentTaskId' | 'parentStepKey' | 'forkedFrom' | 'tags'
 > {
+  tags: Record<string, string>;
   inputsJson: string[];
   /** One per input (flow control's key), or none for a workflow without limits. */
   concurrencyKeys: Array<string | null> | null;
@@ -102,8 +107,8 @@ export interface NewTasks extends Omit<
 export async function createTasks(executor: SqlExecutor, batch: NewTasks): Promise<AgentTask[]> {
   const { rows } = await executor.query(
     `WITH inserted AS (
-       INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, trace_context, workflow_version, concurrency_key)
-       SELECT $1, input, $3, $4, $5, $6::jsonb, $7, ($8::varchar[])[n] FROM unnest($2::jsonb[]) WITH ORDINALITY AS i(input, n) ORDER BY n
+       INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, trace_context, workflow_version, concurrency_key, tags)
+       SELECT $1, input, $3, $4, $5, $6::jsonb, $7, ($8::varchar[])[n], $9::jsonb FROM unnest($2::jsonb[]) WITH ORDINALITY AS i(input, n) ORDER BY n
        RETURNING ${TASK_COLUMNS}
      ), notified AS (
        SELECT pg_notify('${TASK_SUBMITTED_CHANNEL}', $1) WHERE $4::timestamptz IS NULL OR $4::timestamptz <= now()
@@ -118,6 +123,7 @@ export async function createTasks(executor: SqlExecutor, batch: NewTasks): Promi
       batch.traceContextJson,
       batch.workflowVersion,
       batch.concurrencyKeys ?? [],
+      JSON.stringify(batch.tags),
     ],
     'duraflow_insert_tasks',
   );

@@ -47,7 +47,8 @@ export class TaskOperations {
     const prepared = await this.factory.prepare(
       original.workflowName,
       input,
-      { version, priority: original.priority ?? 0, maxRetries: original.maxRetries ?? undefined },
+      // A fork keeps the original's tags.
+      { version, priority: original.priority ?? 0, maxRetries: original.maxRetries ?? undefined, tags: original.tags ?? {} },
       origin,
     );
     const outcome = await this.factory.fork({ ...prepared, forkedFrom: { taskId: id, fromStep } });

@@ -13,7 +13,7 @@ import { readStepSummaries } from '../../persistence/sql/read-step-summaries';
 import { readTaskProgress } from '../../persistence/sql/read-task-progress';
 import { StepStore } from '../../persistence/step.store';
 import { TaskStore } from '../../persistence/task.store';
-import { checkPreviewChars, checkWorkflowFilter, createdRange } from '../../validation/call-options';
+import { checkPreviewChars, checkTagsFilter, checkWorkflowFilter, createdRange } from '../../validation/call-options';
 import { hasNul } from '../../validation/storable-text';
 
 export interface ListTasksOptions {
@@ -30,6 +30,8 @@ export interface ListTasksOptions {
   held?: boolean;
   /** Only the forks of this task (`workflows.fork`), newest first. */
   forkedFrom?: string;
+  /** Only tasks holding every one of these tags (an AND: `{ tenant: 'acme', plan: 'pro' }`). */
+  tags?: Record<string, string>;
   /** 1..1000, default 50. */
   limit?: number;
   /** `nextCursor` of the previous page. */
@@ -158,6 +160,7 @@ export class TaskReader {
       ...createdRange(options),
       held: options.held,
       forkedFrom: checkForkedFrom(options.forkedFrom),
+      tags: checkTagsFilter(options.tags),
       limit,
       maxBytes: this.options.maxListPageBytes,
       after: options.cursor ? decodeCursor(options.cursor) : undefined,
@@ -166,15 +169,20 @@ export class TaskReader {
   }
 
   async countByStatus(filter: TaskCountFilter = {}): Promise<TaskCounts> {
-    const found = await this.tasks.countTasksByStatus({ workflowName: checkWorkflowFilter(filter.workflowName), ...createdRange(filter) });
+    const found = await this.tasks.countTasksByStatus(countFilter(filter));
     const counts = {} as TaskCounts;
     for (const status of Object.values(TaskStatus)) counts[status] = found.get(status) ?? 0;
     return counts;
   }
 
   async countHeld(filter: TaskCountFilter = {}): Promise<number> {
-    return this.tasks.countHeldTasks({ workflowName: checkWorkflowFilter(filter.workflowName), ...createdRange(filter) });
+    return this.tasks.countHeldTasks(countFilter(filter));
   }
+}
+
+/** A count's filter, checked. @throws InvalidListOptionsError */
+function countFilter(filter: TaskCountFilter) {
+  return { workflowName: checkWorkflowFilter(filter.workflowName), ...createdRange(filter), tags: checkTagsFilter(filter.tags) };
 }
 
 /** `list`'s forkedFrom: a task id (one no task can have lists nothing), or InvalidListOptionsError. */

@@ -24,6 +24,12 @@ export interface SubmitOptions {
    * An unknown version throws UnknownWorkflowVersionError and writes nothing.
    */
   version?: number;
+  /**
+   * The task's tags, to find it by (`list({ tags })`, the bulk filters): at most 16, each key 1 to
+   * 64 characters of `[A-Za-z0-9_.-]`, each value a string of at most 256 characters (no NUL).
+   * Bad tags throw InvalidSubmitOptionsError and write nothing. Default: none (`{}`).
+   */
+  tags?: Record<string, string>;
 }
 
 /** What `submitWithResult` resolves with. */
