@@ -150,6 +150,29 @@ describe('the engine HTTP API', () => {
       expect(second.body).toEqual({ items: [expect.objectContaining({ id: ids[0] })], nextCursor: null });
     });
 
+    it('submits with tags (shown as tags, {} when none) and filters on ?tag=k:v, repeatable as an AND; 400 for bad tags', async () => {
+      const submit = async (tags?: Record<string, string>) => {
+        const body = { workflowName: 'order-processing', input: { orderId: 'tagged' }, scheduledAt: LATER, tags };
+        return (await http(engine, 'POST', '/tasks', { body })).body;
+      };
+      const acmeEu = await submit({ tenant: 'http-acme', region: 'eu' });
+      const acmeUs = await submit({ tenant: 'http-acme', region: 'us' });
+      const untagged = await submit();
+      expect(acmeEu.tags).toEqual({ tenant: 'http-acme', region: 'eu' });
+      expect((await http(engine, 'GET', `/tasks/${untagged.id}`)).body.tags).toEqual({});
+      const ids = async (query: string) => (await http(engine, 'GET', `/tasks?${query}`)).body.items.map((t: any) => t.id);
+      expect(await ids('tag=tenant:http-acme')).toEqual([acmeUs.id, acmeEu.id]);
+      expect(await ids('tag=tenant:http-acme&tag=region:eu')).toEqual([acmeEu.id]);
+      for (const query of ['tag=tenant', 'tag=bad%20key:v', 'tag=a:1&tag=a:2']) {
+        const response = await http(engine, 'GET', `/tasks?${query}`);
+        expect(response.status).toBe(400);
+        expect(response.body.code).toBe('INVALID_LIST_OPTIONS');
+      }
+      const refused = await http(engine, 'POST', '/tasks', { body: { workflowName: 'order-processing', tags: { tenant: 5 } } });
+      expect(refused.status).toBe(400);
+      expect(refused.body.code).toBe('INVALID_SUBMIT_OPTIONS');
+    });
+
     it('answers 400 for a bad status, limit or cursor', async () => {
       const cases: Array<[string, RegExp]> = [
         ['status=done', /status must be one of pending, running, completed, failed, cancelled, rolled_back, partial_rollback/],

@@ -1,4 +1,4 @@
-import { IsDateString, IsInt, IsNotEmpty, IsOptional, IsString, Matches, MaxLength, Min } from 'class-validator';
+import { IsDateString, IsInt, IsNotEmpty, IsObject, IsOptional, IsString, Matches, MaxLength, Min } from 'class-validator';
 import { MAX_IDEMPOTENCY_KEY_LENGTH, WORKFLOW_NAME_PATTERN } from '@duraflow/nestjs';
 
 /** Body of `POST /tasks`. Each property's type check is its last decorator: class-validator runs them bottom-up. */
@@ -35,4 +35,9 @@ export class SubmitTaskDto {
   @Min(1)
   @IsInt()
   version?: number;
+
+  /** The task's tags, `{ "tenant": "acme" }`: string keys and values (the library checks their count and lengths). */
+  @IsOptional()
+  @IsObject()
+  tags?: Record<string, string>;
 }

@@ -33,6 +33,11 @@ export class ListTasksQuery extends PageQuery {
   @IsOptional()
   @IsString()
   workflowName?: string;
+
+  /** `?tag=tenant:acme&tag=region:eu`: only tasks holding every one of these tags. */
+  @IsOptional()
+  @IsString({ each: true, message: 'tag must be key:value, such as tag=tenant:acme' })
+  tag?: string | string[];
 }
 
 /** Query of `GET /tasks/:id/signals`: a page in the order they were sent. */

@@ -2,6 +2,8 @@ import { Body, Controller, Get, HttpCode, HttpStatus, Param, Post, Query, Res } 
 import {
   AgentTask,
   ForkResult,
+  InvalidListOptionsError,
+  parseTagPairs,
   SignalNotFoundError,
   SignalReceipt,
   StepRun,
@@ -28,6 +30,7 @@ export class TasksController {
       maxRetries: body.maxRetries,
       idempotencyKey: body.idempotencyKey,
       version: body.version,
+      tags: body.tags,
     });
     response.status(created ? HttpStatus.CREATED : HttpStatus.OK);
     return task;
@@ -35,7 +38,9 @@ export class TasksController {
 
   @Get()
   list(@Query() query: ListTasksQuery): Promise<TaskPage> {
-    return this.workflows.list(query);
+    const { tag, ...rest } = query;
+    const pairs = tag === undefined ? [] : Array.isArray(tag) ? tag : [tag];
+    return this.workflows.list({ ...rest, tags: parseTagPairs(pairs, (reason) => new InvalidListOptionsError('tag', reason)) });
   }
 
   /** The task, with the ids of the children it started (`ctx.startChild` / `ctx.runChild`), oldest first. */

@@ -29,6 +29,7 @@ export {
   BackoffOptions,
   SignalWaitOptions,
   ChildWorkflowOptions,
+  RunLogger,
 } from './domain/workflow-context';
 export {
   WorkflowOptions,
@@ -45,6 +46,8 @@ export { ScheduleDefinition, WorkflowScheduleOptions, ScheduleInfo } from './dom
 export { WorkflowService } from './services/workflow.service';
 export { SubmitOptions, SubmitResult } from './services/workflows/task-submitter';
 export { ListSignalsOptions, ListTasksOptions, SignalPage, TaskPage } from './services/workflows/task-reader';
+export { GetLogsOptions, RunLogLine, RunLogPage } from './services/workflows/run-log-reader';
+export { RunLogLevel } from './persistence/run-log.store';
 export { CancelOptions, SignalReceipt } from './services/workflows/task-control';
 export { BulkTaskFilter, BulkOptions, BulkCancelOptions, BulkResult } from './domain/bulk-operations';
 export { ForkOptions, ForkResult } from './services/workflows/task-operations';
@@ -103,3 +106,4 @@ export {
   REAPER_INTERVAL_NAME,
 } from './domain/duraflow.constants';
 export { jsonPathDeeperThan } from './util/json';
+export { MAX_TAGS, MAX_TAG_KEY_LENGTH, MAX_TAG_VALUE_LENGTH, parseTagPairs } from './validation/tags';
