@@ -17,4 +17,5 @@ export const DURAFLOW_MIGRATION_NAMES = [
   'SignalsWithTheirTask1700000000900',
   'RetryAndFork1700000001000',
   'TaskTags1700000002000',
+  'RunLogs1700000002050',
 ];

@@ -16,6 +16,7 @@ import { RetentionSweeper } from './background/retention-sweeper';
 import { WorkerLoop } from './background/worker-loop';
 import { NodeIdentity } from './background/node-identity';
 import { SignalStore } from './persistence/signal.store';
+import { RunLogStore } from './persistence/run-log.store';
 import { TaskTransitions } from './persistence/lifecycle/task-transitions';
 import { TaskLeases } from './lease/task-leases';
 import { ShutdownHooksCheck } from './background/shutdown-hooks.check';
@@ -27,6 +28,7 @@ import { TaskFactory } from './execution/task-factory';
 import { ScheduleReader } from './schedules/schedule-reader';
 import { TaskSubmitter } from './services/workflows/task-submitter';
 import { TaskReader } from './services/workflows/task-reader';
+import { RunLogReader } from './services/workflows/run-log-reader';
 import { TaskControl } from './services/workflows/task-control';
 import { BulkTaskControl } from './services/workflows/bulk-control';
 import { TaskOperations } from './services/workflows/task-operations';
@@ -81,6 +83,7 @@ import { ScheduleTicker } from './schedules/schedule-ticker';
     StepStore,
     DeadLetterStore,
     SignalStore,
+    RunLogStore,
     TaskTransitions,
     TaskFactory,
     WakeUpTimer,
@@ -99,6 +102,7 @@ import { ScheduleTicker } from './schedules/schedule-ticker';
     RetentionSweeper,
     TaskSubmitter,
     TaskReader,
+    RunLogReader,
     TaskControl,
     BulkTaskControl,
     TaskOperations,

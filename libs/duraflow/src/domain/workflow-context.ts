@@ -24,6 +24,14 @@ export interface StepOptions {
   backoff?: BackoffOptions;
 }
 
+/** `ctx.log`: debug | info | warn | error, each `(message, metadata?)`. */
+export interface RunLogger {
+  debug(message: string, metadata?: Record<string, unknown>): void;
+  info(message: string, metadata?: Record<string, unknown>): void;
+  warn(message: string, metadata?: Record<string, unknown>): void;
+  error(message: string, metadata?: Record<string, unknown>): void;
+}
+
 /** Runs memoized steps: `run` executes `fn` once per task and returns the saved output afterwards. */
 export interface StepRunner {
   run<T>(key: string, fn: (step: StepContext) => T | Promise<T>, options?: StepOptions): Promise<T>;
@@ -40,6 +48,12 @@ export interface WorkflowContext<TInput = any> {
   readonly attempt: number;
   /** Aborted when the task is cancelled or this worker loses it. */
   readonly signal: AbortSignal;
+  /**
+   * The run's log: `ctx.log.info('charged', { amount })`. Each line goes to Nest's Logger (with
+   * the task id) and is kept with the run (`workflows.getLogs`), written with the run's next
+   * checkpoint; inside a step it carries the step's key and attempt.
+   */
+  readonly log: RunLogger;
   /**
    * For changing a workflow's code in place: true for a run that reaches this point for the first
    * time on code that has the patch, false for a run that was already past it before the patch

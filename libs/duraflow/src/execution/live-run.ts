@@ -9,9 +9,11 @@ import { WakeUpTimer } from '../notifications/wake-up-timer';
 import { traceContextOf } from '../observability/tracing';
 import { ClaimedTask } from '../persistence/lifecycle/claim-tasks';
 import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
+import { RunLogStore } from '../persistence/run-log.store';
 import { StepMemo, StepStore } from '../persistence/step.store';
 import { OutputLimits } from '../util/json';
 import { CheckpointBatcher } from './checkpoint-batcher';
+import { DEFAULT_RUN_LOG_LIMITS, RunLog } from './run-log';
 import { RunKernel } from './run-kernel';
 import { RunWaits } from './run-waits';
 import { StepAttempts, StepFailure } from './step-attempts';
@@ -29,6 +31,7 @@ export class LiveRuns {
     private readonly transitions: TaskTransitions,
     private readonly factory: TaskFactory,
     private readonly wakeUps: WakeUpTimer,
+    private readonly logs: RunLogStore,
   ) {}
 
   /** The run of a claimed task (its workflow at the task's version); a fresh task has no step to read. */
@@ -41,6 +44,7 @@ export class LiveRuns {
       transitions: this.transitions,
       factory: this.factory,
       wakeUps: this.wakeUps,
+      logs: this.logs,
       traceContextJson: childTraceContext(traceContext),
     });
   }
@@ -57,6 +61,7 @@ interface LiveRunParts {
   transitions: TaskTransitions;
   factory: TaskFactory;
   wakeUps: WakeUpTimer;
+  logs: RunLogStore;
   traceContextJson: string | null;
 }
 
@@ -67,9 +72,12 @@ interface LiveRunParts {
  */
 export class LiveRun {
   readonly kernel: RunKernel;
+  /** `ctx.log`'s lines, written before each checkpoint and wait, and at the run's end. */
+  readonly log: RunLog;
   private readonly attempts: StepAttempts;
   private readonly waits: RunWaits;
   private readonly context: BuiltContext;
+  private readonly lease: TaskLease;
 
   constructor(
     task: AgentTask,
@@ -86,24 +94,43 @@ export class LiveRun {
     );
     this.attempts = new StepAttempts(workflow, lease, this.kernel, parts.checkpoints, parts.outputLimits);
     this.waits = new RunWaits({ ...parts, lease, kernel: this.kernel });
+    // Waits recorded as waiting are not on the guard's replayed path: a body line before one was written with it.
+    const waiting = new Set([...memos.values()].filter((memo) => memo.status === 'waiting').map((memo) => memo.stepKey));
+    const replaying = () => this.kernel.guard.replaying || waiting.size > 0;
+    this.log = new RunLog(
+      { taskId: task.id, workflowName: task.workflowName, claimToken: lease.claimToken, replaying },
+      parts.logs,
+      DEFAULT_RUN_LOG_LIMITS,
+    );
+    const flushed = (key?: string) => (key !== undefined && waiting.delete(key) ? Promise.resolve() : this.flushLog());
     this.context = buildWorkflowContext(
       task,
       this.kernel,
       {
         runStep: (key, fn, options, previous) => this.attempts.run(key, fn, options, previous),
-        sleep: (key, wakeAt, recorded, input) => this.waits.sleep(key, wakeAt, recorded, input),
-        waitForSignal: (key, name, deadline, timeoutMs) => this.waits.waitForSignal(key, name, deadline, timeoutMs),
-        startChild: (key, name, input, options) => this.waits.startChild(key, name, input, options),
-        runChild: (key, name, input, options, recorded) => this.waits.runChild(key, name, input, options, recorded),
+        sleep: (key, wakeAt, recorded, input) => flushed(key).then(() => this.waits.sleep(key, wakeAt, recorded, input)),
+        waitForSignal: (key, name, deadline, timeoutMs) =>
+          flushed(key).then(() => this.waits.waitForSignal(key, name, deadline, timeoutMs)),
+        startChild: (key, name, input, options) => flushed().then(() => this.waits.startChild(key, name, input, options)),
+        runChild: (key, name, input, options, recorded) =>
+          flushed(key).then(() => this.waits.runChild(key, name, input, options, recorded)),
+        log: this.log.api,
       },
       lease.signal,
     );
     this.attempts.scope = this.context.scope;
+    this.attempts.beforeCheckpoint = () => flushed();
+    this.lease = lease;
   }
 
   /** Calls the workflow inside its run scope (where @Step methods find the run). */
   call(): Promise<unknown> {
     return runScopeStorage.run(this.context.scope, () => this.workflow.run(this.context.ctx));
+  }
+
+  /** Writes the run's pending log lines through its lease (fenced on its claim; a lost claim writes nothing). */
+  async flushLog(): Promise<void> {
+    await this.lease.write(() => this.log.flush());
   }
 
   /** A checkpoint or a wait could not be written (the database was unreachable): the run decides nothing. */

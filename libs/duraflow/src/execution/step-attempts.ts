@@ -35,6 +35,8 @@ export class StepAttempts {
   lastFailure: StepFailure | undefined;
   /** The run's scope (workflow-context.ts), which a step body runs inside so that @Step methods find the run. */
   scope: RunScope | undefined;
+  /** Runs just before each checkpoint's statement (the run's pending log lines are written there). */
+  beforeCheckpoint: (() => Promise<void>) | undefined;
 
   constructor(
     private readonly workflow: RegisteredWorkflow,
@@ -147,6 +149,7 @@ export class StepAttempts {
   private async checkpoint(write: () => Promise<boolean>): Promise<void> {
     let landed: boolean;
     try {
+      await this.beforeCheckpoint?.();
       landed = await this.lease.write(write);
     } catch (error) {
       this.kernel.throwIfStopped();

@@ -43,12 +43,14 @@ export class TaskExecutor {
     } catch (error) {
       run.kernel.close();
       if (run.kernel.suspendedUntil) return 'suspended';
+      await flushLog(run);
       if (lease.stoppedBecause) return 'stopped';
       if (run.persistenceFailure) return this.unrecorded(task, run.persistenceFailure);
       if (run.kernel.guard.diverged) return this.outcomes.hold(task, lease, slot, run.kernel.guard.diverged);
       return this.outcomes.fail(task, lease, slot, run.kernel.compensable, taskError(error, run));
     }
     run.kernel.close();
+    await flushLog(run);
     // The workflow caught the suspension and returned: the task waits all the same.
     if (run.kernel.suspendedUntil) return 'suspended';
     const diverged = run.kernel.guard.finish();
@@ -73,6 +75,14 @@ export class TaskExecutor {
     );
     return 'unrecorded';
   }
+}
+
+/**
+ * The run's last log lines, written before its outcome (fenced on its claim). A line that cannot
+ * be written is not worth the outcome: the outcome's own write reports the database's state.
+ */
+async function flushLog(run: LiveRun): Promise<void> {
+  await run.flushLog().catch(() => undefined);
 }
 
 /** The task's error for a run that failed: the step that failed for good, or the workflow's own error. */

@@ -1,6 +1,6 @@
 import { SIGNAL_NAME_PATTERN } from '../domain/duraflow.constants';
 import { ChildWorkflowFailedError, InvalidPrimitiveCallError, InvalidSignalNameError, SignalTimeoutError } from '../domain/errors';
-import { ChildWorkflowOptions, SignalWaitOptions, StepContext, StepOptions, WorkflowContext } from '../domain/workflow-context';
+import { ChildWorkflowOptions, RunLogger, SignalWaitOptions, StepContext, StepOptions, WorkflowContext } from '../domain/workflow-context';
 import { RunScope } from '../decorators/run-scope';
 import { StepMemo } from '../persistence/step.store';
 import { DUE_TIME_RANGE, isAcceptedDueTime, LATEST_DUE_TIME } from '../validation/due-time';
@@ -38,7 +38,11 @@ export interface RunEffects {
     options: ChildWorkflowOptions | undefined,
     recorded: StepMemo | undefined,
   ): Promise<unknown>;
+  /** `ctx.log` (live-run's run log); without one (the replay check) the lines go nowhere. */
+  log?: RunLogger;
 }
+
+const SILENT_LOG: RunLogger = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
 
 /** A step resumes from a completed row only; its failed attempts are run again. */
 const COMPLETED = (memo: StepMemo) => memo.status === 'completed';
@@ -67,6 +71,7 @@ export function buildWorkflowContext(task: ContextTask, kernel: RunKernel, effec
     input: task.input,
     attempt: (task.retryCount ?? 0) + 1,
     signal,
+    log: effects.log ?? SILENT_LOG,
     step: { run: step },
     patched: (patchId) => kernel.patches.patched(patchId),
     deprecatePatch: (patchId) => kernel.patches.deprecatePatch(patchId),

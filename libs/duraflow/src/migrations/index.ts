@@ -11,6 +11,7 @@ import { RunnableOrder1700000000800 } from './1700000000800-RunnableOrder';
 import { SignalsWithTheirTask1700000000900 } from './1700000000900-SignalsWithTheirTask';
 import { RetryAndFork1700000001000 } from './1700000001000-RetryAndFork';
 import { TaskTags1700000002000 } from './1700000002000-TaskTags';
+import { RunLogs1700000002050 } from './1700000002050-RunLogs';
 
 /** Every Duraflow migration, in order: pass to a TypeORM DataSource's `migrations`. */
 export const DURAFLOW_MIGRATIONS = [
@@ -27,4 +28,5 @@ export const DURAFLOW_MIGRATIONS = [
   SignalsWithTheirTask1700000000900,
   RetryAndFork1700000001000,
   TaskTags1700000002000,
+  RunLogs1700000002050,
 ];

@@ -13,6 +13,7 @@ import { ForkOptions, ForkResult, TaskOperations } from './workflows/task-operat
 import { ListSignalsOptions, ListTasksOptions, SignalPage, TaskPage, TaskReader } from './workflows/task-reader';
 import { SubmitOptions, SubmitResult, TaskSubmitter } from './workflows/task-submitter';
 import { TaskWaiter, WaitForOptions } from './workflows/task-waiter';
+import { GetLogsOptions, RunLogPage, RunLogReader } from './workflows/run-log-reader';
 
 export type { CancelOptions, SignalReceipt } from './workflows/task-control';
 export type { ForkOptions, ForkResult } from './workflows/task-operations';
@@ -34,6 +35,7 @@ export class WorkflowService {
     private readonly schedules: ScheduleReader,
     private readonly bulk: BulkTaskControl,
     private readonly operations: TaskOperations,
+    private readonly runLogs: RunLogReader,
   ) {}
 
   /**
@@ -221,6 +223,17 @@ export class WorkflowService {
    */
   signal(taskId: string, name: string, payload?: unknown): Promise<SignalReceipt> {
     return this.control.signal(taskId, name, payload);
+  }
+
+  /**
+   * One page of the lines the run kept with `ctx.log`, in order (`seq` from 1), each with its step
+   * key and attempt (null for a line of the workflow's body): the lines after `afterSeq`, at most
+   * `limit`; `nextAfterSeq` (null on the last page) asks for the next page.
+   *
+   * @throws InvalidListOptionsError (afterSeq, limit)
+   */
+  getLogs(id: string, options: GetLogsOptions = {}): Promise<RunLogPage> {
+    return this.runLogs.getLogs(id, options);
   }
 
   /**
