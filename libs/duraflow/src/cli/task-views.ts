@@ -2,6 +2,7 @@ import { AgentTask } from '../domain/entities/agent-task.entity';
 import { DeadLetter } from '../domain/entities/dead-letter.entity';
 import { StepSummary } from '../domain/task-summaries';
 import { TaskSignal } from '../persistence/signal.store';
+import { effectKey } from '../util/effect-key';
 import { terminalText as shown } from './terminal-text';
 
 /** A task in `tasks list --json`: what a script filters on, no input or output. */
@@ -41,6 +42,8 @@ export interface TaskStepView {
   durationMs: number | null;
   compensatedAt: Date | null;
   error: string | null;
+  /** A step's effect key (derived from the task id and the step key); null for a durable primitive. */
+  effectKey: string | null;
 }
 
 /** `tasks show --json`. */
@@ -84,6 +87,7 @@ export function toStepView(step: StepSummary): TaskStepView {
     durationMs: duration,
     compensatedAt: step.compensatedAt,
     error,
+    effectKey: step.kind ? null : effectKey(step.taskId, step.stepKey),
   };
 }
 
@@ -144,6 +148,7 @@ export function formatTaskShow(report: TaskShowReport): string[] {
     ]);
     lines.push(...table([['key', 'status', 'attempts', 'duration', 'error'], ...rows], [2, 3]).map((line) => `  ${line}`));
   }
+  lines.push(...startedNeverFinished(report.steps));
   lines.push('', report.signals.items.length ? 'Signals:' : 'Signals: none');
   if (report.signals.items.length) {
     const rows = report.signals.items.map((signal) => [
@@ -162,6 +167,17 @@ export function formatTaskShow(report: TaskShowReport): string[] {
     lines.push(`  ${shown(entry.id)} step ${shown(entry.stepId)}, ${entry.retryCount} retries: ${shown(oneLine(message, 120))}`);
   }
   return lines;
+}
+
+/**
+ * Steps written `running` (the step option `recordStart`) and not finished: after a crash, an
+ * effect their body may have caused, to look up at the provider by its effect key.
+ */
+function startedNeverFinished(steps: TaskStepView[]): string[] {
+  const started = steps.filter((step) => step.status === 'running' && step.effectKey);
+  if (!started.length) return [];
+  const rows = started.map((step) => [step.key, when(step.startedAt), String(step.attempts), step.effectKey!]);
+  return ['', 'Started, never finished:', ...table([['key', 'started', 'attempt', 'effect key'], ...rows], [2]).map((line) => `  ${line}`)];
 }
 
 /** One line of at most `max` characters (cut with an ellipsis). */

@@ -29,6 +29,8 @@ export interface ResolvedStepOptions {
   retries: number;
   timeout: number | undefined;
   backoff: ResolvedBackoff;
+  /** Write the step's row `running` before each attempt (steps only; compensations ignore it). */
+  recordStart: boolean;
 }
 
 /** Every option with its default applied: the one place defaults live. */
@@ -74,7 +76,12 @@ export const RETENTION_STATUSES = ['completed', 'failed', 'rolledBack', 'cancell
 export const DEFAULT_BACKOFF: ResolvedBackoff = { initialDelayMs: 100, factor: 2, maxDelayMs: 30_000 };
 
 /** A compensation that hangs must not hold a rollback forever: 30 s, then it counts as failed. */
-export const DEFAULT_COMPENSATION_OPTIONS: ResolvedStepOptions = { retries: 2, timeout: 30_000, backoff: DEFAULT_BACKOFF };
+export const DEFAULT_COMPENSATION_OPTIONS: ResolvedStepOptions = {
+  retries: 2,
+  timeout: 30_000,
+  backoff: DEFAULT_BACKOFF,
+  recordStart: false,
+};
 
 export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): ResolvedDuraflowOptions {
   const defaults = DURAFLOW_DEFAULTS;
@@ -107,7 +114,7 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
     },
     workflows: options.workflows ?? [],
     maxRetries: options.maxRetries ?? defaults.maxRetries,
-    step: resolveStepOptions(options.step, { retries: 0, timeout: undefined, backoff: DEFAULT_BACKOFF }, 'step'),
+    step: resolveStepOptions(options.step, { retries: 0, timeout: undefined, backoff: DEFAULT_BACKOFF, recordStart: false }, 'step'),
     compensation: resolveStepOptions(options.compensation, DEFAULT_COMPENSATION_OPTIONS, 'compensation'),
     maxInputBytes: options.maxInputBytes ?? defaults.maxInputBytes,
     maxOutputBytes: options.maxOutputBytes ?? defaults.maxOutputBytes,
@@ -265,6 +272,7 @@ export function resolveStepOptions(options: StepOptions | undefined, base: Resol
   const resolved: ResolvedStepOptions = {
     retries: options?.retries ?? base.retries,
     timeout: options?.timeout ?? base.timeout,
+    recordStart: options?.recordStart ?? base.recordStart,
     backoff: {
       initialDelayMs: backoff.initialDelayMs ?? base.backoff.initialDelayMs,
       factor: backoff.factor ?? base.backoff.factor,
@@ -273,6 +281,7 @@ export function resolveStepOptions(options: StepOptions | undefined, base: Resol
   };
   checkInteger(`${where}.retries`, resolved.retries, 0);
   if (resolved.timeout !== undefined) checkTimer(`${where}.timeout`, resolved.timeout, 1);
+  if (typeof resolved.recordStart !== 'boolean') throw new InvalidDuraflowOptionsError(`${where}.recordStart`, 'must be true or false.');
   checkTimer(`${where}.backoff.initialDelayMs`, resolved.backoff.initialDelayMs, 0);
   checkTimer(`${where}.backoff.maxDelayMs`, resolved.backoff.maxDelayMs, 0);
   if (!(typeof resolved.backoff.factor === 'number' && resolved.backoff.factor >= 1)) {

@@ -11,8 +11,8 @@ export interface RunScope {
 export const runScopeStorage = new AsyncLocalStorage<RunScope>();
 
 /**
- * The `{ signal, attempt }` of the step whose body is running. A @Step method reads its
- * AbortSignal here, since its own arguments are the caller's.
+ * The `{ signal, attempt, effectKey }` of the step whose body is running. A @Step method reads
+ * its AbortSignal and its effect key here, since its own arguments are the caller's.
  */
 export function currentStepContext(): StepContext | undefined {
   return runScopeStorage.getStore()?.step?.context;

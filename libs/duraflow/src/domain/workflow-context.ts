@@ -4,6 +4,12 @@ export interface StepContext {
   signal: AbortSignal;
   /** 1 for the first attempt of this step, 2 for the first retry, and so on. */
   attempt: number;
+  /**
+   * One value per (task, step key), the same on every attempt, after any recovery and in any
+   * process: pass it as a provider's idempotency key. A UUIDv5 of the step key in the task id's
+   * namespace (derived, not stored); a fork's steps get new ones (the fork is another task).
+   */
+  effectKey: string;
 }
 
 export interface BackoffOptions {
@@ -22,6 +28,12 @@ export interface StepOptions {
   timeout?: number;
   /** Exponential backoff with jitter between attempts. */
   backoff?: BackoffOptions;
+  /**
+   * Write the step's row `running` (with `started_at`) before each attempt's body runs, fenced
+   * on the run's claim: after a crash the step is listed as "started, never finished" with its
+   * effect key. Costs one write per attempt. Default false.
+   */
+  recordStart?: boolean;
 }
 
 /** `ctx.log`: debug | info | warn | error, each `(message, metadata?)`. */

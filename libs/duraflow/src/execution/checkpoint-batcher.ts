@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { CompletedStep, FailedStepAttempt, StepStore, UNIQUE_VIOLATION } from '../persistence/step.store';
+import { CompletedStep, FailedStepAttempt, StartedStepAttempt, StepStore, UNIQUE_VIOLATION } from '../persistence/step.store';
 import { GroupCommit } from './group-commit';
 
 /**
@@ -46,5 +46,10 @@ export class CheckpointBatcher {
   /** An attempt of a step failed: true once written, false when the claim no longer owns the task. */
   stepFailed(attempt: FailedStepAttempt): Promise<boolean> {
     return this.steps.recordStepFailed(attempt);
+  }
+
+  /** An attempt of a step starts (`recordStart`): true once its `running` row is written, false when the claim no longer owns the task. */
+  stepStarted(attempt: StartedStepAttempt): Promise<boolean> {
+    return this.steps.recordStepStarted(attempt);
   }
 }

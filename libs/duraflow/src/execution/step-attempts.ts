@@ -9,6 +9,7 @@ import { CompletedStep, StepMemo } from '../persistence/step.store';
 import { describeError } from '../util/describe-error';
 import { OutputLimits, outputToJson } from '../util/json';
 import { sleep } from '../util/sleep';
+import { effectKey } from '../util/effect-key';
 import { runAttempt } from './attempt';
 import { checkStorableJson, storableJson } from '../validation/storable-text';
 import { retryDelayMs } from './backoff';
@@ -56,6 +57,10 @@ export class StepAttempts {
       this.kernel.throwIfStopped();
       attempt++;
       const startedAt = new Date();
+      if (resolved.recordStart) {
+        await this.recordStart(key, attempt, startedAt);
+        rowMayExist = true;
+      }
       let value: T;
       try {
         value = await observeStepAttempt(this.lease, key, attempt, () => this.attempt(key, fn, attempt, resolved.timeout));
@@ -77,6 +82,12 @@ export class StepAttempts {
   /** `ctx.patched`'s answer as a completed step row with no compensation, fenced like any checkpoint. */
   writePatchMarker(key: string, patched: boolean): Promise<void> {
     return this.checkpoint(() => this.checkpoints.stepCompleted(this.completed(key, JSON.stringify(patched), null, 1, new Date()), false));
+  }
+
+  /** `recordStart`: the step's row written `running` before the body runs, fenced like any checkpoint. */
+  private recordStart(stepKey: string, attempt: number, startedAt: Date): Promise<void> {
+    const { taskId, claimToken } = this.lease;
+    return this.checkpoint(() => this.checkpoints.stepStarted({ taskId, claimToken, stepKey, attempt, startedAt }));
   }
 
   private recordFailedAttempt(key: string, error: unknown, attempt: number, startedAt: Date): Promise<void> {
@@ -129,10 +140,14 @@ export class StepAttempts {
   /** One attempt, raced against the run's stop and the step's timeout, inside the step's scope. */
   private attempt<T>(key: string, fn: (step: StepContext) => T | Promise<T>, attempt: number, timeout?: number): Promise<T> {
     const runStep = this.scope!.runStep;
+    const taskId = this.lease.taskId;
     return runAttempt(
       (handle) => {
         const context: StepContext = {
           attempt,
+          get effectKey() {
+            return effectKey(taskId, key);
+          },
           get signal() {
             return handle.signal;
           },

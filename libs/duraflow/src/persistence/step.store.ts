@@ -50,6 +50,9 @@ export interface FailedStepAttempt {
   startedAt: Date;
 }
 
+/** An attempt of a step about to start (the step option `recordStart`), as its run writes it (fenced on the run's claim). */
+export type StartedStepAttempt = Omit<FailedStepAttempt, 'errorJson'>;
+
 /** The claim a write is fenced on: it lands only while this claim owns its running task. */
 export interface ClaimFence {
   taskId: string;
@@ -193,6 +196,26 @@ export class StepStore {
     );
     const written = new Set(rows.map((row) => `${row.task_id}/${row.step_key}`));
     return steps.map((step) => written.has(`${step.taskId}/${step.stepKey}`));
+  }
+
+  /**
+   * Fenced: a step's attempt starts (the step option `recordStart`): its row is written `running`
+   * with the attempt and `started_at` before the body runs, so a crash leaves it listed as
+   * started, never finished. A completed row is never touched.
+   */
+  async recordStepStarted(step: StartedStepAttempt): Promise<boolean> {
+    const { rowCount } = await this.db.query(
+      `INSERT INTO step_runs (task_id, step_key, status, attempt, started_at)
+       SELECT $1, $2, 'running', $4, $5
+       FROM (${OWNED_TASK}) owner
+       ON CONFLICT (task_id, step_key) DO UPDATE
+       SET status = 'running', attempt = EXCLUDED.attempt, started_at = EXCLUDED.started_at
+       WHERE step_runs.status <> 'completed'
+       RETURNING id`,
+      [step.taskId, step.stepKey, step.claimToken, step.attempt, step.startedAt],
+      'duraflow_step_started',
+    );
+    return rowCount > 0;
   }
 
   /** Fenced: records a failed attempt (the error and the attempt number). */

@@ -3,6 +3,7 @@ import { DeadLetter } from '../../domain/entities/dead-letter.entity';
 import { isTerminalStatus, TaskStatus } from '../../domain/task-status';
 import { StepSummary } from '../../domain/task-summaries';
 import { TaskSignal } from '../../persistence/signal.store';
+import { effectKey } from '../../util/effect-key';
 import { durationBetween, formatDuration, timeElement } from './format';
 import { html, Html, HtmlValue } from './html';
 import { isHeld } from '../../domain/task-status';
@@ -91,6 +92,7 @@ ${isRetryable(task) && html`<div class="actions"><a class="button" href="${links
 </div>
 <h2>Steps (${steps.length})</h2>
 ${timelineTable(task, entries, context)}
+${startedStepsSection(task, steps)}
 ${historySection(context, task)}
 ${childrenSection(context, children)}
 ${signalsSection(context, details)}
@@ -181,6 +183,22 @@ function taskFacts(task: AgentTask, steps: StepSummary[], deadLetters: DeadLette
     ['Last heartbeat', timeElement(task.heartbeatAt)],
     ['Idempotency key', task.idempotencyKey ? html`<code>${task.idempotencyKey}</code>` : html`<span class="muted">—</span>`],
   ];
+}
+
+/** Steps written `running` before their body (`recordStart`) and not finished: their effect keys, to look up at the provider after a crash. */
+function startedStepsSection(task: AgentTask, steps: StepSummary[]): Html {
+  const started = steps.filter((step) => step.status === 'running' && !step.kind);
+  if (!started.length) return html``;
+  return html`<h2 id="started-never-finished">Started, never finished (${started.length})</h2>
+<table>
+  <thead><tr><th scope="col">Step</th><th scope="col">Started</th><th scope="col" class="num">Attempt</th><th scope="col">Effect key</th></tr></thead>
+  <tbody>${started.map(
+    (step) => html`<tr>
+    <td><code>${step.stepKey}</code> <span class="badge s-running">started, never finished</span></td><td>${timeElement(step.startedAt)}</td>
+    <td class="num">${step.attempt}</td><td><code>${effectKey(task.id, step.stepKey)}</code></td>
+  </tr>`,
+  )}</tbody>
+</table>`;
 }
 
 /** The undos in the order they ran (then those that failed or are still to run). */
