@@ -62,6 +62,23 @@ export class ListSignalsQuery {
   maxPayloadBytes?: number;
 }
 
+/** Query of `GET /tasks/:id/logs`: the run's log lines after `afterSeq`, in order. */
+export class GetLogsQuery {
+  @IsOptional()
+  @Type(() => Number)
+  @Max(MAX_LIST_LIMIT)
+  @Min(1)
+  @IsInt()
+  limit?: number;
+
+  /** The `nextAfterSeq` of the previous page (0 or left out: from the first line). */
+  @IsOptional()
+  @Type(() => Number)
+  @Min(0)
+  @IsInt()
+  afterSeq?: number;
+}
+
 /** Query of `GET /dead-letters`. */
 export class ListDeadLettersQuery extends PageQuery {
   @IsOptional()

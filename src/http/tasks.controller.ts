@@ -5,6 +5,7 @@ import {
   InvalidListOptionsError,
   parseTagPairs,
   SignalNotFoundError,
+  RunLogPage,
   SignalReceipt,
   StepRun,
   TaskNotFoundError,
@@ -14,7 +15,7 @@ import {
 } from '@duraflow/nestjs';
 import { ForkTaskDto } from './operate-tasks.dto';
 import { SubmitTaskDto } from './submit-task.dto';
-import { CancelTaskDto, ListSignalsQuery, ListTasksQuery, SignalTaskDto } from './task-queries.dto';
+import { CancelTaskDto, GetLogsQuery, ListSignalsQuery, ListTasksQuery, SignalTaskDto } from './task-queries.dto';
 import { uuidParam } from './uuid-param.pipe';
 
 @Controller('tasks')
@@ -125,6 +126,16 @@ export class TasksController {
       response.setHeader('Link', `<?${next.toString()}>; rel="next"`);
     }
     return page.items;
+  }
+
+  /**
+   * One page of the lines the run kept with `ctx.log` (`?afterSeq=&limit=`), in order, each with
+   * its step key and attempt: `{ items, nextAfterSeq }` (null on the last page). 404 for no task.
+   */
+  @Get(':id/logs')
+  async logs(@Param('id', uuidParam('id')) id: string, @Query() query: GetLogsQuery): Promise<RunLogPage> {
+    await this.findTask(id);
+    return this.workflows.getLogs(id, query);
   }
 
   /** One signal with its whole payload; 404 when the task has no signal of this id. */
