@@ -1,6 +1,16 @@
 import { TestingModule } from '@nestjs/testing';
-import { DuraflowModuleOptions, InvalidListOptionsError, TaskStatus, WorkflowContext, WorkflowService, workflow } from '@duraflow/nestjs';
+import {
+  DuraflowModuleOptions,
+  InvalidDuraflowOptionsError,
+  InvalidListOptionsError,
+  TaskStatus,
+  WorkflowContext,
+  WorkflowService,
+  workflow,
+} from '@duraflow/nestjs';
 import { useTestBed } from './support/test-bed';
+import { resolveDuraflowOptions } from '../libs/duraflow/src/config/resolved-options';
+import { DROPPED_LINES_MESSAGE } from '../libs/duraflow/src/persistence/run-log.store';
 
 /*
  * ctx.log: lines of the workflow's body and of its steps kept with the run (task_logs), written
@@ -33,8 +43,17 @@ const chatty = workflow('logs-chatty', async (ctx: WorkflowContext<{ lines: numb
   });
 });
 
+const sized = workflow('logs-sized', async (ctx: WorkflowContext) => {
+  await ctx.step.run('a', () => {
+    ctx.log.info('a long message', { blob: 'x'.repeat(100) });
+    ctx.log.info('a2', { small: 1 });
+    for (const n of [3, 4]) ctx.log.info(`a${n}`);
+  });
+  await ctx.step.run('b', () => ['b1', 'b2'].forEach((message) => ctx.log.info(message)));
+});
+
 function startApp(duraflow: DuraflowModuleOptions = {}): Promise<TestingModule> {
-  return bed.start({ duraflow: { ...duraflow, workflows: [charge, chatty], worker: { shutdownTimeoutMs: 100 } } });
+  return bed.start({ duraflow: { ...duraflow, workflows: [charge, chatty, sized], worker: { shutdownTimeoutMs: 100 } } });
 }
 
 async function logCount(taskId: string): Promise<number> {
@@ -95,6 +114,23 @@ describe('run logs', () => {
       { seq: 1000, message: 'line 1000' },
       { seq: 1001, level: 'warn', metadata: { dropped: 30 }, stepKey: null },
     ]);
+  });
+
+  it('takes its bounds from the logs option: message cut, metadata replaced, the dropped count summed across checkpoints', async () => {
+    const app = await startApp({ logs: { maxPerTask: 3, maxMessageChars: 6, maxMetadataBytes: 20 } });
+    const workflows = app.get(WorkflowService);
+    const task = await workflows.submit('logs-sized');
+    await workflows.waitFor(task.id, { timeoutMs: 20_000 });
+
+    const { items } = await workflows.getLogs(task.id);
+
+    expect(items.map(({ seq, message, metadata, stepKey }) => ({ seq, message, metadata, stepKey }))).toEqual([
+      { seq: 1, message: 'a long…', metadata: { truncated: true, bytes: 111 }, stepKey: 'a' },
+      { seq: 2, message: 'a2', metadata: { small: 1 }, stepKey: 'a' },
+      { seq: 3, message: 'a3', metadata: null, stepKey: 'a' },
+      { seq: 4, message: DROPPED_LINES_MESSAGE, metadata: { dropped: 3 }, stepKey: null },
+    ]);
+    expect(() => resolveDuraflowOptions({ logs: { maxPerTask: 0 } })).toThrow(InvalidDuraflowOptionsError);
   });
 
   it('deletes a task’s lines with the task', async () => {

@@ -48,6 +48,7 @@ export { SubmitOptions, SubmitResult } from './services/workflows/task-submitter
 export { ListSignalsOptions, ListTasksOptions, SignalPage, TaskPage } from './services/workflows/task-reader';
 export { GetLogsOptions, RunLogLine, RunLogPage } from './services/workflows/run-log-reader';
 export { RunLogLevel } from './persistence/run-log.store';
+export { DuraflowRunLogOptions } from './config/run-log.options';
 export { CancelOptions, SignalReceipt } from './services/workflows/task-control';
 export { BulkTaskFilter, BulkOptions, BulkCancelOptions, BulkResult } from './domain/bulk-operations';
 export { ForkOptions, ForkResult } from './services/workflows/task-operations';

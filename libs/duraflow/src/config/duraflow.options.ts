@@ -1,4 +1,5 @@
 import { FunctionalWorkflowDefinition, UnknownInputProperties } from '../domain/workflow-definition';
+import { DuraflowRunLogOptions } from './run-log.options';
 import type { ScheduleDefinition } from '../domain/schedule-options';
 import { StepOptions } from '../domain/workflow-context';
 import { DEFAULT_MAX_JSON_DEPTH, REAPER_LEADER_KEY } from '../domain/duraflow.constants';
@@ -179,6 +180,8 @@ export interface DuraflowModuleOptions {
   metrics?: boolean | DuraflowMetricsOptions;
   /** How many signals a task keeps for waits to come. */
   signals?: DuraflowSignalOptions;
+  /** What a run keeps of its `ctx.log` lines: `{ maxPerTask, maxMessageChars, maxMetadataBytes }`. */
+  logs?: DuraflowRunLogOptions;
 }
 
 export interface DuraflowSignalOptions {

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { ResolvedRunLogOptions, resolveRunLogOptions } from './run-log.options';
 import { hostname } from 'node:os';
 import { MAX_JSON_DEPTH } from '../domain/duraflow.constants';
 import { InvalidDuraflowOptionsError } from '../domain/errors';
@@ -59,6 +60,7 @@ export interface ResolvedDuraflowOptions {
   unknownInputProperties: UnknownInputProperties;
   metrics: ResolvedMetricsOptions | null;
   signals: Required<DuraflowSignalOptions>;
+  logs: ResolvedRunLogOptions;
 }
 
 export interface ResolvedRetention {
@@ -123,6 +125,7 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
     unknownInputProperties: options.unknownInputProperties ?? defaults.unknownInputProperties,
     metrics: resolveMetricsOptions(options.metrics),
     signals: { maxKeptPerTask: options.signals?.maxKeptPerTask ?? defaults.signals.maxKeptPerTask },
+    logs: resolveRunLogOptions(options.logs),
   };
   checkResolvedOptions(resolved);
   return resolved;

@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { ResolvedDuraflowOptions } from '../config/resolved-options';
+import { ResolvedRunLogOptions } from '../config/run-log.options';
 import { runScopeStorage } from '../decorators/run-scope';
 import { RegisteredWorkflow, WorkflowRegistry } from '../discovery/workflow.registry';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
@@ -13,7 +14,7 @@ import { RunLogStore } from '../persistence/run-log.store';
 import { StepMemo, StepStore } from '../persistence/step.store';
 import { OutputLimits } from '../util/json';
 import { CheckpointBatcher } from './checkpoint-batcher';
-import { DEFAULT_RUN_LOG_LIMITS, RunLog } from './run-log';
+import { RunLog } from './run-log';
 import { RunKernel } from './run-kernel';
 import { RunWaits } from './run-waits';
 import { StepAttempts, StepFailure } from './step-attempts';
@@ -45,6 +46,7 @@ export class LiveRuns {
       factory: this.factory,
       wakeUps: this.wakeUps,
       logs: this.logs,
+      logLimits: this.options.logs,
       traceContextJson: childTraceContext(traceContext),
     });
   }
@@ -62,6 +64,7 @@ interface LiveRunParts {
   factory: TaskFactory;
   wakeUps: WakeUpTimer;
   logs: RunLogStore;
+  logLimits: ResolvedRunLogOptions;
   traceContextJson: string | null;
 }
 
@@ -100,7 +103,7 @@ export class LiveRun {
     this.log = new RunLog(
       { taskId: task.id, workflowName: task.workflowName, claimToken: lease.claimToken, replaying },
       parts.logs,
-      DEFAULT_RUN_LOG_LIMITS,
+      parts.logLimits,
     );
     const flushed = (key?: string) => (key !== undefined && waiting.delete(key) ? Promise.resolve() : this.flushLog());
     this.context = buildWorkflowContext(

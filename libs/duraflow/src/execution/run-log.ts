@@ -1,17 +1,9 @@
+import { ResolvedRunLogOptions } from '../config/run-log.options';
 import { runScopeStorage } from '../decorators/run-scope';
 import { RunLogger } from '../domain/workflow-context';
 import { DuraflowLogger } from '../observability/duraflow-logger';
 import { PendingLogLine, RunLogLevel, RunLogStore } from '../persistence/run-log.store';
 import { storableJson } from '../validation/storable-text';
-
-/** How many lines a task keeps and how large each may be (`logs` option). */
-export interface RunLogLimits {
-  maxPerTask: number;
-  maxMessageChars: number;
-  maxMetadataBytes: number;
-}
-
-export const DEFAULT_RUN_LOG_LIMITS: RunLogLimits = { maxPerTask: 1000, maxMessageChars: 4000, maxMetadataBytes: 8192 };
 
 /** What a run's log needs of the run: whether it replays its recorded path, and its claim. */
 export interface RunLogOwner {
@@ -37,7 +29,7 @@ export class RunLog {
   constructor(
     private readonly owner: RunLogOwner,
     private readonly store: RunLogStore,
-    private readonly limits: RunLogLimits,
+    private readonly limits: ResolvedRunLogOptions,
   ) {}
 
   /** The `ctx.log` the workflow's code calls. */
