@@ -103,6 +103,7 @@ describe('duraflow tasks', () => {
           retryCount: 0,
           parentTaskId: null,
           error: { code: 'STEP_FAILED', message: expect.stringContaining('provider down'), stepKey: 'second' },
+          tags: {},
         });
 
         const byWorkflow = JSON.parse((await cli('list', '--json', '--workflow', 'flaky')).stdout);
@@ -123,6 +124,26 @@ describe('duraflow tasks', () => {
         expect(newest.items[0].id).toBe(extra.id);
         const next = JSON.parse((await cli('list', '--json', '--workflow', 'ok', '--limit', '1', '--after', newest.nextCursor)).stdout);
         expect(next).toEqual({ items: [expect.objectContaining({ id: completed.id })], nextCursor: null });
+      },
+      CLI_TIMEOUT_MS * 4,
+    );
+
+    it(
+      'filters on --tag key:value, repeated as an AND; a bad pair is a usage error',
+      async () => {
+        const later = new Date(Date.now() + 3_600_000);
+        const eu = await workflows.submit('ok', {}, { scheduledAt: later, tags: { tenant: 'cli-acme', region: 'eu' } });
+        const us = await workflows.submit('ok', {}, { scheduledAt: later, tags: { tenant: 'cli-acme', region: 'us' } });
+        const ids = async (...args: string[]) =>
+          JSON.parse((await cli('list', '--json', ...args)).stdout).items.map((t: { id: string }) => t.id);
+        expect(await ids('--tag', 'tenant:cli-acme')).toEqual([us.id, eu.id]);
+        expect(await ids('--tag', 'tenant:cli-acme', '--tag=region:eu')).toEqual([eu.id]);
+        const listed = JSON.parse((await cli('list', '--json', '--tag', 'region:us')).stdout).items;
+        expect(listed).toEqual([expect.objectContaining({ id: us.id, tags: { tenant: 'cli-acme', region: 'us' } })]);
+        const bad = await cli('list', '--tag', 'tenant');
+        expect(bad.code).toBe(2);
+        expect(bad.stderr).toContain('--tag');
+        expect((await cli('show', eu.id, '--tag', 'a:b')).code).toBe(2);
       },
       CLI_TIMEOUT_MS * 4,
     );

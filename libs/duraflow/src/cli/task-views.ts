@@ -20,6 +20,8 @@ export interface TaskListItem {
   retryCount: number;
   parentTaskId: string | null;
   error: { code: string | null; message: string; stepKey: string | null } | null;
+  /** The task's tags ({} when none). */
+  tags: Record<string, string>;
 }
 
 /** `tasks list --json`. */
@@ -71,6 +73,7 @@ export function toTaskListItem(task: AgentTask): TaskListItem {
     retryCount: task.retryCount,
     parentTaskId: task.parentTaskId,
     error: task.error ? { code: task.error.code ?? null, message: task.error.message, stepKey: task.error.stepKey ?? null } : null,
+    tags: task.tags ?? {},
   };
 }
 

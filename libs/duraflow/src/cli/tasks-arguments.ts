@@ -26,6 +26,7 @@ Options:
   --version <n>               list: only this workflow version; fork: another version (refused
                               here: needs the app)
   --held                      list: only the tasks the determinism guard holds
+  --tag <key:value>           list: only the tasks holding this tag (repeat it: every one must match)
   --created-after <iso-time>  list: created at or after
   --created-before <iso-time> list: created before
   --limit <n>                 list: at most n tasks, 1..1000 (default 50)
@@ -50,6 +51,8 @@ export interface TasksArguments {
   json: boolean;
   workflow?: string;
   statuses: string[];
+  /** `--tag key:value`, each as given. */
+  tags: string[];
   version?: string;
   held?: boolean;
   createdAfter?: string;
@@ -79,7 +82,7 @@ const FLAGS = { '--json': 'json', '--held': 'held', '--compensate': 'compensate'
 
 /** `argv` after `tasks`: `['show', '<id>', '--json']`. A value may start with `--` only in the `--flag=value` form. */
 export function parseTasksArguments(argv: string[]): TasksArguments {
-  const parsed: TasksArguments = { subcommand: 'help', operands: [], json: false, statuses: [] };
+  const parsed: TasksArguments = { subcommand: 'help', operands: [], json: false, statuses: [], tags: [] };
   const positional: string[] = [];
   for (let index = 0; index < argv.length; index++) {
     const argument = argv[index];
@@ -88,12 +91,13 @@ export function parseTasksArguments(argv: string[]): TasksArguments {
     if (flag === '-h' || flag === '--help') return { ...parsed, subcommand: 'help' };
     if (flag in FLAGS && inlineValue === undefined) {
       parsed[FLAGS[flag as keyof typeof FLAGS]] = true;
-    } else if (flag === '--status' || flag in VALUE_OPTIONS) {
+    } else if (flag === '--status' || flag === '--tag' || flag in VALUE_OPTIONS) {
       const value = inlineValue ?? argv[++index];
       if (value === undefined || value === '' || (inlineValue === undefined && value.startsWith('--'))) {
         throw new CliUsageError(`${flag} needs a value. Run duraflow tasks --help.`);
       }
       if (flag === '--status') parsed.statuses.push(...statusesOf(value));
+      else if (flag === '--tag') parsed.tags.push(value);
       else parsed[VALUE_OPTIONS[flag as keyof typeof VALUE_OPTIONS]] = value;
     } else if (flag.startsWith('-') && flag !== '-') {
       throw new CliUsageError(`Unknown option ${flag}. Run duraflow tasks --help.`);

@@ -6,6 +6,7 @@ import { SignalStore } from '../persistence/signal.store';
 import { readStepSummaries } from '../persistence/sql/read-step-summaries';
 import { TaskStore } from '../persistence/task.store';
 import { checkWorkflowFilter, createdRange } from '../validation/call-options';
+import { parseTagPairs } from '../validation/tags';
 import { CliDatabase, openCliDatabase } from './cli-database';
 import { CliUsageError } from './cli.errors';
 import { runTaskAction } from './task-actions';
@@ -36,7 +37,7 @@ export async function tasksCommand(args: TasksArguments, url: string, print: (li
 
 /** Which flags each subcommand takes: any other is a usage error, before the database is opened. */
 const FLAGS_OF: Record<string, Array<keyof TasksArguments>> = {
-  list: ['workflow', 'statuses', 'version', 'held', 'createdAfter', 'createdBefore', 'limit', 'after'],
+  list: ['workflow', 'statuses', 'tags', 'version', 'held', 'createdAfter', 'createdBefore', 'limit', 'after'],
   show: [],
   cancel: ['compensate'],
   resume: [],
@@ -48,6 +49,7 @@ const FLAGS_OF: Record<string, Array<keyof TasksArguments>> = {
 const FLAG_NAMES: Partial<Record<keyof TasksArguments, string>> = {
   workflow: '--workflow',
   statuses: '--status',
+  tags: '--tag',
   version: '--version',
   held: '--held',
   createdAfter: '--created-after',
@@ -96,6 +98,7 @@ async function listTasks(args: TasksArguments, { db, options }: CliDatabase): Pr
     workflowVersion: wholeNumberOf('--version', args.version, 1),
     ...createdRange({ createdAfter: args.createdAfter, createdBefore: args.createdBefore }),
     held: args.held,
+    tags: parseTagPairs(args.tags, (reason) => new CliUsageError(`--tag ${reason}`)),
     limit,
     maxBytes: options.maxListPageBytes,
     after: args.after ? decodeCursor(args.after) : undefined,
