@@ -52,6 +52,16 @@ describe('effect keys in one process', () => {
     ctx.step.run('charge', async ({ effectKey, signal }) => (await gate.wait(signal), effectKey), { recordStart: true }),
   );
 
+  const undone: string[] = [];
+  const saga = workflow(
+    'ek-saga',
+    async (ctx: WorkflowContext) => {
+      await ctx.step.run('reserve', () => 'r');
+      await ctx.step.run('charge', async ({ signal }) => gate.wait(signal), { recordStart: true });
+    },
+    { compensations: { reserve: () => void undone.push('reserve'), charge: () => void undone.push('charge') } },
+  );
+
   const bad = workflow('ek-bad', (ctx: WorkflowContext) => ctx.step.run('x', () => 1, { recordStart: 'yes' as unknown as boolean }));
 
   @Workflow('ek-decorated')
@@ -70,7 +80,7 @@ describe('effect keys in one process', () => {
   let url: string;
   beforeAll(async () => {
     const app = await bed.serve({
-      duraflow: { workflows: [flaky, gated, bad], worker: { shutdownTimeoutMs: 100 } },
+      duraflow: { workflows: [flaky, gated, bad, saga], worker: { shutdownTimeoutMs: 100 } },
       providers: [DecoratedWorkflow],
       imports: [DuraflowDashboardModule.forRoot({ path: MOUNT, guards: [OperatorGuard] })],
     });
@@ -130,6 +140,21 @@ describe('effect keys in one process', () => {
     expect(completed).toMatchObject({ stepKey: 'charge', status: 'completed', attempt: 1 });
     const after = await (await fetch(`${url}${MOUNT}/tasks/${task.id}`, { headers: OPERATOR_HEADERS })).text();
     expect(after).not.toContain('Started, never finished');
+  });
+
+  it('a rollback leaves a started, never finished step to the listing: it undoes only the completed ones', async () => {
+    gate = new Gate();
+    undone.length = 0;
+    const task = await workflows.submit('ek-saga');
+    await gate.reached.promise;
+    await workflows.cancel(task.id, { compensate: true });
+    const done = await workflows.waitFor(task.id, WAIT);
+    expect(done).toMatchObject({ status: TaskStatus.CANCELLED, rollbackReason: 'cancelled' });
+    expect(undone).toEqual(['reserve']);
+    const steps = await workflows.getSteps(task.id);
+    expect(steps.find((step) => step.stepKey === 'charge')).toMatchObject({ status: 'running', compensatedAt: null });
+    const page = await (await fetch(`${url}${MOUNT}/tasks/${task.id}`, { headers: OPERATOR_HEADERS })).text();
+    expect(page).toContain('Started, never finished (1)');
   });
 
   it('refuses a recordStart that is not a boolean, writing no step', async () => {
