@@ -111,6 +111,25 @@ describe('the engine gRPC API (duraflow.v1.Duraflow), with a client generated fr
     expect(completed.tasks).toEqual([]);
   });
 
+  it('submits with tags (shown in Task.tags, empty when none) and lists by tags as an AND; INVALID_ARGUMENT for bad tags', async () => {
+    const submit = (tags?: Record<string, string>) =>
+      client.SubmitTask({ workflow_name: 'booking', input: booking(), scheduled_at: LATER, tags });
+    const eu = await submit({ tenant: 'grpc-acme', region: 'eu' });
+    const us = await submit({ tenant: 'grpc-acme', region: 'us' });
+    const untagged = await submit();
+    expect(eu.tags).toEqual({ tenant: 'grpc-acme', region: 'eu' });
+    expect((await client.GetTask({ id: untagged.id })).tags).toEqual({});
+    const ids = async (tags: Record<string, string>) => (await client.ListTasks({ tags })).tasks.map((t: any) => t.id);
+    expect(await ids({ tenant: 'grpc-acme' })).toEqual([us.id, eu.id]);
+    expect(await ids({ tenant: 'grpc-acme', region: 'eu' })).toEqual([eu.id]);
+    expect(await client.CancelTasks({ filter: { tags: { tenant: 'grpc-acme', region: 'us' } }, dry_run: true })).toEqual({
+      matched: 1,
+      changed: 0,
+    });
+    await expect(client.ListTasks({ tags: { 'bad key': 'v' } })).rejects.toEqual(grpcError(status.INVALID_ARGUMENT, /tags/));
+    await expect(submit({ tenant: 'x'.repeat(257) })).rejects.toEqual(grpcError(status.INVALID_ARGUMENT, /at most 256 characters/));
+  });
+
   it('cancels a pending task, and answers FAILED_PRECONDITION to cancelling it again', async () => {
     const task = await client.SubmitTask({ workflow_name: 'booking', input: booking(), scheduled_at: LATER });
     const cancelled = await client.CancelTask({ id: task.id });

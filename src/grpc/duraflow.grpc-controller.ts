@@ -10,8 +10,10 @@ import {
   ProtoTaskFilter,
   requireUuid,
   toProtoDeadLetter,
+  toProtoLogLine,
   toProtoSignal,
   toProtoStep,
+  protoTags,
   toProtoTask,
 } from './grpc-messages';
 
@@ -23,6 +25,7 @@ interface SubmitTaskRequest {
   max_retries?: number;
   idempotency_key: string;
   version?: number;
+  tags?: Record<string, string>;
 }
 
 interface ListRequest {
@@ -60,6 +63,7 @@ export class DuraflowGrpcController {
       maxRetries: request.max_retries ?? undefined,
       idempotencyKey: request.idempotency_key || undefined,
       version: request.version ?? undefined,
+      tags: protoTags(request.tags),
     });
     const metadata = new Metadata();
     metadata.set('created', String(created));
@@ -83,10 +87,11 @@ export class DuraflowGrpcController {
   }
 
   @GrpcMethod('Duraflow', 'ListTasks')
-  async listTasks(request: ListRequest & { status: string; workflow_name: string }) {
+  async listTasks(request: ListRequest & { status: string; workflow_name: string; tags?: Record<string, string> }) {
     const page = await this.workflows.list({
       status: fromProtoStatus(request.status),
       workflowName: request.workflow_name || undefined,
+      tags: protoTags(request.tags),
       limit: request.limit || undefined,
       cursor: request.cursor || undefined,
     });
@@ -122,6 +127,13 @@ export class DuraflowGrpcController {
       maxPayloadBytes: request.max_payload_bytes ?? undefined,
     });
     return { signals: page.items.map(toProtoSignal), next_cursor: page.nextCursor ?? '' };
+  }
+
+  @GrpcMethod('Duraflow', 'GetLogs')
+  async getLogs(request: { task_id: string; after_seq: number; limit: number }) {
+    if (!(await this.workflows.get(requireUuid('task_id', request.task_id)))) throw new TaskNotFoundError(request.task_id);
+    const page = await this.workflows.getLogs(request.task_id, { afterSeq: request.after_seq || 0, limit: request.limit || undefined });
+    return { lines: page.items.map(toProtoLogLine), next_after_seq: page.nextAfterSeq ?? 0 };
   }
 
   @GrpcMethod('Duraflow', 'GetChildren')

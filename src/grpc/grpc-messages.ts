@@ -1,4 +1,4 @@
-import { AgentTask, BulkTaskFilter, DeadLetter, StepRun, TaskSignal, TaskStatus, UUID_PATTERN } from '@duraflow/nestjs';
+import { AgentTask, BulkTaskFilter, DeadLetter, RunLogLine, StepRun, TaskSignal, TaskStatus, UUID_PATTERN } from '@duraflow/nestjs';
 import { InvalidJsonError, InvalidRequestError } from '../api/request.errors';
 
 /** TaskStatus as the proto spells it: `rolled_back` <-> `TASK_STATUS_ROLLED_BACK`. */
@@ -69,6 +69,7 @@ export function toProtoTask(task: AgentTask) {
     forked_from_step: task.forkedFrom?.fromStep ?? task.forkedFromStep ?? '',
     history: JSON.stringify(task.history ?? []),
     copied_steps: (task as { copiedSteps?: number }).copiedSteps ?? 0,
+    tags: task.tags ?? {},
   };
 }
 
@@ -104,6 +105,18 @@ export function toProtoSignal(signal: TaskSignal) {
   };
 }
 
+export function toProtoLogLine(line: RunLogLine) {
+  return {
+    seq: line.seq,
+    level: line.level,
+    message: line.message,
+    metadata: json(line.metadata),
+    step_key: line.stepKey ?? '',
+    attempt: line.attempt ?? 0,
+    at: time(line.at),
+  };
+}
+
 export function toProtoDeadLetter(deadLetter: DeadLetter) {
   return {
     id: deadLetter.id,
@@ -123,6 +136,7 @@ export interface ProtoTaskFilter {
   created_before?: string;
   created_after?: string;
   all?: boolean;
+  tags?: Record<string, string>;
 }
 
 /** The library's bulk filter from the proto's: each status checked as ListTasks checks its one. */
@@ -135,5 +149,11 @@ export function fromProtoFilter(filter: ProtoTaskFilter | null | undefined): Bul
     createdBefore: filter?.created_before || undefined,
     createdAfter: filter?.created_after || undefined,
     all: filter?.all || undefined,
+    tags: protoTags(filter?.tags),
   };
+}
+
+/** A proto map of tags: empty (the proto's default) means none. */
+export function protoTags(tags: Record<string, string> | null | undefined): Record<string, string> | undefined {
+  return tags && Object.keys(tags).length ? tags : undefined;
 }
