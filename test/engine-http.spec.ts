@@ -163,6 +163,8 @@ describe('the engine HTTP API', () => {
       const ids = async (query: string) => (await http(engine, 'GET', `/tasks?${query}`)).body.items.map((t: any) => t.id);
       expect(await ids('tag=tenant:http-acme')).toEqual([acmeUs.id, acmeEu.id]);
       expect(await ids('tag=tenant:http-acme&tag=region:eu')).toEqual([acmeEu.id]);
+      const dryRun = await http(engine, 'POST', '/tasks/cancel', { body: { tags: { tenant: 'http-acme', region: 'us' }, dryRun: true } });
+      expect(dryRun.body).toEqual({ matched: 1, changed: 0 });
       for (const query of ['tag=tenant', 'tag=bad%20key:v', 'tag=a:1&tag=a:2']) {
         const response = await http(engine, 'GET', `/tasks?${query}`);
         expect(response.status).toBe(400);

@@ -41,6 +41,7 @@ export function bulkFilter(body: BulkTasksDto): BulkTaskFilter {
     status: body.status,
     createdBefore: body.createdBefore,
     createdAfter: body.createdAfter,
+    tags: body.tags,
     all: body.all,
   };
 }

@@ -1,5 +1,5 @@
 import { Transform, Type } from 'class-transformer';
-import { IsBoolean, IsDateString, IsEnum, IsInt, IsNotEmpty, IsOptional, IsString, MaxLength, Min } from 'class-validator';
+import { IsBoolean, IsDateString, IsEnum, IsInt, IsNotEmpty, IsObject, IsOptional, IsString, MaxLength, Min } from 'class-validator';
 import { TaskStatus } from '@duraflow/nestjs';
 
 /** Body of `POST /tasks/:id/fork`. Each property's type check is its last decorator: class-validator runs them bottom-up. */
@@ -54,6 +54,11 @@ export class BulkTasksDto {
   @IsOptional()
   @IsDateString({}, { message: 'createdAfter must be an ISO-8601 date string' })
   createdAfter?: string;
+
+  /** Only tasks holding every one of these tags, `{ "tenant": "acme" }` (the library checks them). */
+  @IsOptional()
+  @IsObject()
+  tags?: Record<string, string>;
 
   /** Every task, when the filter is empty on purpose (an empty filter is refused without it). */
   @IsOptional()
