@@ -142,6 +142,25 @@ describe('the task list', () => {
     expect(byId.headers.get('location')).toBe(`${MOUNT}/tasks/${trip.id}`);
   });
 
+  it('filters by tags (an AND of the pairs), shows them as chips on the rows and the task page, and keeps them in the bulk links', async () => {
+    const later = new Date(Date.now() + 3_600_000);
+    const eu = await workflows.submit('trip', { traveller: 'tag-eu' }, { scheduledAt: later, tags: { tenant: 'dash-acme', region: 'eu' } });
+    const us = await workflows.submit('trip', { traveller: 'tag-us' }, { scheduledAt: later, tags: { tenant: 'dash-acme', region: 'us' } });
+    const page = await request(`${MOUNT}?tag=tenant:dash-acme`);
+    expect(listedTaskIds(page.text)).toEqual([us.id, eu.id]);
+    expect(page.text).toContain(`href="${MOUNT}?tag=region%3Aeu"`);
+    expect(page.text).toContain('<code>region:us</code>');
+    expect(page.text).toMatch(/name="tag" value="tenant:dash-acme"/);
+    expect(page.text).toMatch(/bulk\/cancel\?tag=tenant%3Adash-acme/);
+    expect(listedTaskIds((await request(`${MOUNT}?tag=tenant:dash-acme%20region:eu`)).text)).toEqual([eu.id]);
+    expect((await request(`${MOUNT}/tasks/${eu.id}`)).text).toContain('<code>tenant:dash-acme</code>');
+    const confirm = await request(`${MOUNT}/bulk/cancel?tag=tenant%3Adash-acme%20region%3Aus`);
+    expect(confirm.text).toContain('<code>tenant:dash-acme region:us</code>');
+    expect(confirm.text).toMatch(/\b1 task/);
+    await workflows.cancel(eu.id);
+    await workflows.cancel(us.id);
+  });
+
   it('explains a filter it cannot use (400) instead of guessing', async () => {
     const cases: Array<[string, RegExp]> = [
       ['?from=yesterday', /&quot;yesterday&quot; is not a time/],
@@ -149,6 +168,7 @@ describe('the task list', () => {
       ['?id=abc', /&quot;abc&quot; is not a task id/],
       ['?id=00000000-0000-4000-8000-000000000000', /No task has the id 00000000-0000-4000-8000-000000000000/],
       ['?cursor=bogus', /Invalid list cursor/],
+      ['?tag=tenant', /Tag .* must be written key:value/],
     ];
     for (const [query, message] of cases) {
       const answer = await request(`${MOUNT}${query}`);

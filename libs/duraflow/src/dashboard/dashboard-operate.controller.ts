@@ -135,9 +135,11 @@ export class DashboardOperateController {
       status: filters.status ? [filters.status] : undefined,
       createdAfter: filters.from,
       createdBefore: filters.to,
+      tags: filters.tags,
     };
     // `held` is resume's own filter (resumeMany changes held tasks only): alone, it means every held task.
-    if (filters.held && !filter.workflow && !filter.status && !filter.createdAfter && !filter.createdBefore) filter.all = true;
+    if (filters.held && !filter.workflow && !filter.status && !filter.createdAfter && !filter.createdBefore && !filter.tags)
+      filter.all = true;
     if (action === 'cancel') return this.workflows.cancelMany(filter, { dryRun });
     if (action === 'retry') return this.workflows.retryMany(filter, { dryRun });
     return this.workflows.resumeMany(filter, { dryRun });

@@ -33,7 +33,7 @@ export class DashboardReader {
       workflows: this.registry.names().sort(),
     };
     if (problems.length) return data;
-    const range = { workflowName: filters.workflow, createdAfter: filters.from, createdBefore: filters.to };
+    const range = { workflowName: filters.workflow, createdAfter: filters.from, createdBefore: filters.to, tags: filters.tags };
     try {
       data.counts = await this.workflows.countByStatus(range);
       data.heldCount = await this.workflows.countHeld(range);
@@ -61,11 +61,12 @@ export class DashboardReader {
     const progress = await this.workflows.getProgress(taskId);
     const task = progress && (await this.workflows.get(taskId));
     if (!progress || !task) return null;
-    const [steps, deadLetters, children, signals] = await Promise.all([
+    const [steps, deadLetters, children, signals, logs] = await Promise.all([
       this.workflows.getStepSummaries(taskId, { previewChars: this.options.previewChars }),
       this.deadLettersOf(taskId),
       this.workflows.getChildren(taskId),
       this.signalPage(taskId, signalsAfter),
+      this.workflows.getLogs(taskId, { limit: this.options.pageSize }),
     ]);
     return {
       task,
@@ -75,6 +76,7 @@ export class DashboardReader {
       signals: signals.items,
       signalsAfter,
       signalsNext: signals.nextCursor,
+      logs,
       version: progressVersion(progress),
     };
   }

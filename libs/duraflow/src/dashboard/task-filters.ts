@@ -1,5 +1,6 @@
 import { UUID_PATTERN } from '../domain/duraflow.constants';
 import { TaskStatus } from '../domain/task-status';
+import { parseTagPairs } from '../validation/tags';
 
 /** The task list's filters, as its form and links carry them in the query string. */
 export interface TaskFilters {
@@ -11,6 +12,8 @@ export interface TaskFilters {
   to?: Date;
   /** Only the tasks the determinism guard holds (`held=true`). */
   held?: boolean;
+  /** Only the tasks holding every one of these tags (`tag=tenant:acme region:eu`: pairs separated by spaces). */
+  tags?: Record<string, string>;
   /** Go straight to this task. */
   id?: string;
   cursor?: string;
@@ -50,6 +53,14 @@ export function parseTaskFilters(query: Record<string, unknown>): { filters: Tas
     if (held === 'true') filters.held = true;
     else problems.push(`"held=${held}" is not a filter: use held=true for the tasks the determinism guard holds, or leave it out.`);
   }
+  const tag = text('tag');
+  if (tag !== undefined) {
+    try {
+      filters.tags = parseTagPairs(tag.split(/\s+/), (reason) => new Error(`Tag ${reason}`));
+    } catch (error) {
+      problems.push((error as Error).message);
+    }
+  }
   const id = text('id');
   if (id !== undefined) {
     if (UUID_PATTERN.test(id)) filters.id = id.toLowerCase();
@@ -65,10 +76,18 @@ export function filterQuery(filters: TaskFilters, except: Array<keyof TaskFilter
     status: filters.status,
     workflow: filters.workflow,
     held: filters.held ? 'true' : undefined,
+    tag: filters.tags ? tagText(filters.tags) : undefined,
     from: filters.from?.toISOString(),
     to: filters.to?.toISOString(),
     cursor: filters.cursor,
   };
-  for (const key of except) delete query[key];
+  for (const key of except) delete query[key === 'tags' ? 'tag' : key];
   return query;
+}
+
+/** Tags as the `tag` field writes them: `tenant:acme region:eu`. */
+export function tagText(tags: Record<string, string>): string {
+  return Object.entries(tags)
+    .map(([key, value]) => `${key}:${value}`)
+    .join(' ');
 }

@@ -1,7 +1,7 @@
 import { AgentTask } from '../../domain/entities/agent-task.entity';
 import { StepSummary } from '../../domain/task-summaries';
 import { BulkAction } from '../dashboard-links';
-import { filterQuery, TaskFilters } from '../task-filters';
+import { filterQuery, TaskFilters, tagText } from '../task-filters';
 import { confirmPage } from './confirm.page';
 import { html, Html } from './html';
 import { layout, statusBadge, ViewContext } from './layout';
@@ -76,6 +76,7 @@ function filterFacts(filters: TaskFilters): Html {
   if (filters.held) facts.push(['Held', 'only the tasks the determinism guard holds']);
   if (filters.from) facts.push(['Created from', filters.from.toISOString()]);
   if (filters.to) facts.push(['Created before', filters.to.toISOString()]);
+  if (filters.tags) facts.push(['Tags', tagText(filters.tags)]);
   if (!facts.length) facts.push(['Filter', 'none: every task']);
   return html`<dl class="facts" aria-label="The filter">${facts.map(([label, value]) => html`<div><dt>${label}</dt><dd><code>${value}</code></dd></div>`)}</dl>`;
 }

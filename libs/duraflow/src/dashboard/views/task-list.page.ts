@@ -2,7 +2,7 @@ import { AgentTask } from '../../domain/entities/agent-task.entity';
 import { TaskStatus } from '../../domain/task-status';
 import { TaskCounts } from '../../domain/task-summaries';
 import { BulkAction } from '../dashboard-links';
-import { filterQuery, TaskFilters } from '../task-filters';
+import { filterQuery, TaskFilters, tagText } from '../task-filters';
 import { durationBetween, formatDuration, timeElement, timeOfDayElement, toDateTimeLocal } from './format';
 import { html, Html } from './html';
 import { isHeld } from '../../domain/task-status';
@@ -47,6 +47,7 @@ export function taskListPage(context: ViewContext, data: TaskListData): Html {
   <datalist id="workflow-names">${data.workflows.map((name) => html`<option value="${name}"></option>`)}</datalist>
   <label>Created from (UTC) <input type="datetime-local" step="1" name="from" value="${toDateTimeLocal(filters.from)}"></label>
   <label>Created before (UTC) <input type="datetime-local" step="1" name="to" value="${toDateTimeLocal(filters.to)}"></label>
+  <label>Tags <input name="tag" value="${filters.tags ? tagText(filters.tags) : ''}" placeholder="tenant:acme region:eu" spellcheck="false"></label>
   <label>Task id <input name="id" value="" placeholder="7c9e6679-7425-40de-944b-e07fc1f90ae7" spellcheck="false"></label>
   <button type="submit">Filter</button>
   <a href="${links.home()}">Clear</a>
@@ -85,7 +86,7 @@ function countsList(context: ViewContext, filters: TaskFilters, counts: TaskCoun
  * first), offered once a filter narrows the list; `held` narrows it to what resume changes.
  */
 function bulkActions(context: ViewContext, filters: TaskFilters): Html {
-  if (!filters.status && !filters.workflow && !filters.from && !filters.to && !filters.held) return html``;
+  if (!filters.status && !filters.workflow && !filters.from && !filters.to && !filters.held && !filters.tags) return html``;
   const { links } = context;
   const query = filterQuery(filters, ['cursor']);
   const actions: BulkAction[] = filters.held ? ['resume'] : ['cancel', 'retry', 'resume'];
@@ -105,7 +106,7 @@ function taskTable(context: ViewContext, tasks: AgentTask[]): Html {
   <tbody>${tasks.map(
     (task) => html`<tr>
     <td><a class="mono" href="${links.task(task.id)}">${task.id}</a></td>
-    <td><code>${task.workflowName}</code></td>
+    <td><code>${task.workflowName}</code>${tagChips(context, task.tags)}</td>
     <td>${statusBadge(task.status)}${isHeld(task) && html` ${statusBadge('held')}`}${task.error?.code && html` <code class="muted">${task.error.code}</code>`}</td>
     <td>${timeElement(task.createdAt)}</td>
     <td>${timeOfDayElement(task.startedAt, task.createdAt)}</td>
@@ -115,4 +116,13 @@ function taskTable(context: ViewContext, tasks: AgentTask[]): Html {
   </tr>`,
   )}</tbody>
 </table>`;
+}
+
+/** A task's tags as chips, each a link to the tasks holding that tag. */
+export function tagChips(context: ViewContext, tags: Record<string, string> | undefined): Html {
+  const entries = Object.entries(tags ?? {});
+  if (!entries.length) return html``;
+  return html` <span class="tags">${entries.map(
+    ([key, value]) => html`<a class="tag" href="${context.links.home({ tag: `${key}:${value}` })}"><code>${key}:${value}</code></a> `,
+  )}</span>`;
 }

@@ -3,12 +3,15 @@ import { DeadLetter } from '../../domain/entities/dead-letter.entity';
 import { isTerminalStatus, TaskStatus } from '../../domain/task-status';
 import { StepSummary } from '../../domain/task-summaries';
 import { TaskSignal } from '../../persistence/signal.store';
+import { RunLogPage } from '../../services/workflows/run-log-reader';
 import { effectKey } from '../../util/effect-key';
 import { durationBetween, formatDuration, timeElement } from './format';
 import { html, Html, HtmlValue } from './html';
 import { isHeld } from '../../domain/task-status';
 import { layout, statusBadge, ViewContext } from './layout';
 import { forkFact, historySection } from './task-history';
+import { logsSection } from './task-logs';
+import { tagChips } from './task-list.page';
 import { timelineEntries, timelineTable } from './timeline';
 import { errorBlock, previewOf, valueBlock } from './values';
 
@@ -25,6 +28,8 @@ export interface TaskDetails {
   signalsAfter?: string;
   /** The cursor of the next page of signals; null on the last page. */
   signalsNext: string | null;
+  /** The first page of the lines the run kept with `ctx.log`. */
+  logs: RunLogPage;
   /** Fingerprint of the task's progress when it was read: live updates compare against it. */
   version: string;
 }
@@ -92,6 +97,7 @@ ${isRetryable(task) && html`<div class="actions"><a class="button" href="${links
 </div>
 <h2>Steps (${steps.length})</h2>
 ${timelineTable(task, entries, context)}
+${logsSection(details.logs)}
 ${startedStepsSection(task, steps)}
 ${historySection(context, task)}
 ${childrenSection(context, children)}
@@ -105,9 +111,10 @@ function isRetryable(task: AgentTask): boolean {
   return task.status === TaskStatus.FAILED || task.status === TaskStatus.CANCELLED;
 }
 
-/** Its parent, and what it waits for now (a sleep, a signal, a child), when it does. */
+/** Its tags, its parent, and what it waits for now (a sleep, a signal, a child), when it does. */
 function waitFacts(context: ViewContext, task: AgentTask, steps: StepSummary[]): Array<[string, HtmlValue]> {
   const facts: Array<[string, HtmlValue]> = [];
+  if (Object.keys(task.tags ?? {}).length) facts.push(['Tags', tagChips(context, task.tags)]);
   if (task.parentTaskId) {
     facts.push([
       'Parent',
