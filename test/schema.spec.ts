@@ -30,6 +30,7 @@ const TABLES = [
   'flow_starts',
   'migrations',
   'step_runs',
+  'task_logs',
   'task_signals',
 ];
 /** npx and tsx start slowly when other suites load the machine. */
@@ -103,6 +104,8 @@ const ENGINE_EXTRA_COLUMNS: Record<string, ColumnRow[]> = {
     ['history', 'jsonb', null, 'YES', null],
     ['forked_from', 'uuid', null, 'YES', null],
     ['forked_from_step', 'character varying', 255, 'YES', null],
+    // TaskTags: a task's tags, {} when none (the one engine column with a default: the filter never meets a null).
+    ['tags', 'jsonb', null, 'NO', "'{}'::jsonb"],
   ],
   step_runs: [
     ['completion_seq', 'integer', null, 'YES', null],
@@ -217,7 +220,7 @@ describe('schema (seed 000 "Database Schema")', () => {
       },
     );
 
-    it('keeps each column default in pg_attrdef as the seed spells it', async () => {
+    it('keeps each column default in pg_attrdef as the seed spells it (and the one engine default, tags)', async () => {
       const { rows } = await bed.db.client.query(
         `SELECT c.relname AS table, a.attname AS column, pg_get_expr(d.adbin, d.adrelid) AS default
          FROM pg_attrdef d
@@ -227,7 +230,7 @@ describe('schema (seed 000 "Database Schema")', () => {
          ORDER BY c.relname, a.attnum`,
       );
       const expected = Object.entries({
-        agent_tasks: AGENT_TASKS_SEED_COLUMNS,
+        agent_tasks: [...AGENT_TASKS_SEED_COLUMNS, ...ENGINE_EXTRA_COLUMNS.agent_tasks],
         dead_letter_queue: DEAD_LETTER_QUEUE_SEED_COLUMNS,
         step_runs: STEP_RUNS_SEED_COLUMNS,
       }).flatMap(([table, columns]) =>
@@ -378,6 +381,7 @@ describe('schema (seed 000 "Database Schema")', () => {
         'idx_agent_tasks_idempotency',
         'idx_agent_tasks_parent',
         'idx_agent_tasks_status_created',
+        'idx_agent_tasks_tags',
         'idx_dlq_step_id',
       ];
       expect(rows.map((r) => r.indexname)).toEqual([...Object.keys(SEED_INDEXES), ...constraintIndexes, ...engineIndexes].sort());
