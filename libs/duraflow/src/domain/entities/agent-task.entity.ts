@@ -146,7 +146,7 @@ export class AgentTask {
   forkedFrom?: ForkOrigin | null;
 
   /** Engine column: the task's tags (`submit(..., { tags })`), {} when it has none; a child's are its parent's unless given. */
-  @Column({ type: 'jsonb', default: () => "'{}'::jsonb" })
+  @Column({ type: 'jsonb', default: () => `'{}'` })
   tags: Record<string, string>;
 }
 
