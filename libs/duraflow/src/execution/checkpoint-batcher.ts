@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { CompletedStep, FailedStepAttempt, StartedStepAttempt, StepStore, UNIQUE_VIOLATION } from '../persistence/step.store';
+import { LogBatch, RunLogStore } from '../persistence/run-log.store';
 import { GroupCommit } from './group-commit';
 
 /**
@@ -16,7 +17,10 @@ import { GroupCommit } from './group-commit';
 export class CheckpointBatcher {
   private readonly group: GroupCommit<CompletedStep, boolean>;
 
-  constructor(private readonly steps: StepStore) {
+  constructor(
+    private readonly steps: StepStore,
+    private readonly logs: RunLogStore,
+  ) {
     this.group = new GroupCommit({
       maxBatch: 100,
       start: 'now',
@@ -39,7 +43,9 @@ export class CheckpointBatcher {
    * A step completed: true once written, false when nothing was (the claim no longer owns the
    * task, or the step was completed already). `rowMayExist`: an attempt of it was written before.
    */
-  stepCompleted(step: CompletedStep, rowMayExist = false): Promise<boolean> {
+  stepCompleted(step: CompletedStep, rowMayExist = false, logs?: LogBatch): Promise<boolean> {
+    // A step with log lines: its checkpoint and its lines in one statement of their own.
+    if (logs) return this.logs.upsertCompletedStepWithLogs(step, logs);
     return rowMayExist ? this.steps.upsertCompletedStep(step) : this.group.submit(step);
   }
 

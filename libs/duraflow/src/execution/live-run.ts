@@ -123,6 +123,7 @@ export class LiveRun {
     );
     this.attempts.scope = this.context.scope;
     this.attempts.beforeCheckpoint = () => flushed();
+    this.attempts.takeLogs = () => this.log.take();
     this.lease = lease;
   }
 

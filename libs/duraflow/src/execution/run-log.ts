@@ -2,7 +2,7 @@ import { ResolvedRunLogOptions } from '../config/run-log.options';
 import { runScopeStorage } from '../decorators/run-scope';
 import { RunLogger } from '../domain/workflow-context';
 import { DuraflowLogger } from '../observability/duraflow-logger';
-import { PendingLogLine, RunLogLevel, RunLogStore } from '../persistence/run-log.store';
+import { LogBatch, linesJson, PendingLogLine, RunLogLevel, RunLogStore } from '../persistence/run-log.store';
 import { storableJson } from '../validation/storable-text';
 
 /** What a run's log needs of the run: whether it replays its recorded path, and its claim. */
@@ -16,11 +16,11 @@ export interface RunLogOwner {
 
 /**
  * The `ctx.log` of one live run. Each line goes to Nest's Logger at once (with the task id) and
- * is kept in memory until the run's next checkpoint, wait or end, which writes the pending lines
- * just before its own statement (`flush`): one statement per checkpoint that has lines, none per
- * line. A body line logged while the run replays recorded steps is not kept again (the run that
- * logged it wrote it with the checkpoint that followed it); a step's lines are written before its
- * checkpoint, so a completed step's lines are never lost.
+ * is kept in memory until the run's next checkpoint: a step's completion takes the pending lines
+ * into its own statement (`take`); a failed attempt, a wait and the run's end write them with one
+ * statement just before theirs (`flush`). None costs a statement per line. A body line logged
+ * while the run replays recorded steps is not kept again (the run that logged it wrote it with
+ * the checkpoint that followed it); a completed step's lines are never lost.
  */
 export class RunLog {
   private pending: PendingLogLine[] = [];
@@ -36,6 +36,14 @@ export class RunLog {
   get api(): RunLogger {
     const line = (level: RunLogLevel) => (message: string, metadata?: Record<string, unknown>) => this.line(level, message, metadata);
     return { debug: line('debug'), info: line('info'), warn: line('warn'), error: line('error') };
+  }
+
+  /** Takes the pending lines, to be written with a step's checkpoint (its statement); undefined when there is none. */
+  take(): LogBatch | undefined {
+    if (!this.pending.length) return undefined;
+    const lines = this.pending;
+    this.pending = [];
+    return { json: linesJson(lines), maxPerTask: this.limits.maxPerTask };
   }
 
   /** Writes the pending lines, fenced on the run's claim: false when the claim no longer owns the task. */

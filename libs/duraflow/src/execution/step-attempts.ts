@@ -5,6 +5,7 @@ import { RunAbortedError, StepTimeoutError } from '../domain/errors';
 import { StepContext, StepOptions } from '../domain/workflow-context';
 import { TaskLease } from '../lease/task-lease';
 import { observeStepAttempt } from '../observability/run-observer';
+import { LogBatch } from '../persistence/run-log.store';
 import { CompletedStep, StepMemo } from '../persistence/step.store';
 import { describeError } from '../util/describe-error';
 import { OutputLimits, outputToJson } from '../util/json';
@@ -38,6 +39,8 @@ export class StepAttempts {
   scope: RunScope | undefined;
   /** Runs just before each checkpoint's statement (the run's pending log lines are written there). */
   beforeCheckpoint: (() => Promise<void>) | undefined;
+  /** The run's pending log lines, taken to go in a step completion's own statement. */
+  takeLogs: (() => LogBatch | undefined) | undefined;
 
   constructor(
     private readonly workflow: RegisteredWorkflow,
@@ -112,7 +115,8 @@ export class StepAttempts {
     }
     const compensationFn = this.workflow.compensations.get(key)?.name ?? null;
     const step = this.completed(key, outputJson ?? null, compensationFn, run.attempt, run.startedAt);
-    await this.checkpoint(() => this.checkpoints.stepCompleted(step, run.rowMayExist));
+    const logs = this.takeLogs?.();
+    await this.checkpoint(() => this.checkpoints.stepCompleted(step, run.rowMayExist, logs), !logs);
     if (compensationFn) this.kernel.compensable = true;
     return (outputJson === undefined ? undefined : JSON.parse(outputJson)) as T;
   }
@@ -161,10 +165,10 @@ export class StepAttempts {
   }
 
   /** A checkpoint through the lease; a run whose claim is lost, or that cannot reach the database, goes no further. */
-  private async checkpoint(write: () => Promise<boolean>): Promise<void> {
+  private async checkpoint(write: () => Promise<boolean>, flushLogs = true): Promise<void> {
     let landed: boolean;
     try {
-      await this.beforeCheckpoint?.();
+      if (flushLogs) await this.beforeCheckpoint?.();
       landed = await this.lease.write(write);
     } catch (error) {
       this.kernel.throwIfStopped();

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { DuraflowDatabase } from './duraflow-database';
 import { ownedTaskRow } from './lifecycle/fencing';
 import { storableJson } from '../validation/storable-text';
+import { CompletedStep, UPSERT_COMPLETED_STEP } from './step.store';
 
 /** The levels of `ctx.log`. */
 export type RunLogLevel = 'debug' | 'info' | 'warn' | 'error';
@@ -31,6 +32,39 @@ export interface RunLogLine {
 /** The message of the last row of a task that logged more than `maxPerTask` lines. */
 export const DROPPED_LINES_MESSAGE = 'log lines dropped (logs.maxPerTask reached); metadata.dropped counts them';
 
+/** Lines to write with a checkpoint, in its statement: as JSON (`linesJson`), with the task's bound. */
+export interface LogBatch {
+  json: string;
+  maxPerTask: number;
+}
+
+/**
+ * The CTEs that write a batch of lines of task `task` when the CTE `gate` has a row: `json`,
+ * `max` and `message` are the SQL parameters of the lines' JSON, maxPerTask and
+ * DROPPED_LINES_MESSAGE. Placed after other CTEs (`, ` before it is the caller's).
+ */
+export function appendLogsCtes(task: string, gate: string, json: string, max: string, message: string): string {
+  return `base AS (SELECT coalesce(max(seq), 0) AS n FROM task_logs WHERE task_id = ${task} AND seq <= ${max}),
+       l AS (
+         SELECT base.n + l.ord AS seq, l.line FROM base, jsonb_array_elements(${json}::jsonb) WITH ORDINALITY AS l(line, ord)
+         WHERE EXISTS (SELECT 1 FROM ${gate})
+       ),
+       kept AS (
+         INSERT INTO task_logs (task_id, seq, level, message, metadata, step_key, attempt, logged_at)
+         SELECT ${task}, seq, line->>'level', line->>'message', line->'metadata', line->>'stepKey', (line->>'attempt')::int,
+                (line->>'at')::timestamptz
+         FROM l WHERE seq <= ${max}
+       ),
+       dropped AS (
+         INSERT INTO task_logs (task_id, seq, level, message, metadata, logged_at)
+         SELECT ${task}, ${max} + 1, 'warn', ${message}, jsonb_build_object('dropped', count(*)), clock_timestamp()
+         FROM l WHERE seq > ${max} HAVING count(*) > 0
+         ON CONFLICT (task_id, seq) DO UPDATE
+         SET metadata = jsonb_build_object('dropped', (task_logs.metadata->>'dropped')::int + (EXCLUDED.metadata->>'dropped')::int),
+             logged_at = EXCLUDED.logged_at
+       )`;
+}
+
 /**
  * The statements of `task_logs`. A run's lines are numbered in the database after the task's
  * last (only the run that owns the task writes them, fenced on its claim); past `maxPerTask`
@@ -44,30 +78,31 @@ export class RunLogStore {
   async append(taskId: string, claimToken: string, lines: PendingLogLine[], maxPerTask: number): Promise<boolean> {
     const { rows } = await this.db.query<{ owned: boolean }>(
       `WITH owner AS (${ownedTaskRow('$1', '$2')}),
-       base AS (SELECT coalesce(max(seq), 0) AS n FROM task_logs WHERE task_id = $1 AND seq <= $4),
-       l AS (
-         SELECT base.n + l.ord AS seq, l.line FROM base, jsonb_array_elements($3::jsonb) WITH ORDINALITY AS l(line, ord)
-         WHERE EXISTS (SELECT 1 FROM owner)
-       ),
-       kept AS (
-         INSERT INTO task_logs (task_id, seq, level, message, metadata, step_key, attempt, logged_at)
-         SELECT $1, seq, line->>'level', line->>'message', line->'metadata', line->>'stepKey', (line->>'attempt')::int,
-                (line->>'at')::timestamptz
-         FROM l WHERE seq <= $4
-       ),
-       dropped AS (
-         INSERT INTO task_logs (task_id, seq, level, message, metadata, logged_at)
-         SELECT $1, $4 + 1, 'warn', $5, jsonb_build_object('dropped', count(*)), clock_timestamp()
-         FROM l WHERE seq > $4 HAVING count(*) > 0
-         ON CONFLICT (task_id, seq) DO UPDATE
-         SET metadata = jsonb_build_object('dropped', (task_logs.metadata->>'dropped')::int + (EXCLUDED.metadata->>'dropped')::int),
-             logged_at = EXCLUDED.logged_at
-       )
+       ${appendLogsCtes('$1', 'owner', '$3', '$4', '$5')}
        SELECT EXISTS (SELECT 1 FROM owner) AS owned`,
       [taskId, claimToken, linesJson(lines), maxPerTask, DROPPED_LINES_MESSAGE],
       'duraflow_logs_appended',
     );
     return rows[0]?.owned === true;
+  }
+
+  /**
+   * A step's checkpoint (as `upsertCompletedStep`) with the run's pending log lines, in one
+   * statement: the lines are written only if the step's row is (a step completed already, or a
+   * claim lost, writes neither), so a retried statement whose first try committed adds none.
+   */
+  async upsertCompletedStepWithLogs(step: CompletedStep, logs: LogBatch): Promise<boolean> {
+    const { rows } = await this.db.query<{ written: boolean }>(
+      `WITH s AS (${UPSERT_COMPLETED_STEP} RETURNING id),
+       ${appendLogsCtes('$1', 's', '$9', '$10', '$11')}
+       SELECT EXISTS (SELECT 1 FROM s) AS written`,
+      [
+        ...[step.taskId, step.stepKey, step.claimToken, step.outputJson, step.compensationFn, step.attempt, step.startedAt],
+        ...[step.completionSeq, logs.json, logs.maxPerTask, DROPPED_LINES_MESSAGE],
+      ],
+      'duraflow_step_completed_logs',
+    );
+    return rows[0]?.written === true;
   }
 
   /** A task's lines after `afterSeq`, in order, at most `limit`. */
@@ -91,7 +126,7 @@ export class RunLogStore {
 }
 
 /** The lines as one JSON array (metadata inlined as JSON, not as a string). */
-function linesJson(lines: PendingLogLine[]): string {
+export function linesJson(lines: PendingLogLine[]): string {
   const items = lines.map(
     (line) =>
       `{"level":${JSON.stringify(line.level)},"message":${JSON.stringify(line.message)},"metadata":${line.metadataJson ?? 'null'},` +

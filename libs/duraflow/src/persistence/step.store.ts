@@ -78,6 +78,14 @@ const INSERT_COMPLETED_STEP = `INSERT INTO step_runs (task_id, step_key, status,
        SELECT $1, $2, 'completed', $4::jsonb, $5, $6, $7, clock_timestamp(), $8
        FROM (${OWNED_TASK}) owner`;
 
+/** The same over a row that may exist (parameters $1..$8 as INSERT_COMPLETED_STEP's): a completed row is never overwritten. */
+export const UPSERT_COMPLETED_STEP = `${INSERT_COMPLETED_STEP}
+       ON CONFLICT (task_id, step_key) DO UPDATE
+       SET status = 'completed', output = EXCLUDED.output, error = NULL, compensation_fn = EXCLUDED.compensation_fn,
+           attempt = EXCLUDED.attempt, started_at = EXCLUDED.started_at, completed_at = EXCLUDED.completed_at,
+           completion_seq = EXCLUDED.completion_seq
+       WHERE step_runs.status <> 'completed'`;
+
 /**
  * Sets a step's `compensated_at`, once (it is never cleared), for the step `stepId` (an SQL
  * expression) when `fence` holds: the rollback's claim owns the task, or the dead letter of the
@@ -134,12 +142,7 @@ export class StepStore {
    */
   async upsertCompletedStep(step: CompletedStep): Promise<boolean> {
     const { rowCount } = await this.db.query(
-      `${INSERT_COMPLETED_STEP}
-       ON CONFLICT (task_id, step_key) DO UPDATE
-       SET status = 'completed', output = EXCLUDED.output, error = NULL, compensation_fn = EXCLUDED.compensation_fn,
-           attempt = EXCLUDED.attempt, started_at = EXCLUDED.started_at, completed_at = EXCLUDED.completed_at,
-           completion_seq = EXCLUDED.completion_seq
-       WHERE step_runs.status <> 'completed'
+      `${UPSERT_COMPLETED_STEP}
        RETURNING id`,
       [step.taskId, step.stepKey, step.claimToken, step.outputJson, step.compensationFn, step.attempt, step.startedAt, step.completionSeq],
       'duraflow_step_completed',
