@@ -10,14 +10,17 @@ const toBoolean = ({ value }: { value: unknown }) => (value === 'true' ? true : 
  * checks a property's decorators bottom-up and the pipe stops at the first failure: the type
  * check goes last.)
  */
-class PageQuery {
+class LimitQuery {
   @IsOptional()
   @Type(() => Number)
   @Max(MAX_LIST_LIMIT)
   @Min(1)
   @IsInt()
   limit?: number;
+}
 
+/** A page of a list read by cursor: `limit` and the `cursor` to go on from. */
+class PageQuery extends LimitQuery {
   /** `nextCursor` of the previous page. */
   @IsOptional()
   @IsString()
@@ -41,14 +44,7 @@ export class ListTasksQuery extends PageQuery {
 }
 
 /** Query of `GET /tasks/:id/signals`: a page in the order they were sent. */
-export class ListSignalsQuery {
-  @IsOptional()
-  @Type(() => Number)
-  @Max(MAX_LIST_LIMIT)
-  @Min(1)
-  @IsInt()
-  limit?: number;
-
+export class ListSignalsQuery extends LimitQuery {
   /** The `X-Next-Cursor` of the previous page. */
   @IsOptional()
   @IsString()
@@ -63,14 +59,7 @@ export class ListSignalsQuery {
 }
 
 /** Query of `GET /tasks/:id/logs`: the run's log lines after `afterSeq`, in order. */
-export class GetLogsQuery {
-  @IsOptional()
-  @Type(() => Number)
-  @Max(MAX_LIST_LIMIT)
-  @Min(1)
-  @IsInt()
-  limit?: number;
-
+export class GetLogsQuery extends LimitQuery {
   /** The `nextAfterSeq` of the previous page (0 or left out: from the first line). */
   @IsOptional()
   @Type(() => Number)

@@ -33,21 +33,16 @@ export class DashboardOperateController {
 
   @Get('tasks/:id/retry')
   async confirmRetry(@Param('id') id: string, @RequestLinks() links: DashboardLinks, @Res() response: unknown): Promise<void> {
-    const context = this.replies.context(links);
-    const task = await this.workflows.get(id);
-    if (!task) return this.replies.send(response, this.replies.taskMissing(context, id));
-    const steps = await this.workflows.getStepSummaries(id, { previewChars: 1 });
-    this.replies.send(response, page(confirmRetryPage(context, task, steps)));
+    await this.replies.onTask(response, links, id, async (context, task) =>
+      page(confirmRetryPage(context, task, await this.workflows.getStepSummaries(id, { previewChars: 1 }))),
+    );
   }
 
   /** Retries it through WorkflowService.retry; a task that cannot be retried gets the library's refusal. */
   @Post('tasks/:id/retry')
   @UseGuards(SameOriginGuard)
   async retry(@Param('id') id: string, @RequestLinks() links: DashboardLinks, @Res() response: unknown): Promise<void> {
-    await this.replies.act(response, links, [['Back to the task', links.task(id)]], async () => {
-      await this.workflows.retry(id);
-      return redirect(links.task(id, { notice: 'task-retried' }));
-    });
+    await this.replies.actOnTask(response, links, id, 'task-retried', () => this.workflows.retry(id));
   }
 
   @Get('tasks/:id/fork')
@@ -57,16 +52,15 @@ export class DashboardOperateController {
     @RequestLinks() links: DashboardLinks,
     @Res() response: unknown,
   ): Promise<void> {
-    const context = this.replies.context(links);
-    const task = await this.workflows.get(id);
-    if (!task) return this.replies.send(response, this.replies.taskMissing(context, id));
-    const steps = await this.workflows.getStepSummaries(id, { previewChars: 1 });
-    const fromStep = steps.find((step) => step.stepKey === stepKey);
-    if (!fromStep) {
-      const message = `Task ${task.id} has no step "${String(stepKey ?? '')}" to fork from: choose "Fork from here" on one of its steps.`;
-      return this.replies.send(response, this.replies.missing(links, id, 'No such step', message));
-    }
-    this.replies.send(response, page(confirmForkPage(context, task, steps, fromStep)));
+    await this.replies.onTask(response, links, id, async (context, task) => {
+      const steps = await this.workflows.getStepSummaries(id, { previewChars: 1 });
+      const fromStep = steps.find((step) => step.stepKey === stepKey);
+      if (!fromStep) {
+        const message = `Task ${task.id} has no step "${String(stepKey ?? '')}" to fork from: choose "Fork from here" on one of its steps.`;
+        return this.replies.missing(links, id, 'No such step', message);
+      }
+      return page(confirmForkPage(context, task, steps, fromStep));
+    });
   }
 
   /** Forks it through WorkflowService.fork and takes the operator to the new task. */

@@ -1,8 +1,10 @@
 import { Inject, Injectable } from '@nestjs/common';
+import { AgentTask } from '../domain/entities/agent-task.entity';
 import { DuraflowError } from '../domain/errors';
 import { duraflowErrorStatus } from '../domain/errors/error-status';
 import { DashboardLinks } from './dashboard-links';
-import { DashboardReply, DashboardResponder, page } from './dashboard-responder';
+import { WorkflowService } from '../services/workflow.service';
+import { DashboardReply, DashboardResponder, page, redirect } from './dashboard-responder';
 import { DASHBOARD_OPTIONS, ResolvedDashboardOptions } from './dashboard.options';
 import { ViewContext } from './views/layout';
 import { messagePage } from './views/message.page';
@@ -13,7 +15,28 @@ export class DashboardReplies {
   constructor(
     @Inject(DASHBOARD_OPTIONS) private readonly options: ResolvedDashboardOptions,
     private readonly responder: DashboardResponder,
+    private readonly workflows: WorkflowService,
   ) {}
+
+  /** A page about task `id`: `render`'s reply, or the "No such task" page when no task has that id. */
+  async onTask(
+    response: unknown,
+    links: DashboardLinks,
+    id: string,
+    render: (context: ViewContext, task: AgentTask) => Promise<DashboardReply> | DashboardReply,
+  ): Promise<void> {
+    const context = this.context(links);
+    const task = await this.workflows.get(id);
+    this.send(response, task ? await render(context, task) : this.taskMissing(context, id));
+  }
+
+  /** An action on task `id` (see `act`), then back to the task's page with `notice`. */
+  async actOnTask(response: unknown, links: DashboardLinks, id: string, notice: string, action: () => Promise<unknown>): Promise<void> {
+    await this.act(response, links, [['Back to the task', links.task(id)]], async () => {
+      await action();
+      return redirect(links.task(id, { notice }));
+    });
+  }
 
   /** Runs an action; a typed error of the library is shown to the operator with its message. */
   async act(response: unknown, links: DashboardLinks, next: Array<[string, string]>, action: () => Promise<DashboardReply>): Promise<void> {

@@ -129,15 +129,14 @@ export class DashboardController {
     @RequestLinks() links: DashboardLinks,
     @Res() response: unknown,
   ): Promise<void> {
-    const context = this.replies.context(links);
-    const task = await this.workflows.get(id);
-    if (!task) return this.replies.send(response, this.replies.taskMissing(context, id));
-    if (isTerminalStatus(task.status)) {
-      const message = `Task ${task.id} already finished (${task.status}): there is nothing to cancel.`;
-      return this.replies.send(response, this.replies.missing(links, id, 'Nothing to cancel', message, 409));
-    }
-    const steps = await this.workflows.getStepSummaries(id, { previewChars: 1 });
-    this.replies.send(response, page(confirmCancelPage(context, task, steps, compensate === 'true')));
+    await this.replies.onTask(response, links, id, async (context, task) => {
+      if (isTerminalStatus(task.status)) {
+        const message = `Task ${task.id} already finished (${task.status}): there is nothing to cancel.`;
+        return this.replies.missing(links, id, 'Nothing to cancel', message, 409);
+      }
+      const steps = await this.workflows.getStepSummaries(id, { previewChars: 1 });
+      return page(confirmCancelPage(context, task, steps, compensate === 'true'));
+    });
   }
 
   @Post('tasks/:id/cancel')
@@ -149,41 +148,32 @@ export class DashboardController {
     @Res() response: unknown,
   ): Promise<void> {
     const withCompensation = compensate === 'true';
-    await this.replies.act(response, links, [['Back to the task', links.task(id)]], async () => {
-      await this.workflows.cancel(id, { compensate: withCompensation });
-      return redirect(links.task(id, { notice: withCompensation ? 'cancelled-compensated' : 'cancelled' }));
-    });
+    const notice = withCompensation ? 'cancelled-compensated' : 'cancelled';
+    await this.replies.actOnTask(response, links, id, notice, () => this.workflows.cancel(id, { compensate: withCompensation }));
   }
 
   /** What resuming a task the determinism guard holds does, and the divergence that held it. */
   @Get('tasks/:id/resume')
   async confirmResume(@Param('id') id: string, @RequestLinks() links: DashboardLinks, @Res() response: unknown): Promise<void> {
-    const context = this.replies.context(links);
-    const task = await this.workflows.get(id);
-    if (!task) return this.replies.send(response, this.replies.taskMissing(context, id));
-    if (!isHeld(task)) {
-      const message = `Task ${task.id} is not held by the determinism guard (status ${task.status}): there is nothing to resume.`;
-      return this.replies.send(response, this.replies.missing(links, id, 'Nothing to resume', message, 409));
-    }
-    this.replies.send(response, page(confirmResumePage(context, task)));
+    await this.replies.onTask(response, links, id, (context, task) => {
+      if (!isHeld(task)) {
+        const message = `Task ${task.id} is not held by the determinism guard (status ${task.status}): there is nothing to resume.`;
+        return this.replies.missing(links, id, 'Nothing to resume', message, 409);
+      }
+      return page(confirmResumePage(context, task));
+    });
   }
 
   /** Resumes it through WorkflowService.resume: it runs again on the code deployed now. */
   @Post('tasks/:id/resume')
   @UseGuards(SameOriginGuard)
   async resume(@Param('id') id: string, @RequestLinks() links: DashboardLinks, @Res() response: unknown): Promise<void> {
-    await this.replies.act(response, links, [['Back to the task', links.task(id)]], async () => {
-      await this.workflows.resume(id);
-      return redirect(links.task(id, { notice: 'resumed' }));
-    });
+    await this.replies.actOnTask(response, links, id, 'resumed', () => this.workflows.resume(id));
   }
 
   @Get('tasks/:id/signal')
   async signalForm(@Param('id') id: string, @RequestLinks() links: DashboardLinks, @Res() response: unknown): Promise<void> {
-    const context = this.replies.context(links);
-    const task = await this.workflows.get(id);
-    if (!task) return this.replies.send(response, this.replies.taskMissing(context, id));
-    this.replies.send(response, page(signalFormPage(context, task)));
+    await this.replies.onTask(response, links, id, (context, task) => page(signalFormPage(context, task)));
   }
 
   /** Sends the signal through WorkflowService.signal; a payload that is not JSON is shown back on the form. */
@@ -202,16 +192,13 @@ export class DashboardController {
       try {
         payload = JSON.parse(text);
       } catch (error) {
-        const task = await this.workflows.get(id);
-        if (!task) return this.replies.send(response, this.replies.taskMissing(this.replies.context(links), id));
         const problem = `The payload is not JSON: ${(error as Error).message}`;
-        return this.replies.send(response, page(signalFormPage(this.replies.context(links), task, problem, { name, payload: text }), 400));
+        return this.replies.onTask(response, links, id, (context, task) =>
+          page(signalFormPage(context, task, problem, { name, payload: text }), 400),
+        );
       }
     }
-    await this.replies.act(response, links, [['Back to the task', links.task(id)]], async () => {
-      await this.workflows.signal(id, name, payload);
-      return redirect(links.task(id, { notice: 'signalled' }));
-    });
+    await this.replies.actOnTask(response, links, id, 'signalled', () => this.workflows.signal(id, name, payload));
   }
 
   @Get('tasks/:id/dead-letters/:entry/:action')
@@ -222,16 +209,15 @@ export class DashboardController {
     @RequestLinks() links: DashboardLinks,
     @Res() response: unknown,
   ): Promise<void> {
-    const context = this.replies.context(links);
-    const task = await this.workflows.get(id);
-    if (!task) return this.replies.send(response, this.replies.taskMissing(context, id));
-    const entry = (await this.reader.deadLettersOf(id)).find((candidate) => candidate.id === entryId);
-    if (!entry || !isDeadLetterAction(action)) {
-      const message = `Task ${task.id} has no dead letter ${entryId} to ${action}: it may have been retried successfully or discarded already.`;
-      return this.replies.send(response, this.replies.missing(links, id, 'No such dead letter', message));
-    }
-    const step = (await this.workflows.getStepSummaries(id, { previewChars: 1 })).find((candidate) => candidate.id === entry.stepId);
-    this.replies.send(response, page(confirmDeadLetterPage(context, task, entry, step, action)));
+    await this.replies.onTask(response, links, id, async (context, task) => {
+      const entry = (await this.reader.deadLettersOf(id)).find((candidate) => candidate.id === entryId);
+      if (!entry || !isDeadLetterAction(action)) {
+        const message = `Task ${task.id} has no dead letter ${entryId} to ${action}: it may have been retried successfully or discarded already.`;
+        return this.replies.missing(links, id, 'No such dead letter', message);
+      }
+      const step = (await this.workflows.getStepSummaries(id, { previewChars: 1 })).find((candidate) => candidate.id === entry.stepId);
+      return page(confirmDeadLetterPage(context, task, entry, step, action));
+    });
   }
 
   @Post('tasks/:id/dead-letters/:entry/:action')
