@@ -45,6 +45,9 @@ function tableRows(stdout: string): Map<string, { value: string; unit: string }>
   return rows;
 }
 
+/** Rows whose figure counts what an idle process sends: zero is a figure too. */
+const MAY_BE_ZERO = new Set(['prims.idle.qps']);
+
 describe('the quick benchmark (npm run bench:quick)', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'duraflow-bench-quick-'));
   const out = path.join(dir, 'results.json');
@@ -71,7 +74,9 @@ describe('the quick benchmark (npm run bench:quick)', () => {
         printed: true,
       });
       const value = Number(printed!.value);
-      expect({ figure: `${row.figure} [${row.unit}]`, value: printed!.value, positive: Number.isFinite(value) && value > 0 }).toEqual({
+      // An idle worker's statements over the quick run's one second: none is a right answer (its poll backs off).
+      const counted = Number.isFinite(value) && (MAY_BE_ZERO.has(row.id) ? value >= 0 : value > 0);
+      expect({ figure: `${row.figure} [${row.unit}]`, value: printed!.value, positive: counted }).toEqual({
         figure: `${row.figure} [${row.unit}]`,
         value: printed!.value,
         positive: true,
