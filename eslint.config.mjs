@@ -16,6 +16,7 @@ const LIBRARY_LAYERS = [
   ['util'],
   ['dependencies'],
   ['config'],
+  ['codec'],
   ['validation'],
   ['decorators'],
   ['discovery'],

@@ -16,6 +16,7 @@ import { RetentionSweeper } from './background/retention-sweeper';
 import { WorkerLoop } from './background/worker-loop';
 import { NodeIdentity } from './background/node-identity';
 import { SignalStore } from './persistence/signal.store';
+import { PayloadCoder } from './codec/payload-coder';
 import { RunLogStore } from './persistence/run-log.store';
 import { TaskTransitions } from './persistence/lifecycle/task-transitions';
 import { TaskLeases } from './lease/task-leases';
@@ -76,6 +77,7 @@ import { ScheduleTicker } from './schedules/schedule-ticker';
     ScheduleTicker,
     ScheduleReader,
     DuraflowDatabase,
+    PayloadCoder,
     SchemaBootCheck,
     TaskStore,
     FlowLimitsStore,

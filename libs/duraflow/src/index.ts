@@ -49,6 +49,7 @@ export { ListSignalsOptions, ListTasksOptions, SignalPage, TaskPage } from './se
 export { GetLogsOptions, RunLogLine, RunLogPage } from './services/workflows/run-log-reader';
 export { RunLogLevel } from './persistence/run-log.store';
 export { DuraflowRunLogOptions } from './config/run-log.options';
+export { PayloadCodec, PayloadContext, PayloadField } from './domain/payload-codec';
 export { CancelOptions, SignalReceipt } from './services/workflows/task-control';
 export { BulkTaskFilter, BulkOptions, BulkCancelOptions, BulkResult } from './domain/bulk-operations';
 export { ForkOptions, ForkResult } from './services/workflows/task-operations';

@@ -1,3 +1,4 @@
+import { PayloadCodec } from '../domain/payload-codec';
 import { FunctionalWorkflowDefinition, UnknownInputProperties } from '../domain/workflow-definition';
 import { DuraflowRunLogOptions } from './run-log.options';
 import type { ScheduleDefinition } from '../domain/schedule-options';
@@ -182,6 +183,12 @@ export interface DuraflowModuleOptions {
   signals?: DuraflowSignalOptions;
   /** What a run keeps of its `ctx.log` lines: `{ maxPerTask, maxMessageChars, maxMetadataBytes }`. */
   logs?: DuraflowRunLogOptions;
+  /**
+   * Encryption at rest: every payload (inputs, outputs, errors' details, step outputs, signals,
+   * events, streams, callbacks, log metadata) is stored as this codec encodes it
+   * (`aesGcmCodec({ keys, current })`). Default: stored as plain JSON.
+   */
+  codec?: PayloadCodec;
 }
 
 export interface DuraflowSignalOptions {

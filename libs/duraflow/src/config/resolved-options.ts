@@ -1,3 +1,4 @@
+import { PayloadCodec } from '../domain/payload-codec';
 import { randomUUID } from 'node:crypto';
 import { ResolvedRunLogOptions, resolveRunLogOptions } from './run-log.options';
 import { hostname } from 'node:os';
@@ -61,6 +62,7 @@ export interface ResolvedDuraflowOptions {
   metrics: ResolvedMetricsOptions | null;
   signals: Required<DuraflowSignalOptions>;
   logs: ResolvedRunLogOptions;
+  codec: PayloadCodec | undefined;
 }
 
 export interface ResolvedRetention {
@@ -126,6 +128,7 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
     metrics: resolveMetricsOptions(options.metrics),
     signals: { maxKeptPerTask: options.signals?.maxKeptPerTask ?? defaults.signals.maxKeptPerTask },
     logs: resolveRunLogOptions(options.logs),
+    codec: options.codec,
   };
   checkResolvedOptions(resolved);
   return resolved;
