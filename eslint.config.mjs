@@ -28,10 +28,12 @@ const LIBRARY_LAYERS = [
   ['background'],
   ['schedules'],
   ['replay'],
+  ['events'],
   ['services'],
   ['http', 'dashboard', 'cli'],
   ['duraflow.module.ts'],
   ['index.ts'],
+  ['testing'],
 ];
 
 export default tseslint.config(

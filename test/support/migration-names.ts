@@ -18,4 +18,9 @@ export const DURAFLOW_MIGRATION_NAMES = [
   'RetryAndFork1700000001000',
   'TaskTags1700000002000',
   'RunLogs1700000002050',
+  'EventsAndStreams1700000003000',
+  'Callbacks1700000003100',
+  'EventTriggers1700000004000',
+  'DashboardOverview1700000005000',
+  'EngineClock1700000006000',
 ];

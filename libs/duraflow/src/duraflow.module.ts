@@ -7,17 +7,28 @@ import { RESOLVED_DURAFLOW_OPTIONS } from './domain/duraflow.constants';
 import { DURAFLOW_MODULE_OPTIONS, DURAFLOW_OPTIONS_TYPE, DuraflowConfigurableModule } from './config/duraflow.module-definition';
 import { DuraflowModuleOptions } from './config/duraflow.options';
 import { resolveDuraflowOptions } from './config/resolved-options';
+import { callbackRoutePath } from './config/callbacks.options';
+import { mountCallbacksController } from './http/callbacks.controller';
 import { CheckpointBatcher } from './execution/checkpoint-batcher';
 import { CompletionBatcher } from './execution/completion-batcher';
 import { LeaseHeartbeat } from './background/lease-heartbeat';
 import { ReaperLoop } from './background/reaper-loop';
 import { WakeUpTimer } from './notifications/wake-up-timer';
 import { RetentionSweeper } from './background/retention-sweeper';
+import { TaskStatsRollup } from './background/task-stats-rollup';
+import { ScheduleControl } from './schedules/schedule-control';
+import { WorkflowInsights } from './services/workflows/workflow-insights';
 import { WorkerLoop } from './background/worker-loop';
 import { NodeIdentity } from './background/node-identity';
 import { SignalStore } from './persistence/signal.store';
 import { PayloadCoder } from './codec/payload-coder';
 import { RunLogStore } from './persistence/run-log.store';
+import { RunEventStore } from './persistence/run-event.store';
+import { StreamStore } from './persistence/stream.store';
+import { RunTalks } from './execution/run-talk';
+import { RunTalkReader } from './services/workflows/run-talk-reader';
+import { CallbackStore } from './persistence/callback.store';
+import { TaskCallbacks } from './services/workflows/task-callbacks';
 import { TaskTransitions } from './persistence/lifecycle/task-transitions';
 import { TaskLeases } from './lease/task-leases';
 import { ShutdownHooksCheck } from './background/shutdown-hooks.check';
@@ -53,6 +64,17 @@ import { ScheduleExplorer } from './schedules/schedule.explorer';
 import { ScheduleRegistry } from './schedules/schedule.registry';
 import { ScheduleStore } from './schedules/schedule.store';
 import { ScheduleTicker } from './schedules/schedule-ticker';
+import { EventSubscriptionRegistry } from './events/event-subscription.registry';
+import { EventSubscriptionExplorer } from './events/event-subscription.explorer';
+import { EventSubscriptionStore } from './events/event-subscription.store';
+import { PublishedEventStore } from './events/published-event.store';
+import { EventGroupStore } from './events/event-group.store';
+import { EventGroupCloser } from './events/event-group-closer';
+import { EventPublisher } from './events/event-publisher';
+import { EventReader } from './events/event-reader';
+import { DURAFLOW_CLOCK } from './domain/engine-clock';
+import { SYSTEM_CLOCK } from './util/engine-clock';
+import { DURAFLOW_STEP_FAULTS, NO_STEP_FAULTS } from './execution/step-faults';
 
 /**
  * Durable workflows on the host's PostgreSQL. Needs the host's TypeORM DataSource
@@ -67,6 +89,9 @@ import { ScheduleTicker } from './schedules/schedule-ticker';
       inject: [DURAFLOW_MODULE_OPTIONS],
       useFactory: (options: DuraflowModuleOptions) => resolveDuraflowOptions(options),
     },
+    // The engine's clock and the step faults: the system clock and none, unless the testing kit overrides them.
+    { provide: DURAFLOW_CLOCK, useValue: SYSTEM_CLOCK },
+    { provide: DURAFLOW_STEP_FAULTS, useValue: NO_STEP_FAULTS },
     WorkflowMetadataAccessor,
     WorkflowRegistry,
     WorkflowExplorer,
@@ -76,6 +101,16 @@ import { ScheduleTicker } from './schedules/schedule-ticker';
     ScheduleStore,
     ScheduleTicker,
     ScheduleReader,
+    // After WorkflowExplorer too: a subscription belongs to a registered workflow.
+    EventSubscriptionRegistry,
+    EventSubscriptionExplorer,
+    EventSubscriptionStore,
+    PublishedEventStore,
+    EventGroupStore,
+    EventGroupCloser,
+    EventPublisher,
+    EventReader,
+    ScheduleControl,
     DuraflowDatabase,
     PayloadCoder,
     SchemaBootCheck,
@@ -86,6 +121,12 @@ import { ScheduleTicker } from './schedules/schedule-ticker';
     DeadLetterStore,
     SignalStore,
     RunLogStore,
+    RunEventStore,
+    StreamStore,
+    RunTalks,
+    RunTalkReader,
+    CallbackStore,
+    TaskCallbacks,
     TaskTransitions,
     TaskFactory,
     WakeUpTimer,
@@ -110,6 +151,8 @@ import { ScheduleTicker } from './schedules/schedule-ticker';
     TaskOperations,
     TaskMoves,
     TaskWaiter,
+    WorkflowInsights,
+    TaskStatsRollup,
     WorkflowService,
     WorkerService,
     ReaperService,
@@ -123,6 +166,9 @@ import { ScheduleTicker } from './schedules/schedule-ticker';
 export class DuraflowModule extends DuraflowConfigurableModule {
   /** `forRoot()` with every default is a working setup: a worker, no Redis, decorated workflows only. */
   static override forRoot(options: typeof DURAFLOW_OPTIONS_TYPE = {}): DynamicModule {
-    return super.forRoot(options);
+    const module = super.forRoot(options);
+    // With callbacks, the route their urls point at (forRootAsync: DuraflowCallbacksModule).
+    if (options.callbacks === undefined) return module;
+    return { ...module, controllers: [...(module.controllers ?? []), mountCallbacksController(callbackRoutePath(options.callbacks.path))] };
   }
 }

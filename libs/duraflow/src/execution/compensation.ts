@@ -3,6 +3,7 @@ import { CompensationTimeoutError } from '../domain/errors';
 import { runAttempt } from './attempt';
 import { retryDelayMs } from './backoff';
 import { sleep } from '../util/sleep';
+import { DuraflowClock } from '../domain/engine-clock';
 
 export interface CompensationCall {
   compensation: RegisteredCompensation;
@@ -17,6 +18,8 @@ export interface CompensationCall {
   maxAttempts?: number;
   /** Awaited before each attempt starts (the lease confirms itself if old); an attempt starts only if `signal` has not aborted by then. */
   beforeAttempt?: () => Promise<void>;
+  /** The engine's clock a retry's backoff waits on; default the system's timers. */
+  clock?: DuraflowClock;
 }
 
 export type CompensationResult = { ok: true; attempts: number } | { ok: false; error: unknown; attempts: number };
@@ -52,7 +55,7 @@ export async function runCompensation(call: CompensationCall): Promise<Compensat
     } catch (error) {
       if (signal.aborted) throw signal.reason;
       if (attempt >= maxAttempts) return { ok: false, error, attempts: attempt };
-      await sleep(retryDelayMs(backoff, attempt), signal);
+      await (call.clock?.sleep ?? sleep)(retryDelayMs(backoff, attempt), signal);
     }
   }
 }

@@ -4,6 +4,7 @@ import { ResolvedRunLogOptions } from '../config/run-log.options';
 import { runScopeStorage } from '../decorators/run-scope';
 import { RegisteredWorkflow, WorkflowRegistry } from '../discovery/workflow.registry';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
+import { DURAFLOW_CLOCK, DuraflowClock } from '../domain/engine-clock';
 import { AgentTask } from '../domain/entities/agent-task.entity';
 import { TaskLease } from '../lease/task-lease';
 import { WakeUpTimer } from '../notifications/wake-up-timer';
@@ -11,13 +12,17 @@ import { traceContextOf } from '../observability/tracing';
 import { ClaimedTask } from '../persistence/lifecycle/claim-tasks';
 import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
 import { RunLogStore } from '../persistence/run-log.store';
+import { CallbackStore } from '../persistence/callback.store';
+import { CallbackOpener } from './callback-opener';
 import { StepMemo, StepStore } from '../persistence/step.store';
 import { OutputLimits } from '../util/json';
 import { CheckpointBatcher } from './checkpoint-batcher';
 import { RunLog } from './run-log';
+import { RunTalk, RunTalks } from './run-talk';
 import { RunKernel } from './run-kernel';
 import { RunWaits } from './run-waits';
 import { StepAttempts, StepFailure } from './step-attempts';
+import { DURAFLOW_STEP_FAULTS, StepFaults } from './step-faults';
 import { TaskFactory } from './task-factory';
 import { BuiltContext, buildWorkflowContext } from './workflow-context';
 
@@ -33,6 +38,10 @@ export class LiveRuns {
     private readonly factory: TaskFactory,
     private readonly wakeUps: WakeUpTimer,
     private readonly logs: RunLogStore,
+    private readonly talks: RunTalks,
+    private readonly callbackStore: CallbackStore,
+    @Inject(DURAFLOW_CLOCK) private readonly clock: DuraflowClock,
+    @Inject(DURAFLOW_STEP_FAULTS) private readonly faults: StepFaults,
   ) {}
 
   /** The run of a claimed task (its workflow at the task's version); a fresh task has no step to read. */
@@ -47,7 +56,11 @@ export class LiveRuns {
       wakeUps: this.wakeUps,
       logs: this.logs,
       logLimits: this.options.logs,
+      talks: this.talks,
+      callbacks: new CallbackOpener(this.callbackStore, this.options.callbacks, Date.now),
       traceContextJson: childTraceContext(traceContext),
+      clock: this.clock,
+      faults: this.faults,
     });
   }
 
@@ -65,7 +78,11 @@ interface LiveRunParts {
   wakeUps: WakeUpTimer;
   logs: RunLogStore;
   logLimits: ResolvedRunLogOptions;
+  talks: RunTalks;
+  callbacks: CallbackOpener;
   traceContextJson: string | null;
+  clock: DuraflowClock;
+  faults: StepFaults;
 }
 
 /**
@@ -79,6 +96,8 @@ export class LiveRun {
   readonly log: RunLog;
   private readonly attempts: StepAttempts;
   private readonly waits: RunWaits;
+  /** `ctx.setEvent`, `ctx.writeStream`, `ctx.closeStream`. */
+  private readonly talk: RunTalk;
   private readonly context: BuiltContext;
   private readonly lease: TaskLease;
 
@@ -95,8 +114,9 @@ export class LiveRun {
       (key, patched) => this.attempts.writePatchMarker(key, patched),
       () => lease.stoppedBecause,
     );
-    this.attempts = new StepAttempts(workflow, lease, this.kernel, parts.checkpoints, parts.outputLimits);
+    this.attempts = new StepAttempts(workflow, lease, this.kernel, parts.checkpoints, parts.outputLimits, parts);
     this.waits = new RunWaits({ ...parts, lease, kernel: this.kernel });
+    this.talk = parts.talks.open(task, lease, this.kernel);
     // Waits recorded as waiting are not on the guard's replayed path: a body line before one was written with it.
     const waiting = new Set([...memos.values()].filter((memo) => memo.status === 'waiting').map((memo) => memo.stepKey));
     const replaying = () => this.kernel.guard.replaying || waiting.size > 0;
@@ -118,12 +138,17 @@ export class LiveRun {
         runChild: (key, name, input, options, recorded) =>
           flushed(key).then(() => this.waits.runChild(key, name, input, options, recorded)),
         log: this.log.api,
+        talk: this.talk,
+        openCallback: (key, timeoutMs) => parts.callbacks.open(lease, key, timeoutMs),
+        callbackExpired: (callbackId) => parts.callbacks.expired(lease, callbackId),
       },
       lease.signal,
+      () => parts.clock.now(),
     );
     this.attempts.scope = this.context.scope;
     this.attempts.beforeCheckpoint = () => flushed();
     this.attempts.takeLogs = () => this.log.take();
+    this.attempts.takeChunks = (key, attempt) => this.talk.takeStepChunks(key, attempt);
     this.lease = lease;
   }
 
@@ -139,7 +164,7 @@ export class LiveRun {
 
   /** A checkpoint or a wait could not be written (the database was unreachable): the run decides nothing. */
   get persistenceFailure(): unknown {
-    return this.attempts.persistenceFailure ?? this.waits.persistenceFailure;
+    return this.attempts.persistenceFailure ?? this.waits.persistenceFailure ?? this.talk.persistenceFailure;
   }
 
   /** The step that failed for good, if one did. */

@@ -1,5 +1,6 @@
 import { ChildKeyTakenError, RunAbortedError, SignalTimeoutError } from '../domain/errors';
 import { ChildWorkflowOptions } from '../domain/workflow-context';
+import { DuraflowClock } from '../domain/engine-clock';
 import { TaskLease } from '../lease/task-lease';
 import { WakeUpTimer } from '../notifications/wake-up-timer';
 import { NO_WAKE_UP, WaitSettlement, WaitToSettle } from '../persistence/lifecycle/settle-wait';
@@ -19,6 +20,8 @@ export interface RunWaitsContext {
   wakeUps: WakeUpTimer;
   /** The trace the task was submitted in (JSON), which its children continue; null without one. */
   traceContextJson: string | null;
+  /** The engine's clock: is a recorded sleep over. */
+  clock: DuraflowClock;
 }
 
 /**
@@ -37,7 +40,7 @@ export class RunWaits {
   async sleep(key: string, wakeAt: Date, recorded: StepMemo | undefined, input: Record<string, unknown>): Promise<void> {
     const { lease, kernel, transitions } = this.run;
     // The common wake-up: the sleep is over, one fenced statement records it (the general settle is a transaction of several).
-    if (recorded && wakeAt.getTime() <= Date.now()) {
+    if (recorded && wakeAt.getTime() <= this.run.clock.now()) {
       const seq = await this.persist(() => transitions.completeDueSleep(lease.taskId, lease.claimToken, key, kernel.takeCompletionSeq()));
       if (seq !== null) return kernel.completedAt(seq);
     }

@@ -1,4 +1,5 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
+import { DURAFLOW_CLOCK, DuraflowClock } from '../domain/engine-clock';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
 import { AgentTask, RollbackReason, TaskError } from '../domain/entities/agent-task.entity';
 import { TaskStatus } from '../domain/task-status';
@@ -47,6 +48,7 @@ export class SagaExecutor {
     private readonly steps: StepStore,
     private readonly deadLetters: DeadLetterStore,
     private readonly observer: RunObserver,
+    @Inject(DURAFLOW_CLOCK) private readonly clock: DuraflowClock,
   ) {}
 
   /**
@@ -98,6 +100,7 @@ export class SagaExecutor {
         child: (childStep) => this.undoChild(childStep, lease),
         registry: this.registry,
         observer: this.observer,
+        clock: this.clock,
       });
       if (!result || !(await this.recordUndo(undo, step.id, result, lease))) return { undone: 'stopped', found: true };
       deadLettered ||= !result.ok;

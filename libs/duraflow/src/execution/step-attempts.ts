@@ -6,16 +6,18 @@ import { StepContext, StepOptions } from '../domain/workflow-context';
 import { TaskLease } from '../lease/task-lease';
 import { observeStepAttempt } from '../observability/run-observer';
 import { LogBatch } from '../persistence/run-log.store';
+import { ChunkBatch } from '../persistence/stream.store';
 import { CompletedStep, StepMemo } from '../persistence/step.store';
 import { describeError } from '../util/describe-error';
 import { OutputLimits, outputToJson } from '../util/json';
-import { sleep } from '../util/sleep';
+import { DuraflowClock } from '../domain/engine-clock';
 import { effectKey } from '../util/effect-key';
 import { runAttempt } from './attempt';
 import { checkStorableJson, storableJson } from '../validation/storable-text';
 import { retryDelayMs } from './backoff';
 import { CheckpointBatcher } from './checkpoint-batcher';
 import { RunKernel } from './run-kernel';
+import { crashRun, StepFaults, StepPoint } from './step-faults';
 
 /** The step that failed for good, so the task's error can name it. */
 export interface StepFailure {
@@ -41,6 +43,8 @@ export class StepAttempts {
   beforeCheckpoint: (() => Promise<void>) | undefined;
   /** The run's pending log lines, taken to go in a step completion's own statement. */
   takeLogs: (() => LogBatch | undefined) | undefined;
+  /** The stream chunks the attempt wrote (run-talk.ts), taken to go in the step completion's own statement. */
+  takeChunks: ((key: string, attempt: number) => ChunkBatch | undefined) | undefined;
 
   constructor(
     private readonly workflow: RegisteredWorkflow,
@@ -48,6 +52,8 @@ export class StepAttempts {
     private readonly kernel: RunKernel,
     private readonly checkpoints: CheckpointBatcher,
     private readonly outputLimits: OutputLimits,
+    /** The engine's clock (a retry's backoff) and the testing kit's faults (none in production). */
+    private readonly runtime: { clock: DuraflowClock; faults: StepFaults },
   ) {}
 
   /** A step's attempts after those recorded in `previous` (its failed attempts in earlier runs); resolves with what a replay would return. */
@@ -55,18 +61,22 @@ export class StepAttempts {
     const resolved = resolveStepOptions(options, this.workflow.step, `step "${key}"`);
     let attempt = previous?.attempt ?? 0;
     let rowMayExist = previous !== undefined;
+    const { clock, faults } = this.runtime;
+    const point: StepPoint = { workflow: this.workflow.name, step: key, taskId: this.lease.taskId, claimToken: this.lease.claimToken };
+    if (faults.crashes(point, 'before')) throw crashRun(this.lease, point, 'before');
+    const body = faults.body(point, fn);
     for (let retry = 0; ; retry++) {
       await this.lease.confirmIfOld(); // a lease that got old is confirmed before the body starts
       this.kernel.throwIfStopped();
       attempt++;
-      const startedAt = new Date();
+      const startedAt = new Date(clock.now());
       if (resolved.recordStart) {
         await this.recordStart(key, attempt, startedAt);
         rowMayExist = true;
       }
       let value: T;
       try {
-        value = await observeStepAttempt(this.lease, key, attempt, () => this.attempt(key, fn, attempt, resolved.timeout));
+        value = await observeStepAttempt(this.lease, key, attempt, () => this.attempt(key, body, attempt, resolved.timeout));
       } catch (error) {
         this.kernel.throwIfStopped();
         await this.recordFailedAttempt(key, error, attempt, startedAt);
@@ -75,10 +85,12 @@ export class StepAttempts {
           this.lastFailure = { error, stepKey: key, attempts: retry + 1 };
           throw error;
         }
-        await sleep(retryDelayMs(resolved.backoff, retry + 1), this.lease.signal).catch(() => this.kernel.throwIfStopped());
+        await clock.sleep(retryDelayMs(resolved.backoff, retry + 1), this.lease.signal).catch(() => this.kernel.throwIfStopped());
         continue;
       }
-      return this.recordCompletion(key, value, { attempt, startedAt, attempts: retry + 1, rowMayExist });
+      const output = await this.recordCompletion(key, value, { attempt, startedAt, attempts: retry + 1, rowMayExist });
+      if (faults.crashes(point, 'after')) throw crashRun(this.lease, point, 'after');
+      return output;
     }
   }
 
@@ -115,8 +127,9 @@ export class StepAttempts {
     }
     const compensationFn = this.workflow.compensations.get(key)?.name ?? null;
     const step = this.completed(key, outputJson ?? null, compensationFn, run.attempt, run.startedAt);
-    const logs = this.takeLogs?.();
-    await this.checkpoint(() => this.checkpoints.stepCompleted(step, run.rowMayExist, logs), !logs);
+    const chunks = this.takeChunks?.(key, run.attempt);
+    const logs = chunks ? undefined : this.takeLogs?.(); // with chunks, the lines go just before (beforeCheckpoint)
+    await this.checkpoint(() => this.checkpoints.stepCompleted(step, run.rowMayExist, logs, chunks), !logs);
     if (compensationFn) this.kernel.compensable = true;
     return (outputJson === undefined ? undefined : JSON.parse(outputJson)) as T;
   }

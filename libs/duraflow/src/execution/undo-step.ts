@@ -1,4 +1,5 @@
 import { WorkflowRegistry } from '../discovery/workflow.registry';
+import { DuraflowClock } from '../domain/engine-clock';
 import { CompensationNotRegisteredError } from '../domain/errors';
 import { RunObserver } from '../observability/run-observer';
 import { CHILD_COMPENSATION } from '../persistence/lifecycle/start-child';
@@ -39,6 +40,8 @@ export interface UndoCall {
   lease?: TaskLease;
   /** A dead letter's retry: one attempt, and no new dead letter counted when it fails. */
   deadLetterId?: string;
+  /** The engine's clock a compensation's backoff waits on (default the system's). */
+  clock?: DuraflowClock;
   /** What undoing a child's step means to this caller. */
   child: ChildUndo;
   registry: WorkflowRegistry;
@@ -83,6 +86,7 @@ export async function undoStep(step: StepToUndo, call: UndoCall): Promise<UndoRe
         signal: call.by.signal,
         maxAttempts: call.deadLetterId ? 1 : undefined,
         beforeAttempt: () => call.by.confirmIfOld(),
+        clock: call.clock,
       }).catch(() => undefined), // rejects only when the authority was lost
   );
 }

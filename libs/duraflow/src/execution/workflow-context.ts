@@ -5,6 +5,8 @@ import { RunScope } from '../decorators/run-scope';
 import { StepMemo } from '../persistence/step.store';
 import { DUE_TIME_RANGE, isAcceptedDueTime, LATEST_DUE_TIME } from '../validation/due-time';
 import { RunKernel } from './run-kernel';
+import { TalkEffects, talkPrimitives } from './run-talk';
+import { CallbackEffects, callbackPrimitives } from './run-callbacks';
 
 /** The task a context is built for. */
 export interface ContextTask {
@@ -21,7 +23,7 @@ export interface ContextTask {
  * (replay/replay-run.ts). What a primitive recorded as finished is answered by the context
  * itself, the same way for both.
  */
-export interface RunEffects {
+export interface RunEffects extends CallbackEffects {
   /** A step to run, after the attempts recorded in `previous` (a failed attempt's row) if any. */
   runStep<T>(key: string, fn: (step: StepContext) => T | Promise<T>, options: StepOptions | undefined, previous?: StepMemo): Promise<T>;
   /** A sleep not over in an earlier run, until `wakeAt` (its first end: a replay never pushes it later). */
@@ -40,6 +42,8 @@ export interface RunEffects {
   ): Promise<unknown>;
   /** `ctx.log` (live-run's run log); without one (the replay check) the lines go nowhere. */
   log?: RunLogger;
+  /** `ctx.setEvent` / `writeStream` / `closeStream` (live-run's RunTalk); without one (the replay check) nothing is written. */
+  talk?: TalkEffects;
 }
 
 const SILENT_LOG: RunLogger = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
@@ -54,7 +58,14 @@ const ANY_ROW = () => true;
  * durable primitives and `ctx.patched`, each through the kernel, answered from what the run
  * recorded where it can, and handed to `effects` where it cannot.
  */
-export function buildWorkflowContext(task: ContextTask, kernel: RunKernel, effects: RunEffects, signal: AbortSignal): BuiltContext {
+export function buildWorkflowContext(
+  task: ContextTask,
+  kernel: RunKernel,
+  effects: RunEffects,
+  signal: AbortSignal,
+  /** The engine's clock (domain/engine-clock.ts): when a sleep or a signal wait's timeout ends. */
+  now: () => number = Date.now,
+): BuiltContext {
   const step = async <T>(key: string, fn: (step: StepContext) => T | Promise<T>, options?: StepOptions): Promise<T> => {
     const recorded = await kernel.enter(key, COMPLETED, { fn });
     if (recorded) return savedOutput(recorded) as T;
@@ -75,12 +86,12 @@ export function buildWorkflowContext(task: ContextTask, kernel: RunKernel, effec
     step: { run: step },
     patched: (patchId) => kernel.patches.patched(patchId),
     deprecatePatch: (patchId) => kernel.patches.deprecatePatch(patchId),
-    sleep: (key, ms) => sleepUntil(key, sleepDue(key, ms), { ms }),
+    sleep: (key, ms) => sleepUntil(key, sleepDue(key, ms, now()), { ms }),
     sleepUntil: (key, date) => {
       const until = checkedDate(key, date);
       return sleepUntil(key, until, { until: until.toISOString() });
     },
-    waitForSignal: (name, options) => waitForSignal(task, kernel, effects, name, options),
+    waitForSignal: (name, options) => waitForSignal(task, kernel, effects, now, name, options),
     startChild: async (key, workflowName, input, options) => {
       const recorded = await kernel.enter(key, ANY_ROW);
       const id = recorded ? childIdOf(recorded) : await effects.startChild(key, workflowName, input, options);
@@ -95,6 +106,8 @@ export function buildWorkflowContext(task: ContextTask, kernel: RunKernel, effec
       kernel.compensable = true;
       return output as TOutput;
     },
+    ...callbackPrimitives(task.id, kernel, effects, step),
+    ...talkPrimitives(effects.talk),
   };
   return { ctx, scope: { runStep: step } };
 }
@@ -109,6 +122,7 @@ async function waitForSignal<T>(
   task: ContextTask,
   kernel: RunKernel,
   effects: RunEffects,
+  now: () => number,
   name: string,
   options?: SignalWaitOptions,
 ): Promise<T> {
@@ -120,7 +134,7 @@ async function waitForSignal<T>(
       `timeoutMs must be a finite number >= 0, got ${String(timeoutMs)}.`,
     );
   }
-  if (timeoutMs !== undefined && !isAcceptedDueTime(new Date(Date.now() + timeoutMs))) {
+  if (timeoutMs !== undefined && !isAcceptedDueTime(new Date(now() + timeoutMs))) {
     throw new InvalidPrimitiveCallError(
       `ctx.waitForSignal("${name}")`,
       `timeoutMs ${timeoutMs} ends after ${LATEST_DUE_TIME.toISOString()}, the latest deadline a wait takes; leave timeoutMs out to wait for ever.`,
@@ -130,16 +144,16 @@ async function waitForSignal<T>(
   const recorded = await kernel.enter(key, ANY_ROW);
   if (recorded?.status === 'completed') return savedOutput(recorded) as T;
   if (recorded?.status === 'failed') throw new SignalTimeoutError(task.id, name, timeoutMs ?? null);
-  const deadline = recorded?.wakeAt ?? (timeoutMs === undefined ? null : new Date(Date.now() + timeoutMs));
+  const deadline = recorded?.wakeAt ?? (timeoutMs === undefined ? null : new Date(now() + timeoutMs));
   return (await effects.waitForSignal(key, name, deadline, timeoutMs)) as T;
 }
 
 /** A sleep's wake-up: `ms` from now, at the latest LATEST_DUE_TIME. */
-function sleepDue(key: string, ms: unknown): Date {
+function sleepDue(key: string, ms: unknown, now: number): Date {
   if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
     throw new InvalidPrimitiveCallError(`ctx.sleep("${key}", ${String(ms)})`, 'ms must be a finite number of milliseconds >= 0.');
   }
-  const due = new Date(Date.now() + ms);
+  const due = new Date(now + ms);
   if (!isAcceptedDueTime(due)) {
     throw new InvalidPrimitiveCallError(
       `ctx.sleep("${key}", ${ms})`,

@@ -12,6 +12,11 @@ import { SignalsWithTheirTask1700000000900 } from './1700000000900-SignalsWithTh
 import { RetryAndFork1700000001000 } from './1700000001000-RetryAndFork';
 import { TaskTags1700000002000 } from './1700000002000-TaskTags';
 import { RunLogs1700000002050 } from './1700000002050-RunLogs';
+import { EventTriggers1700000004000 } from './1700000004000-EventTriggers';
+import { EventsAndStreams1700000003000 } from './1700000003000-EventsAndStreams';
+import { Callbacks1700000003100 } from './1700000003100-Callbacks';
+import { EngineClock1700000006000 } from './1700000006000-EngineClock';
+import { DashboardOverview1700000005000 } from './1700000005000-DashboardOverview';
 
 /** Every Duraflow migration, in order: pass to a TypeORM DataSource's `migrations`. */
 export const DURAFLOW_MIGRATIONS = [
@@ -29,4 +34,9 @@ export const DURAFLOW_MIGRATIONS = [
   RetryAndFork1700000001000,
   TaskTags1700000002000,
   RunLogs1700000002050,
+  EventsAndStreams1700000003000,
+  Callbacks1700000003100,
+  EventTriggers1700000004000,
+  DashboardOverview1700000005000,
+  EngineClock1700000006000,
 ];

@@ -1,4 +1,5 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { DURAFLOW_CLOCK, DuraflowClock } from '../domain/engine-clock';
 import { describeError } from '../util/describe-error';
 import { ScheduleRegistry, RegisteredSchedule } from './schedule.registry';
 import { ScheduleStore } from './schedule.store';
@@ -41,6 +42,7 @@ export class ScheduleTicker {
   constructor(
     private readonly registry: ScheduleRegistry,
     private readonly store: ScheduleStore,
+    @Inject(DURAFLOW_CLOCK) private readonly clock: DuraflowClock,
   ) {}
 
   /** Saves the definitions and catches up, then arms the timers. Never throws: a database error is logged and retried. */
@@ -60,6 +62,29 @@ export class ScheduleTicker {
     await Promise.all([...this.wakeUps]);
     this.handledUpTo.clear();
     this.bootSince.clear();
+  }
+
+  /** The earliest next tick of this node's schedules, by the engine's clock (undefined: none, or not running). */
+  nextTick(): Date | undefined {
+    if (!this.running) return undefined;
+    let next: Date | undefined;
+    for (const schedule of this.registry.all()) {
+      const tick = schedule.cron.nextAfter(this.handledUpTo.get(schedule.name) ?? new Date(this.clock.now()));
+      if (tick && (!next || tick < next)) next = tick;
+    }
+    return next;
+  }
+
+  /** Wakes every schedule now (the engine's clock moved, as the testing kit moves it): what is due starts, the timers are armed again. */
+  async wakeAll(): Promise<void> {
+    if (!this.running) return;
+    await Promise.all([...this.wakeUps]);
+    for (const schedule of this.registry.all()) {
+      if (this.bootSince.has(schedule.name)) continue;
+      clearTimeout(this.timers.get(schedule.name));
+      this.timers.delete(schedule.name);
+      await this.track(this.wake(schedule));
+    }
   }
 
   private async boot(): Promise<void> {
@@ -85,7 +110,7 @@ export class ScheduleTicker {
 
   private async wake(schedule: RegisteredSchedule): Promise<void> {
     if (!this.running) return;
-    const now = new Date();
+    const now = new Date(this.clock.now());
     const booting = this.bootSince.has(schedule.name);
     const after = booting ? this.bootSince.get(schedule.name)! : (this.handledUpTo.get(schedule.name) ?? now);
     const { catchUp, maxCatchUp } = schedule;
@@ -136,7 +161,7 @@ export class ScheduleTicker {
     if (!this.running) return;
     const next = schedule.cron.nextAfter(after);
     if (!next && retryMs === undefined) return;
-    const untilNext = next ? Math.max(0, next.getTime() - Date.now()) : MAX_TIMER_MS;
+    const untilNext = next ? Math.max(0, next.getTime() - this.clock.now()) : MAX_TIMER_MS;
     const delay = Math.min(untilNext, retryMs ?? MAX_TIMER_MS, MAX_TIMER_MS);
     this.timers.set(
       schedule.name,

@@ -108,7 +108,7 @@ function limitedClaimStatement(flow: FlowLimits, versions: number[], workerId: s
   const claimable = (t: string) => `${runnable(t)} AND ${claimableVersions(t, versions)}`;
   const pick = flow.concurrencyKey ? keyedPick({ workflow, flow, limit, claimable, window }) : unkeyedPick(workflow, claimable);
   return `WITH RECURSIVE
-    clock AS MATERIALIZED (SELECT clock_timestamp() AS at),
+    clock AS MATERIALIZED (SELECT duraflow_clock_timestamp() AS at),
     budget AS MATERIALIZED (SELECT GREATEST(0, LEAST(${workflowCaps(workflow, flow, limit, window).join(', ')}))::bigint AS n),
     ${pick},
     claimed AS (

@@ -5,6 +5,8 @@ import { TASK_COLUMNS, toAgentTask } from '../row-mappers';
 
 /** A task to create, as the task factory (execution/task-factory.ts) prepared it: every value checked. */
 export interface NewTask {
+  /** The id to give the task (a codec binds the input to it before the INSERT); absent: the database makes one. */
+  id?: string;
   workflowName: string;
   /** Already serialized JSON. */
   inputJson: string;
@@ -41,15 +43,15 @@ export interface CreatedTask {
  * task, and only for a task runnable now.
  */
 const INSERT_TASK = `WITH inserted AS (
-     INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, idempotency_key, trace_context, workflow_version,
+     INSERT INTO agent_tasks (id, workflow_name, input, priority, scheduled_at, max_retries, idempotency_key, trace_context, workflow_version,
                               concurrency_key, parent_task_id, parent_step_key, forked_from, forked_from_step, tags)
-     VALUES ($1, $2::jsonb, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12, $13,
+     VALUES (coalesce($15::uuid, gen_random_uuid()), $1, $2::jsonb, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12, $13,
              coalesce($14::jsonb, (SELECT p.tags FROM agent_tasks p WHERE p.id = $10::uuid), '{}'::jsonb))
      ON CONFLICT (workflow_name, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
      RETURNING ${TASK_COLUMNS}
    )
    SELECT inserted.*,
-          CASE WHEN scheduled_at IS NULL OR scheduled_at <= now() THEN pg_notify('${TASK_SUBMITTED_CHANNEL}', workflow_name) END AS notified
+          CASE WHEN scheduled_at IS NULL OR scheduled_at <= duraflow_now() THEN pg_notify('${TASK_SUBMITTED_CHANNEL}', workflow_name) END AS notified
    FROM inserted`;
 
 /** The task holding an idempotency key, and whether its input is the same as jsonb (key order and number spelling aside). */
@@ -76,6 +78,7 @@ export async function createTask(executor: SqlExecutor, task: NewTask): Promise<
     task.forkedFrom?.taskId ?? null,
     task.forkedFrom?.fromStep ?? null,
     task.tags === null ? null : JSON.stringify(task.tags),
+    task.id ?? null,
   ];
   // A task that held the key and was deleted between the two statements: insert again.
   for (let attempt = 0; attempt < 3; attempt++) {
@@ -96,6 +99,8 @@ export interface NewTasks extends Omit<
 > {
   tags: Record<string, string>;
   inputsJson: string[];
+  /** The ids to give the tasks, one per input (a codec binds each input to its id); absent: the database makes them. */
+  ids?: string[];
   /** One per input (flow control's key), or none for a workflow without limits. */
   concurrencyKeys: Array<string | null> | null;
 }
@@ -107,11 +112,12 @@ export interface NewTasks extends Omit<
 export async function createTasks(executor: SqlExecutor, batch: NewTasks): Promise<AgentTask[]> {
   const { rows } = await executor.query(
     `WITH inserted AS (
-       INSERT INTO agent_tasks (workflow_name, input, priority, scheduled_at, max_retries, trace_context, workflow_version, concurrency_key, tags)
-       SELECT $1, input, $3, $4, $5, $6::jsonb, $7, ($8::varchar[])[n], $9::jsonb FROM unnest($2::jsonb[]) WITH ORDINALITY AS i(input, n) ORDER BY n
+       INSERT INTO agent_tasks (id, workflow_name, input, priority, scheduled_at, max_retries, trace_context, workflow_version, concurrency_key, tags)
+       SELECT coalesce(($10::uuid[])[n], gen_random_uuid()), $1, input, $3, $4, $5, $6::jsonb, $7, ($8::varchar[])[n], $9::jsonb
+       FROM unnest($2::jsonb[]) WITH ORDINALITY AS i(input, n) ORDER BY n
        RETURNING ${TASK_COLUMNS}
      ), notified AS (
-       SELECT pg_notify('${TASK_SUBMITTED_CHANNEL}', $1) WHERE $4::timestamptz IS NULL OR $4::timestamptz <= now()
+       SELECT pg_notify('${TASK_SUBMITTED_CHANNEL}', $1) WHERE $4::timestamptz IS NULL OR $4::timestamptz <= duraflow_now()
      )
      SELECT inserted.* FROM inserted, (SELECT count(*) FROM notified) AS sent`,
     [
@@ -124,6 +130,7 @@ export async function createTasks(executor: SqlExecutor, batch: NewTasks): Promi
       batch.workflowVersion,
       batch.concurrencyKeys ?? [],
       JSON.stringify(batch.tags),
+      batch.ids ?? [],
     ],
     'duraflow_insert_tasks',
   );

@@ -23,7 +23,7 @@ export async function deleteExpiredTasks(db: SqlExecutor, rules: ExpiryRule[], b
   const picks = rules.map(({ status, keepMs }, index) => {
     values.push(status, keepMs);
     const statusParam = `$${values.length - 1}`;
-    const cutoff = `now() - $${values.length}::bigint * interval '1 millisecond'`;
+    const cutoff = `duraflow_now() - $${values.length}::bigint * interval '1 millisecond'`;
     return `pick_${index} AS (
        SELECT t.id FROM agent_tasks t
        WHERE t.status = ${statusParam} AND t.created_at < ${cutoff} AND COALESCE(t.completed_at, t.updated_at) < ${cutoff}

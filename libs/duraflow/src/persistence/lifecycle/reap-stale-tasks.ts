@@ -85,7 +85,7 @@ const REAPED = `UPDATE agent_tasks t
            `(d.action = 'abandon' OR d.dead_lettered)`,
            't.rollback_reason IS NOT NULL',
          )} END`,
-         `CASE WHEN ${BACK_TO_PENDING} THEN NULL ELSE now() END`,
+         `CASE WHEN ${BACK_TO_PENDING} THEN NULL ELSE duraflow_now() END`,
        )},
            retry_count = CASE WHEN d.action = 'requeue' THEN COALESCE(t.retry_count, 0) + 1 ELSE t.retry_count END,
            rollback_reason = CASE WHEN d.action = 'rollback' THEN 'failed' ELSE t.rollback_reason END,

@@ -60,7 +60,7 @@ export async function sendSignal(
        LIMIT 1
      ), deliver AS (
        SELECT w.id, w.step_key FROM waiting w
-       WHERE (w.wake_at IS NULL OR w.wake_at > clock_timestamp()) AND NOT EXISTS (${oldestKeptSignal(task, signal)})
+       WHERE (w.wake_at IS NULL OR w.wake_at > duraflow_clock_timestamp()) AND NOT EXISTS (${oldestKeptSignal(task, signal)})
      ), room AS (
        SELECT EXISTS (SELECT 1 FROM deliver)
               OR (SELECT count(*) FROM task_signals WHERE task_id = ${task} AND consumed_at IS NULL) < ${Number(maxKept)} AS ok

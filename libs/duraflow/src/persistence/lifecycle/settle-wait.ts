@@ -88,7 +88,7 @@ export async function settleWait(executor: SqlExecutor, wait: WaitToSettle): Pro
   const task = `${textLiteral(wait.taskId)}::uuid`;
   const token = `${textLiteral(wait.claimToken)}::uuid`;
   const wakeAt = timeLiteral(wait.wakeAt);
-  const due = wait.wakeAt ? `${wakeAt} <= clock_timestamp()` : 'false';
+  const due = wait.wakeAt ? `${wakeAt} <= duraflow_clock_timestamp()` : 'false';
   const { ctes, status, output, error } = evidence(wait, task, due);
   const { rows } = await executor.query(
     `/* duraflow_settle_wait */ SELECT set_config('synchronous_commit', 'off', true) FROM agent_tasks WHERE ${ownedBy(task, token)} FOR NO KEY UPDATE;
@@ -118,7 +118,7 @@ export async function settleWait(executor: SqlExecutor, wait: WaitToSettle): Pro
      )
      SELECT d.status, d.output, d.output IS NULL AS output_undefined, d.error,
             (SELECT scheduled_at FROM suspended) AS wake_at,
-            (SELECT EXTRACT(EPOCH FROM scheduled_at - clock_timestamp()) * 1000 FROM suspended) AS wake_in_ms,
+            (SELECT EXTRACT(EPOCH FROM scheduled_at - duraflow_clock_timestamp()) * 1000 FROM suspended) AS wake_in_ms,
             (SELECT completion_seq FROM step) AS completion_seq
      FROM decided d`,
   );
@@ -150,7 +150,7 @@ export async function completeDueSleep(db: SqlExecutor, taskId: string, claimTok
     `/* duraflow_complete_sleep */ SELECT set_config('synchronous_commit', 'off', true);
      UPDATE step_runs SET status = 'completed', completed_at = clock_timestamp(), completion_seq = ${waitCompletionSeq(task, countLiteral(runSeq))}
      WHERE task_id = ${task} AND step_key = ${textLiteral(stepKey)} AND kind = 'sleep' AND status = 'waiting'
-       AND wake_at <= clock_timestamp()
+       AND wake_at <= duraflow_clock_timestamp()
        AND EXISTS (${ownedTaskRow(task, `${textLiteral(claimToken)}::uuid`)})
      RETURNING completion_seq`,
   );

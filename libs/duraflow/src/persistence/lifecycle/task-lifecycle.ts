@@ -8,7 +8,7 @@ import { countLiteral, varcharArrayLiteral } from '../literals';
  * statement anywhere else (eslint/architecture.mjs, `task-lifecycle`).
  *
  * States (`agent_tasks.status`, and what qualifies it):
- *   pending    runnable once `runnableSince <= now()` (RUNNABLE_SINCE); before that waiting (a
+ *   pending    runnable once `runnableSince <= duraflow_now()` (RUNNABLE_SINCE); before that waiting (a
  *              delayed submit, a sleep, a signal or child wait: scheduled_at at its wake-up);
  *              held while `held_at` is set (the determinism guard stopped it: never claimed);
  *              with `rollback_reason` set, its next claim undoes its steps instead of running.
@@ -67,7 +67,7 @@ export function runnableOrder(t: string): string {
 
 /** Condition: the task is pending and runnable now (held or not: see claimableCondition). */
 export function runnable(t: string): string {
-  return `${t}.status = 'pending' AND ${t}.deleted_at IS NULL AND ${runnableSince(t)} <= now()`;
+  return `${t}.status = 'pending' AND ${t}.deleted_at IS NULL AND ${runnableSince(t)} <= duraflow_now()`;
 }
 
 /** Condition: the determinism guard holds the task (a cancelled task keeps `held_at`, but is no longer held). */
@@ -126,41 +126,41 @@ const CLAIM_CLEARED = 'worker_id = NULL, claim_token = NULL, heartbeat_at = NULL
  */
 export const MOVE = {
   /** pending -> running under a new claim: `workerId` an SQL expression; `startedAt` the first claim's time. */
-  claim: (workerId: string, t = 't', startedAt = 'now()') =>
+  claim: (workerId: string, t = 't', startedAt = 'duraflow_now()') =>
     `status = 'running', worker_id = ${workerId}, claim_token = gen_random_uuid(), started_at = COALESCE(${t}.started_at, ${startedAt}), ` +
-    'heartbeat_at = now(), updated_at = now()',
+    'heartbeat_at = now(), updated_at = duraflow_now()',
   /** The claim is still owned: its heartbeat. */
   renew: 'heartbeat_at = now()',
   /** running -> pending, runnable as it was, no retry counted. */
-  release: `status = 'pending', ${CLAIM_CLEARED}, updated_at = now()`,
+  release: `status = 'pending', ${CLAIM_CLEARED}, updated_at = duraflow_now()`,
   /** running -> pending until `wakeAt` (an SQL timestamptz): a wait that is not over. */
-  suspend: (wakeAt: string) => `status = 'pending', scheduled_at = ${wakeAt}, ${CLAIM_CLEARED}, updated_at = now()`,
+  suspend: (wakeAt: string) => `status = 'pending', scheduled_at = ${wakeAt}, ${CLAIM_CLEARED}, updated_at = duraflow_now()`,
   /** pending (waiting) -> runnable now. */
-  wake: 'scheduled_at = now(), updated_at = now()',
+  wake: 'scheduled_at = duraflow_now(), updated_at = duraflow_now()',
   /** running -> pending, held with `error` (the NonDeterminismError as jsonb). */
-  hold: (error: string) => `status = 'pending', held_at = now(), error = ${error}, ${CLAIM_CLEARED}, updated_at = now()`,
+  hold: (error: string) => `status = 'pending', held_at = duraflow_now(), error = ${error}, ${CLAIM_CLEARED}, updated_at = duraflow_now()`,
   /** held -> pending: the hold and its error cleared. */
-  resume: 'held_at = NULL, error = NULL, updated_at = now()',
+  resume: 'held_at = NULL, error = NULL, updated_at = duraflow_now()',
   /** -> a terminal `status` (an SQL expression): completed, failed, cancelled, or a rollback's end. */
-  finish: (status: string) => `status = ${status}, completed_at = now(), updated_at = now()`,
+  finish: (status: string) => `status = ${status}, completed_at = duraflow_now(), updated_at = duraflow_now()`,
   /** running -> running, rolling back for `reason` (an SQL expression). */
-  beginRollback: (reason: string) => `rollback_reason = ${reason}, updated_at = now()`,
+  beginRollback: (reason: string) => `rollback_reason = ${reason}, updated_at = duraflow_now()`,
   /** pending | running -> pending, its steps to be undone by whoever claims it next (a cancel with compensation). */
-  handOver: `status = 'pending', rollback_reason = 'cancelled', scheduled_at = now(), ${CLAIM_CLEARED}, updated_at = now()`,
+  handOver: `status = 'pending', rollback_reason = 'cancelled', scheduled_at = duraflow_now(), ${CLAIM_CLEARED}, updated_at = duraflow_now()`,
   /** pending | running -> running under a new claim of `workerId` (an SQL expression), rolling back for a cancel. */
   takeOver: (workerId: string, t = 't') =>
     `status = 'running', rollback_reason = 'cancelled', worker_id = ${workerId}, claim_token = gen_random_uuid(), heartbeat_at = now(), ` +
-    `started_at = COALESCE(${t}.started_at, now()), completed_at = NULL, updated_at = now()`,
+    `started_at = COALESCE(${t}.started_at, duraflow_now()), completed_at = NULL, updated_at = duraflow_now()`,
   /** The reaper's move of a stale running task (and the recover move's): `status` and `completedAt` SQL expressions decided per row (a retry counted, a rollback begun: the statement's payload). */
-  reap: (status: string, completedAt: string) => `status = ${status}, completed_at = ${completedAt}, ${CLAIM_CLEARED}, updated_at = now()`,
+  reap: (status: string, completedAt: string) => `status = ${status}, completed_at = ${completedAt}, ${CLAIM_CLEARED}, updated_at = duraflow_now()`,
   /**
    * failed | cancelled (not compensated) -> pending, runnable now: its retry counter reset, its
    * error and rollback reason cleared, the status it left and its error appended to `history`.
    */
   retry: (t = 't') =>
-    `status = 'pending', scheduled_at = now(), retry_count = 0, error = NULL, output = NULL, rollback_reason = NULL, held_at = NULL, ` +
-    `completed_at = NULL, ${CLAIM_CLEARED}, updated_at = now(), history = COALESCE(${t}.history, '[]'::jsonb) || jsonb_build_array(` +
-    `jsonb_build_object('kind', 'retried', 'at', now(), 'fromStatus', ${t}.status, 'error', ${t}.error))`,
+    `status = 'pending', scheduled_at = duraflow_now(), retry_count = 0, error = NULL, output = NULL, rollback_reason = NULL, held_at = NULL, ` +
+    `completed_at = NULL, ${CLAIM_CLEARED}, updated_at = duraflow_now(), history = COALESCE(${t}.history, '[]'::jsonb) || jsonb_build_array(` +
+    `jsonb_build_object('kind', 'retried', 'at', duraflow_now(), 'fromStatus', ${t}.status, 'error', ${t}.error))`,
   /** partial_rollback -> `status` (an SQL expression): its last dead letter resolved. */
-  resolve: (status: string) => `status = ${status}, updated_at = now()`,
+  resolve: (status: string) => `status = ${status}, updated_at = duraflow_now()`,
 } as const;

@@ -1,4 +1,6 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
+import { PayloadCoder } from '../../codec/payload-coder';
+import { TaskCoding } from './task-coding';
 import { BulkSelection } from '../../domain/bulk-operations';
 import { AgentTask, RollbackReason } from '../../domain/entities/agent-task.entity';
 import { TaskStatus } from '../../domain/task-status';
@@ -22,10 +24,12 @@ import { holdTask, resumeHeldTask, resumeHeldTasks } from './hold-task';
 import type { LeaderFence } from './leader-fence';
 import { ReapedTask, reapStaleTasks } from './reap-stale-tasks';
 import { recoverNodeTasks } from './recover-node-tasks';
+import { recoverCrashedClaim } from './recover-crashed-claim';
 import { releaseClaims, renewClaims, ownsTask } from './renew-claims';
 import { ResolvedDeadLetter, resolveDeadLetter } from './resolve-dead-letter';
 import { retryTasks } from './retry-tasks';
 import { SentSignal, sendSignal } from './send-signal';
+import { CallbackCompletion, completeCallback } from './complete-callback';
 import { completeDueSleep, settleWait, WaitSettlement, WaitToSettle } from './settle-wait';
 import { ChildToStart, startChild } from './start-child';
 import { ClaimableWorkflows } from './task-lifecycle';
@@ -38,21 +42,32 @@ import { ClaimableWorkflows } from './task-lifecycle';
  */
 @Injectable()
 export class TaskTransitions {
-  constructor(private readonly db: DuraflowDatabase) {}
+  /** Payloads in and out of the moves: encoded on the way in, decoded when read (codec/payload-coder.ts). */
+  private readonly coding: TaskCoding;
+
+  constructor(
+    private readonly db: DuraflowDatabase,
+    @Optional() coder?: PayloadCoder,
+  ) {
+    this.coding = new TaskCoding(coder);
+  }
 
   /** create: on `executor` (a caller's transaction, a tick's) or the pool; finds the task holding the idempotency key. */
-  create(task: NewTask, executor: SqlExecutor = this.db): Promise<CreatedTask> {
-    return createTask(executor, task);
+  async create(task: NewTask, executor: SqlExecutor = this.db): Promise<CreatedTask> {
+    const created = await createTask(executor, this.coding.newTask(task));
+    return this.coding.created(created, task.inputJson, executor);
   }
 
   /** create, for many tasks of one workflow in one statement. */
-  createMany(batch: NewTasks, executor: SqlExecutor = this.db): Promise<AgentTask[]> {
-    return createTasks(executor, batch);
+  async createMany(batch: NewTasks, executor: SqlExecutor = this.db): Promise<AgentTask[]> {
+    return this.coding.tasks(await createTasks(executor, this.coding.newTasks(batch)));
   }
 
   /** create, for a fork: the task and the copy of the original's steps before its `fromStep`, in one transaction. */
-  fork(fork: NewFork): Promise<ForkOutcome> {
-    return forkTask(this.db, fork);
+  async fork(fork: NewFork): Promise<ForkOutcome> {
+    const outcome = await forkTask(this.db, this.coding.newTask(fork), this.coding.forkRecoder(fork.forkedFrom.taskId));
+    if ('task' in outcome) this.coding.task(outcome.task);
+    return outcome;
   }
 
   /** retry: the failed (or cancelled, not compensated) tasks among `ids` back to pending, in one statement; the ids it changed. */
@@ -61,8 +76,8 @@ export class TaskTransitions {
   }
 
   /** claim: the plain claim (the limited one: FlowLimitsStore). */
-  claim(workerId: string, workflows: ClaimableWorkflows, limit: number): Promise<ClaimedTask[]> {
-    return claimTasks(this.db, workerId, workflows, limit);
+  async claim(workerId: string, workflows: ClaimableWorkflows, limit: number): Promise<ClaimedTask[]> {
+    return this.coding.claimed(await claimTasks(this.db, workerId, workflows, limit));
   }
 
   /** renew: the claim tokens that still own their task. */
@@ -81,15 +96,15 @@ export class TaskTransitions {
 
   /** complete, for many runs (each fenced on its own claim): the ids that completed. */
   complete(ids: string[], claimTokens: string[], outputs: Array<string | null>): Promise<Set<string>> {
-    return completeTasks(this.db, ids, claimTokens, outputs);
+    return completeTasks(this.db, ids, claimTokens, this.coding.outputs(ids, outputs));
   }
 
   fail(id: string, claimToken: string, errorJson: string): Promise<boolean> {
-    return failTask(this.db, id, claimToken, errorJson);
+    return failTask(this.db, id, claimToken, this.coding.error(id, errorJson));
   }
 
   beginRollback(id: string, claimToken: string, reason: RollbackReason, errorJson: string | null): Promise<boolean> {
-    return beginRollback(this.db, id, claimToken, reason, errorJson);
+    return beginRollback(this.db, id, claimToken, reason, this.coding.error(id, errorJson));
   }
 
   /** end rollback: the status it ended in. */
@@ -98,8 +113,8 @@ export class TaskTransitions {
   }
 
   /** suspend (or go on): a wait settled under the run's claim. */
-  settleWait(wait: WaitToSettle): Promise<WaitSettlement> {
-    return settleWait(this.db, wait);
+  async settleWait(wait: WaitToSettle): Promise<WaitSettlement> {
+    return this.coding.settlement(wait, await settleWait(this.db, wait));
   }
 
   /** A due sleep's row completed: its place in the completion order, or null. */
@@ -109,29 +124,40 @@ export class TaskTransitions {
 
   /** create a child (and, for runChild, suspend its parent), in a transaction of its own. */
   startChild(start: ChildToStart): Promise<{ childTaskId: string } | null> {
-    return this.db.transaction((tx) => startChild(tx, start));
+    return this.db.transaction((tx) => startChild(tx, { ...start, child: this.coding.newTask(start.child) }));
   }
 
   /** wake: a signal kept (at most `maxKept` untaken per task), and a task waiting for it woken (or its wait delivered at once). */
   sendSignal(taskId: string, name: string, payloadJson: string | null, maxKept: number): Promise<SentSignal> {
-    return sendSignal(this.db, taskId, name, payloadJson, maxKept);
+    return sendSignal(this.db, taskId, name, this.coding.signal(taskId, payloadJson), maxKept);
+  }
+
+  /** wake, for a callback: its row completed (the first completion wins) and its signal sent to its task, in one transaction. */
+  completeCallback(callbackId: string, taskId: string, payloadJson: string | null): Promise<CallbackCompletion> {
+    const callbackPayloadJson = this.coding.coder.encodeJson(taskId, 'callback', payloadJson);
+    const signalPayloadJson = this.coding.signal(taskId, payloadJson);
+    return this.db.transaction((tx) => completeCallback(tx, { callbackId, taskId, callbackPayloadJson, signalPayloadJson }));
   }
 
   hold(id: string, claimToken: string, errorJson: string): Promise<boolean> {
-    return holdTask(this.db, id, claimToken, errorJson);
+    return holdTask(this.db, id, claimToken, this.coding.error(id, errorJson));
   }
 
   /** resume: the task, or null when it is not held. */
-  resume(id: string): Promise<AgentTask | null> {
-    return resumeHeldTask(this.db, id);
+  async resume(id: string): Promise<AgentTask | null> {
+    return this.coding.task(await resumeHeldTask(this.db, id));
   }
 
-  cancel(id: string): Promise<CancelledTask> {
-    return cancelTask(this.db, id);
+  async cancel(id: string): Promise<CancelledTask> {
+    const cancelled = await cancelTask(this.db, id);
+    this.coding.task(cancelled.task);
+    return cancelled;
   }
 
-  takeOverForCancelRollback(id: string, workerId: string): Promise<CancelRollbackTakeOver> {
-    return takeOverForCancelRollback(this.db, id, workerId);
+  async takeOverForCancelRollback(id: string, workerId: string): Promise<CancelRollbackTakeOver> {
+    const takenOver = await takeOverForCancelRollback(this.db, id, workerId);
+    this.coding.task(takenOver.task);
+    return takenOver;
   }
 
   /** cancel or hand over the unfinished tasks of a tree: the ids it moved. */
@@ -144,9 +170,11 @@ export class TaskTransitions {
    * and each cancelled, or with `compensate` and steps to undo, taken over under a claim of `workerId`.
    */
   cancelBatch(selection: BulkSelection, batch: BulkBatch, compensate: boolean, workerId: string) {
-    return moveBulkBatch<CancelledBatch>(this.db, 'cancel', selection, batch, (tx, ids) =>
-      cancelLockedTasks(tx, ids, compensate, workerId),
-    );
+    return moveBulkBatch<CancelledBatch>(this.db, 'cancel', selection, batch, async (tx, ids) => {
+      const cancelled = await cancelLockedTasks(tx, ids, compensate, workerId);
+      for (const { task } of cancelled.takenOver) this.coding.task(task);
+      return cancelled;
+    });
   }
 
   /** resumeMany's batch, in one short transaction: its held rows no one else holds locked (SKIP LOCKED) and resumed. */
@@ -178,6 +206,11 @@ export class TaskTransitions {
   recoverNodeTasks(lockSession: SqlExecutor, nodeId: string, workerId: string): Promise<ReapedTask[]> {
     return recoverNodeTasks(lockSession, nodeId, workerId);
   }
+  /** The testing kit's recovery of one run it crashed: that claim reaped as a stale one is, at once. */
+  recoverCrashedClaim(taskId: string, claimToken: string): Promise<ReapedTask | undefined> {
+    return recoverCrashedClaim(this.db, taskId, claimToken);
+  }
+
 
   /** resolve: a dead letter resolved inside the caller's transaction; the task's status then. */
   resolveDeadLetter(tx: SqlExecutor, entry: ResolvedDeadLetter, compensated: boolean): Promise<string | null> {

@@ -47,7 +47,7 @@ const FLOW_LIMITS = `WITH limits AS (
      ), starts AS (
        SELECT s.workflow_name, s.rate_key, count(*)::int AS started
        FROM flow_starts s JOIN limits l ON l.workflow_name = s.workflow_name
-       WHERE l.rate_limit IS NOT NULL AND s.started_at > clock_timestamp() - l.rate_period_ms * interval '1 millisecond'
+       WHERE l.rate_limit IS NOT NULL AND s.started_at > duraflow_clock_timestamp() - l.rate_period_ms * interval '1 millisecond'
        GROUP BY s.workflow_name, s.rate_key
      ), per_key AS (
        SELECT l.workflow_name, k.concurrency_key, k.waiting,

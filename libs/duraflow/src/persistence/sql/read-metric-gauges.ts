@@ -24,9 +24,9 @@ export async function readMetricGauges(executor: SqlExecutor): Promise<MetricGau
      GROUP BY workflow_name, status
      UNION ALL
      SELECT 'oldest_pending', workflow_name, NULL,
-            EXTRACT(EPOCH FROM now() - min(GREATEST(created_at, COALESCE(scheduled_at, created_at))))::float8
+            EXTRACT(EPOCH FROM duraflow_now() - min(GREATEST(created_at, COALESCE(scheduled_at, created_at))))::float8
      FROM agent_tasks
-     WHERE status = 'pending' AND deleted_at IS NULL AND (scheduled_at IS NULL OR scheduled_at <= now())
+     WHERE status = 'pending' AND deleted_at IS NULL AND (scheduled_at IS NULL OR scheduled_at <= duraflow_now())
      GROUP BY workflow_name
      UNION ALL
      SELECT 'dead_letters', t.workflow_name, NULL, count(*)::float8

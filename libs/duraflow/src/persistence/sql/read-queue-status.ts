@@ -46,13 +46,13 @@ export async function readQueueStatus(executor: SqlExecutor, leaderKey: string):
     `WITH due AS (
        SELECT id, workflow_name, GREATEST(created_at, COALESCE(scheduled_at, created_at)) AS runnable_since
        FROM agent_tasks
-       WHERE status = 'pending' AND deleted_at IS NULL AND (scheduled_at IS NULL OR scheduled_at <= now())
+       WHERE status = 'pending' AND deleted_at IS NULL AND (scheduled_at IS NULL OR scheduled_at <= duraflow_now())
        ORDER BY runnable_since, id LIMIT 1
      )
      SELECT due.id, due.workflow_name, due.runnable_since,
-            (EXTRACT(EPOCH FROM now() - due.runnable_since) * 1000)::float8 AS waiting_ms,
+            (EXTRACT(EPOCH FROM duraflow_now() - due.runnable_since) * 1000)::float8 AS waiting_ms,
             (SELECT count(*)::int FROM agent_tasks
-             WHERE status = 'pending' AND deleted_at IS NULL AND scheduled_at > now()) AS scheduled_later
+             WHERE status = 'pending' AND deleted_at IS NULL AND scheduled_at > duraflow_now()) AS scheduled_later
      FROM (SELECT 1) AS one LEFT JOIN due ON true`,
   );
   const deadLetters = await executor.query<{ workflow_name: string | null; count: number; oldest: Date }>(

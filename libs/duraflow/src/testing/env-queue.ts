@@ -1,0 +1,44 @@
+import { Client } from 'pg';
+import { runnable } from '../persistence/lifecycle/task-lifecycle';
+import { LATEST_DUE_TIME } from '../validation/due-time';
+
+/** What the queue of a test environment holds now. */
+export interface EnvQueueState {
+  running: number;
+  /** Pending, due by the engine's clock, not held. */
+  runnable: number;
+  /** The workflows of the tasks above. */
+  busyWorkflows: string[];
+}
+
+/** The environment's reads of its own database (past the library) and its clock's one write. */
+export class EnvQueue {
+  constructor(private readonly client: Client) {}
+
+  async state(): Promise<EnvQueueState> {
+    const { rows } = await this.client.query(
+      `SELECT count(*) FILTER (WHERE t.status = 'running')::int AS running,
+              count(*) FILTER (WHERE ${runnable('t')} AND t.held_at IS NULL)::int AS runnable,
+              COALESCE(array_agg(DISTINCT t.workflow_name) FILTER (WHERE t.status = 'running' OR (${runnable('t')} AND t.held_at IS NULL)), '{}') AS busy
+       FROM agent_tasks t
+       WHERE t.status IN ('running', 'pending')`,
+    );
+    return { running: rows[0].running, runnable: rows[0].runnable, busyWorkflows: rows[0].busy };
+  }
+
+  /** The earliest wake-up of a waiting task after the engine's clock (a wait with no deadline has none). */
+  async nextWakeUp(): Promise<number | undefined> {
+    const { rows } = await this.client.query(
+      `SELECT (EXTRACT(EPOCH FROM min(t.scheduled_at)) * 1000)::float8 AS next
+       FROM agent_tasks t
+       WHERE t.status = 'pending' AND t.deleted_at IS NULL AND t.held_at IS NULL
+         AND t.scheduled_at > duraflow_now() AND t.scheduled_at < $1`,
+      [LATEST_DUE_TIME],
+    );
+    return rows[0].next === null ? undefined : Number(rows[0].next);
+  }
+
+  async setClockOffset(offsetMs: number): Promise<void> {
+    await this.client.query(`UPDATE duraflow_test_clock SET offset_ms = GREATEST(offset_ms, $1::bigint)`, [Math.round(offsetMs)]);
+  }
+}
