@@ -17,6 +17,7 @@ import { engineMetricsOptions } from './metrics/engine-metrics';
 import { MetricsController } from './metrics/metrics.controller';
 import { LimitsController } from './http/limits.controller';
 import { TasksController } from './http/tasks.controller';
+import { TaskTalkController } from './http/task-talk.controller';
 import { approvalBatchWorkflow } from './workflows/approval-batch.workflow';
 import { approvalWorkflow } from './workflows/approval.workflow';
 import { bookingWorkflow } from './workflows/booking.workflow';
@@ -34,6 +35,7 @@ export class AppModule {
       ? {
           controllers: [
             TasksController,
+            TaskTalkController,
             BulkTasksController,
             DeadLettersController,
             LimitsController,
@@ -48,7 +50,9 @@ export class AppModule {
       module: AppModule,
       imports: [
         ScheduleModule.forRoot(),
-        TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl, entities: [...DURAFLOW_ENTITIES] }),
+        // min 1: the pool keeps one connection between the idle worker's polls (30 s apart; node-postgres
+        // closes an idle connection after 10 s), instead of opening one per poll (a transaction each).
+        TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl, entities: [...DURAFLOW_ENTITIES], extra: { min: 1 } }),
         DuraflowModule.forRoot({
           ...(config.redisUrl ? { redis: { url: config.redisUrl } } : {}),
           pooler: config.pooler,
@@ -69,6 +73,7 @@ export class AppModule {
           retention: config.retention,
           workflows: [bookingWorkflow, approvalWorkflow, approvalBatchWorkflow, tenantExportWorkflow],
           metrics: engineMetricsOptions(),
+          ...(config.callbacks ? { callbacks: config.callbacks } : {}),
         }),
         ...api.imports,
       ],

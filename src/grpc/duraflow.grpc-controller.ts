@@ -136,6 +136,13 @@ export class DuraflowGrpcController {
     return { lines: page.items.map(toProtoLogLine), next_after_seq: page.nextAfterSeq ?? 0 };
   }
 
+  @GrpcMethod('Duraflow', 'GetEvent')
+  async getEvent(request: { task_id: string; key: string; wait_ms: number }) {
+    const timeoutMs = Math.min(Math.max(request.wait_ms || 0, 0), 60_000);
+    const value = await this.workflows.getEvent(requireUuid('task_id', request.task_id), request.key, { timeoutMs });
+    return { key: request.key, value: JSON.stringify(value ?? null) };
+  }
+
   @GrpcMethod('Duraflow', 'GetChildren')
   async getChildren(request: { task_id: string }) {
     if (!(await this.workflows.get(requireUuid('task_id', request.task_id)))) throw new TaskNotFoundError(request.task_id);

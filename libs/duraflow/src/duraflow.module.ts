@@ -161,7 +161,7 @@ import { DURAFLOW_STEP_FAULTS, NO_STEP_FAULTS } from './execution/step-faults';
     DuraflowMetrics,
     RunObserver,
   ],
-  exports: [WorkflowService, WorkerService, ReaperService, SagaService, WorkflowRegistry, DuraflowMetrics],
+  exports: [WorkflowService, WorkerService, ReaperService, SagaService, WorkflowRegistry, DuraflowMetrics, WorkflowInsights],
 })
 export class DuraflowModule extends DuraflowConfigurableModule {
   /** `forRoot()` with every default is a working setup: a worker, no Redis, decorated workflows only. */

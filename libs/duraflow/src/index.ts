@@ -41,6 +41,21 @@ export {
 } from './domain/workflow-definition';
 export { FlowControlOptions, RateLimitOptions, FlowLimitStats } from './domain/flow-control';
 export { ScheduleDefinition, WorkflowScheduleOptions, ScheduleInfo } from './domain/schedule-options';
+export {
+  WorkflowEventOptions,
+  DebounceOptions,
+  BatchOptions,
+  EventGroupKey,
+  EventDelivery,
+  EventRefusal,
+  PublishResult,
+  PublishedEventInfo,
+  OpenEventGroup,
+  OWN_EVENT_NAMES,
+} from './domain/event-options';
+export { PublishOptions } from './events/event-publisher';
+export { ListEventsOptions } from './events/event-reader';
+export { DuraflowEventOptions } from './config/event.options';
 
 // What an application injects, and what its methods take and give.
 export { WorkflowService } from './services/workflow.service';
@@ -49,11 +64,29 @@ export { ListSignalsOptions, ListTasksOptions, SignalPage, TaskPage } from './se
 export { GetLogsOptions, RunLogLine, RunLogPage } from './services/workflows/run-log-reader';
 export { RunLogLevel } from './persistence/run-log.store';
 export { DuraflowRunLogOptions } from './config/run-log.options';
+export { CallbackHandle, CallbackOptions } from './domain/workflow-context';
+export { CallbackInfo, CallbackReceipt } from './services/workflows/task-callbacks';
+export { TaskCallback } from './persistence/callback.store';
+export { DuraflowCallbackOptions } from './config/callbacks.options';
+export { DuraflowCallbacksModule } from './http/callbacks.module';
+export { GetEventOptions, ReadStreamOptions, StreamChunk } from './services/workflows/run-talk-reader';
+export { DuraflowStreamOptions } from './config/stream.options';
+export { streamEvents, StreamEventsOptions, STREAM_END_EVENT } from './http/stream-events';
 export { PayloadCodec, PayloadContext, PayloadField } from './domain/payload-codec';
 export { CancelOptions, SignalReceipt } from './services/workflows/task-control';
 export { BulkTaskFilter, BulkOptions, BulkCancelOptions, BulkResult } from './domain/bulk-operations';
 export { ForkOptions, ForkResult } from './services/workflows/task-operations';
 export { WaitForOptions } from './services/workflows/task-waiter';
+export { WorkflowInsights, WorkflowDescription } from './services/workflows/workflow-insights';
+export {
+  OverviewInterval,
+  OverviewWindow,
+  TaskOutcomeCounts,
+  TaskOverview,
+  WorkflowOverview,
+  WorkflowStepStats,
+  WorkflowVersionStatus,
+} from './domain/task-overview';
 export { WorkerService } from './services/worker.service';
 export { WorkerStats, WorkerState } from './domain/worker-stats';
 export { ReaperService } from './services/reaper.service';

@@ -1,6 +1,9 @@
 import { PayloadCodec } from '../domain/payload-codec';
 import { FunctionalWorkflowDefinition, UnknownInputProperties } from '../domain/workflow-definition';
 import { DuraflowRunLogOptions } from './run-log.options';
+import { DuraflowCallbackOptions } from './callbacks.options';
+import { DuraflowStreamOptions } from './stream.options';
+import { DuraflowEventOptions } from './event.options';
 import type { ScheduleDefinition } from '../domain/schedule-options';
 import { StepOptions } from '../domain/workflow-context';
 import { DEFAULT_MAX_JSON_DEPTH, REAPER_LEADER_KEY } from '../domain/duraflow.constants';
@@ -183,12 +186,22 @@ export interface DuraflowModuleOptions {
   signals?: DuraflowSignalOptions;
   /** What a run keeps of its `ctx.log` lines: `{ maxPerTask, maxMessageChars, maxMetadataBytes }`. */
   logs?: DuraflowRunLogOptions;
+  /** The bounds of `ctx.writeStream`: `{ maxChunkBytes, maxChunksPerTask }` (defaults 65,536 and 10,000). */
+  streams?: DuraflowStreamOptions;
   /**
    * Encryption at rest: every payload (inputs, outputs, errors' details, step outputs, signals,
    * events, streams, callbacks, log metadata) is stored as this codec encodes it
    * (`aesGcmCodec({ keys, current })`). Default: stored as plain JSON.
    */
   codec?: PayloadCodec;
+  /**
+   * Callback urls (`ctx.createCallback`): `{ baseUrl, secret, path?, maxBodyBytes? }`. Given to
+   * `forRoot`, the receiving route is mounted in the app at `path` (docs/talking-to-runs.md).
+   * Default: none (createCallback throws CallbacksNotConfiguredError).
+   */
+  callbacks?: DuraflowCallbackOptions;
+  /** Events that start workflows: `{ groupPollIntervalMs, retentionMs }` (defaults 250 ms and 7 days; docs/events.md). */
+  events?: DuraflowEventOptions;
 }
 
 export interface DuraflowSignalOptions {

@@ -1,6 +1,9 @@
 import { PayloadCodec } from '../domain/payload-codec';
 import { randomUUID } from 'node:crypto';
 import { ResolvedRunLogOptions, resolveRunLogOptions } from './run-log.options';
+import { ResolvedCallbackOptions, resolveCallbackOptions } from './callbacks.options';
+import { ResolvedStreamOptions, resolveStreamOptions } from './stream.options';
+import { ResolvedEventOptions, resolveEventOptions } from './event.options';
 import { hostname } from 'node:os';
 import { MAX_JSON_DEPTH } from '../domain/duraflow.constants';
 import { InvalidDuraflowOptionsError } from '../domain/errors';
@@ -62,7 +65,11 @@ export interface ResolvedDuraflowOptions {
   metrics: ResolvedMetricsOptions | null;
   signals: Required<DuraflowSignalOptions>;
   logs: ResolvedRunLogOptions;
+  streams: ResolvedStreamOptions;
   codec: PayloadCodec | undefined;
+  /** Callback urls; null: not configured. */
+  callbacks: ResolvedCallbackOptions | null;
+  events: ResolvedEventOptions;
 }
 
 export interface ResolvedRetention {
@@ -128,7 +135,10 @@ export function resolveDuraflowOptions(options: DuraflowModuleOptions = {}): Res
     metrics: resolveMetricsOptions(options.metrics),
     signals: { maxKeptPerTask: options.signals?.maxKeptPerTask ?? defaults.signals.maxKeptPerTask },
     logs: resolveRunLogOptions(options.logs),
+    streams: resolveStreamOptions(options.streams),
     codec: options.codec,
+    callbacks: resolveCallbackOptions(options.callbacks),
+    events: resolveEventOptions(options.events),
   };
   checkResolvedOptions(resolved);
   return resolved;

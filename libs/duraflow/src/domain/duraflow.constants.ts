@@ -18,6 +18,8 @@ export const REAPER_INTERVAL_NAME = 'duraflow-reaper';
 export const TASK_SUBMITTED_CHANNEL = 'duraflow_task_submitted';
 /** NOTIFY channel: tasks reached a terminal status or were cancelled (payload: task ids, comma-separated). */
 export const TASK_FINISHED_CHANNEL = 'duraflow_task_finished';
+/** NOTIFY channel: a run set an event or wrote to (or closed) a stream (payload: the task id). */
+export const TASK_TALK_CHANNEL = 'duraflow_task_talk';
 
 /**
  * Workflow names: letters, digits, `-` and `_`, 1 to 255 of them (the column's length), so a name

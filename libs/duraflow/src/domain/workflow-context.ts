@@ -67,6 +67,22 @@ export interface WorkflowContext<TInput = any> {
    */
   readonly log: RunLogger;
   /**
+   * Sets event `key` to `value` (JSON), its latest value for `workflows.getEvent(runId, key)`,
+   * which wakes its waiters. Written at once, fenced on the run's claim; a call of the workflow's
+   * body only (inside a step it throws). A recovered run going through its recorded path again
+   * never sets an older value again: each call is placed by its position in the run's body.
+   */
+  setEvent(key: string, value: unknown): Promise<void>;
+  /**
+   * Appends `chunk` (JSON) to stream `key` (`workflows.readStream(runId, key)`). Inside a step the
+   * chunk is written with the step's checkpoint (a step run again after a crash never repeats
+   * one); in the body it is written at once, once per position in the body (a replay repeats
+   * none). Bounded by the `streams` option (StreamLimitError); after closeStream StreamClosedError.
+   */
+  writeStream(key: string, chunk: unknown): Promise<void>;
+  /** Closes stream `key`: its readers end once they have read every chunk. A call of the workflow's body only. */
+  closeStream(key: string): Promise<void>;
+  /**
    * For changing a workflow's code in place: true for a run that reaches this point for the first
    * time on code that has the patch, false for a run that was already past it before the patch
    * existed. The answer is recorded (step_runs row `patch:<id>`) and never changes for the run.
@@ -110,6 +126,34 @@ export interface WorkflowContext<TInput = any> {
     input?: TInput,
     options?: ChildWorkflowOptions,
   ): Promise<TOutput>;
+  /**
+   * Opens a callback: a url (`forRoot({ callbacks })`) whose first valid POST of a JSON body
+   * completes it. Memoized under `key` (recorded as the step `callback:<key>`): a replay or a
+   * recovery returns the same id and url.
+   */
+  createCallback(key: string, options?: CallbackOptions): Promise<CallbackHandle>;
+  /**
+   * Resolves with the JSON POSTed to the callback's url (or passed to `workflows.completeCallback`),
+   * waiting as `waitForSignal` does: the task is `pending` and holds no slot meanwhile. Past the
+   * callback's `timeoutMs` it throws CallbackTimeoutError. Once per callback in a run.
+   */
+  waitForCallback<T = unknown>(callback: CallbackHandle): Promise<T>;
+}
+
+/** `ctx.createCallback`'s options. */
+export interface CallbackOptions {
+  /** Past this many milliseconds the url takes no POST (410) and `waitForCallback` throws CallbackTimeoutError. Default: never. */
+  timeoutMs?: number;
+}
+
+/** A callback a run opened (`ctx.createCallback`): hand `url` to whoever will POST the JSON the run waits for. */
+export interface CallbackHandle {
+  readonly id: string;
+  /** `<baseUrl><path>/<token>`: the signed token names the task, the callback and its expiry. Whoever holds it can complete it. */
+  readonly url: string;
+  readonly key: string;
+  /** ISO-8601; null: never. */
+  readonly expiresAt: string | null;
 }
 
 export interface SignalWaitOptions {

@@ -1,6 +1,9 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
+import { PayloadCoder } from '../codec/payload-coder';
+import { PATCH_MARKER_PREFIX } from '../domain/reserved-keys';
 import { CompletedStep, FailedStepAttempt, StartedStepAttempt, StepStore, UNIQUE_VIOLATION } from '../persistence/step.store';
 import { LogBatch, RunLogStore } from '../persistence/run-log.store';
+import { ChunkBatch, StreamStore } from '../persistence/stream.store';
 import { GroupCommit } from './group-commit';
 
 /**
@@ -20,6 +23,8 @@ export class CheckpointBatcher {
   constructor(
     private readonly steps: StepStore,
     private readonly logs: RunLogStore,
+    private readonly streams: StreamStore,
+    @Optional() private readonly coder?: PayloadCoder,
   ) {
     this.group = new GroupCommit({
       maxBatch: 100,
@@ -43,7 +48,12 @@ export class CheckpointBatcher {
    * A step completed: true once written, false when nothing was (the claim no longer owns the
    * task, or the step was completed already). `rowMayExist`: an attempt of it was written before.
    */
-  stepCompleted(step: CompletedStep, rowMayExist = false, logs?: LogBatch): Promise<boolean> {
+  stepCompleted(step: CompletedStep, rowMayExist = false, logs?: LogBatch, chunks?: ChunkBatch): Promise<boolean> {
+    // With a codec, the output is encoded here, once, whichever statement writes it (a patch
+    // marker's true/false is the engine's, read by SQL: read-deploy-status.ts).
+    if (this.coder?.encoding && !step.stepKey.startsWith(PATCH_MARKER_PREFIX)) step = { ...step, outputJson: this.coder.encodeJson(step.taskId, 'step_output', step.outputJson) };
+    // A step that wrote stream chunks: its checkpoint and its chunks in one statement of their own.
+    if (chunks) return this.streams.upsertCompletedStepWithChunks(step, chunks);
     // A step with log lines: its checkpoint and its lines in one statement of their own.
     if (logs) return this.logs.upsertCompletedStepWithLogs(step, logs);
     return rowMayExist ? this.steps.upsertCompletedStep(step) : this.group.submit(step);
@@ -51,6 +61,7 @@ export class CheckpointBatcher {
 
   /** An attempt of a step failed: true once written, false when the claim no longer owns the task. */
   stepFailed(attempt: FailedStepAttempt): Promise<boolean> {
+    if (this.coder?.encoding) attempt = { ...attempt, errorJson: this.coder.encodeJson(attempt.taskId, 'error', attempt.errorJson) };
     return this.steps.recordStepFailed(attempt);
   }
 

@@ -1,6 +1,6 @@
 import { Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { Client } from 'pg';
-import { TASK_FINISHED_CHANNEL, TASK_SUBMITTED_CHANNEL } from '../domain/duraflow.constants';
+import { TASK_FINISHED_CHANNEL, TASK_SUBMITTED_CHANNEL, TASK_TALK_CHANNEL } from '../domain/duraflow.constants';
 import { describeError } from '../util/describe-error';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
 
@@ -19,6 +19,7 @@ export class TaskNotifications implements OnModuleInit, OnApplicationShutdown {
   private readonly listeners = new Map<string, Set<Listener>>([
     [TASK_SUBMITTED_CHANNEL, new Set()],
     [TASK_FINISHED_CHANNEL, new Set()],
+    [TASK_TALK_CHANNEL, new Set()],
   ]);
   private client: Client | undefined;
   private connecting: Promise<void> | undefined;
@@ -47,6 +48,11 @@ export class TaskNotifications implements OnModuleInit, OnApplicationShutdown {
 
   onFinished(listener: Listener): () => void {
     return this.subscribe(TASK_FINISHED_CHANNEL, listener);
+  }
+
+  /** A run set an event or wrote to a stream (payload: its task id): getEvent and readStream wake on it. */
+  onTalk(listener: Listener): () => void {
+    return this.subscribe(TASK_TALK_CHANNEL, listener);
   }
 
   /** Resolves once LISTEN is in place (or the first attempt failed: callers poll anyway). */
@@ -103,7 +109,7 @@ export class TaskNotifications implements OnModuleInit, OnApplicationShutdown {
     });
     try {
       await client.connect();
-      await client.query(`LISTEN ${TASK_SUBMITTED_CHANNEL}; LISTEN ${TASK_FINISHED_CHANNEL}`);
+      await client.query(`LISTEN ${TASK_SUBMITTED_CHANNEL}; LISTEN ${TASK_FINISHED_CHANNEL}; LISTEN ${TASK_TALK_CHANNEL}`);
     } catch (error) {
       client.removeAllListeners('end');
       await client.end().catch(() => undefined);

@@ -14,12 +14,21 @@ import { ListSignalsOptions, ListTasksOptions, SignalPage, TaskPage, TaskReader 
 import { SubmitOptions, SubmitResult, TaskSubmitter } from './workflows/task-submitter';
 import { TaskWaiter, WaitForOptions } from './workflows/task-waiter';
 import { GetLogsOptions, RunLogPage, RunLogReader } from './workflows/run-log-reader';
+import { GetEventOptions, ReadStreamOptions, RunTalkReader, StreamChunk } from './workflows/run-talk-reader';
+import { CallbackInfo, CallbackReceipt, TaskCallbacks } from './workflows/task-callbacks';
+import { ScheduleControl } from '../schedules/schedule-control';
+import { EventPublisher, PublishOptions } from '../events/event-publisher';
+import { EventReader, ListEventsOptions } from '../events/event-reader';
+import { OpenEventGroup, PublishedEventInfo, PublishResult } from '../domain/event-options';
 
 export type { CancelOptions, SignalReceipt } from './workflows/task-control';
 export type { ForkOptions, ForkResult } from './workflows/task-operations';
 export type { ListSignalsOptions, ListTasksOptions, SignalPage, TaskPage } from './workflows/task-reader';
 export type { SubmitOptions, SubmitResult } from './workflows/task-submitter';
 export type { WaitForOptions } from './workflows/task-waiter';
+export type { CallbackInfo, CallbackReceipt } from './workflows/task-callbacks';
+export type { PublishOptions } from '../events/event-publisher';
+export type { ListEventsOptions } from '../events/event-reader';
 
 /**
  * Submit, inspect, list, cancel and await workflow runs: one injectable facade over the jobs in
@@ -36,7 +45,31 @@ export class WorkflowService {
     private readonly bulk: BulkTaskControl,
     private readonly operations: TaskOperations,
     private readonly runLogs: RunLogReader,
+    private readonly talk: RunTalkReader,
+    private readonly callbacks: TaskCallbacks,
+    private readonly scheduleControl: ScheduleControl,
+    private readonly events: EventPublisher,
+    private readonly eventReader: EventReader,
   ) {}
+
+  /**
+   * Records event `name` and starts one task per subscribing workflow, all in one transaction
+   * (`options.manager`'s when given): docs/events.md. A payload a workflow's DTO refuses is
+   * recorded in that delivery, never thrown. Same `idempotencyKey` again: the first event.
+   */
+  publish(name: string, payload?: unknown, options: PublishOptions = {}): Promise<PublishResult> {
+    return this.events.publish(name, payload, options);
+  }
+
+  /** Recent published events, newest first, with the task each started per subscribing workflow. */
+  listEvents(options: ListEventsOptions = {}): Promise<PublishedEventInfo[]> {
+    return this.eventReader.listEvents(options);
+  }
+
+  /** The debounces and batches whose task has not started yet, soonest due first. */
+  listEventGroups(): Promise<OpenEventGroup[]> {
+    return this.eventReader.listOpenGroups();
+  }
 
   /**
    * Creates a `pending` task of workflow `name`. Everything is checked before anything is
@@ -226,6 +259,22 @@ export class WorkflowService {
   }
 
   /**
+   * Completes callback `callbackId` (`ctx.createCallback`'s `id`) with `payload`, as a POST to its
+   * url would: the first completion wins and wakes the run waiting for it. A refusal writes nothing.
+   *
+   * @throws CallbackNotFoundError, CallbackAlreadyCompletedError, CallbackClosedError (expired, or
+   *   its task finished), CallbackPayloadTooLargeError, InvalidCallbackPayloadError
+   */
+  completeCallback(callbackId: string, payload?: unknown): Promise<CallbackReceipt> {
+    return this.callbacks.complete(callbackId, payload);
+  }
+
+  /** The callbacks a task's runs opened, oldest first, each with its url while open (an app with `callbacks` configured). */
+  listCallbacks(taskId: string): Promise<CallbackInfo[]> {
+    return this.callbacks.list(taskId);
+  }
+
+  /**
    * One page of the lines the run kept with `ctx.log`, in order (`seq` from 1), each with its step
    * key and attempt (null for a line of the workflow's body): the lines after `afterSeq`, at most
    * `limit`; `nextAfterSeq` (null on the last page) asks for the next page.
@@ -234,6 +283,22 @@ export class WorkflowService {
    */
   getLogs(id: string, options: GetLogsOptions = {}): Promise<RunLogPage> {
     return this.runLogs.getLogs(id, options);
+  }
+
+  /**
+   * The latest value the run set with `ctx.setEvent(key, value)`, waiting (woken by NOTIFY) until it is set.
+   * @throws InvalidTalkKeyError, InvalidWaitOptionsError, TaskNotFoundError, EventTimeoutError (past timeoutMs, default 30 s)
+   */
+  getEvent<T = unknown>(taskId: string, key: string, options: GetEventOptions = {}): Promise<T> {
+    return this.talk.getEvent<T>(taskId, key, options);
+  }
+
+  /**
+   * The chunks of stream `key` after seq `after`, each once, in order, live while the run writes; it ends at
+   * `ctx.closeStream(key)` or when the task ends. @throws InvalidTalkKeyError, InvalidListOptionsError; TaskNotFoundError (iterating)
+   */
+  readStream<T = unknown>(taskId: string, key: string, options: ReadStreamOptions = {}): AsyncIterable<StreamChunk<T>> {
+    return this.talk.readStream<T>(taskId, key, options);
   }
 
   /**
@@ -282,5 +347,20 @@ export class WorkflowService {
    */
   listSchedules(): Promise<ScheduleInfo[]> {
     return this.schedules.list();
+  }
+
+  /** Pauses a schedule on every node (durably): no tick starts a task, none is caught up after. @throws UnknownScheduleError */
+  pauseSchedule(name: string): Promise<void> {
+    return this.scheduleControl.pause(name);
+  }
+
+  /** Lets a paused schedule tick again from its next tick. @throws UnknownScheduleError */
+  resumeSchedule(name: string): Promise<void> {
+    return this.scheduleControl.resume(name);
+  }
+
+  /** Starts the schedule's task now, outside its ticks (paused or not). @throws UnknownScheduleError */
+  triggerSchedule(name: string): Promise<AgentTask> {
+    return this.scheduleControl.trigger(name);
   }
 }

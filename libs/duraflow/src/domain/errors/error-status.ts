@@ -46,6 +46,7 @@ const STATUS_BY_CODE: Readonly<Record<string, DuraflowErrorStatus>> = {
   INPUT_TOO_LARGE: status(HttpStatus.PAYLOAD_TOO_LARGE, GrpcStatusCode.INVALID_ARGUMENT),
   UNKNOWN_WORKFLOW: NOT_FOUND,
   UNKNOWN_WORKFLOW_VERSION: NOT_FOUND,
+  UNKNOWN_SCHEDULE: NOT_FOUND,
   // resume of a task the determinism guard does not hold.
   TASK_NOT_HELD: CONFLICT,
   TASK_NOT_FOUND: NOT_FOUND,
@@ -93,6 +94,26 @@ const STATUS_BY_CODE: Readonly<Record<string, DuraflowErrorStatus>> = {
   CHILD_WORKFLOW_FAILED: SERVER_FAULT,
   INVALID_PRIMITIVE_CALL: SERVER_FAULT,
   CHILD_KEY_TAKEN: SERVER_FAULT,
+  // Callbacks (ctx.createCallback): the url's POST and workflows.completeCallback.
+  CALLBACK_NOT_FOUND: NOT_FOUND,
+  CALLBACK_ALREADY_COMPLETED: status(HttpStatus.CONFLICT, GrpcStatusCode.ALREADY_EXISTS),
+  CALLBACK_CLOSED: status(HttpStatus.GONE, GrpcStatusCode.FAILED_PRECONDITION),
+  CALLBACK_PAYLOAD_TOO_LARGE: status(HttpStatus.PAYLOAD_TOO_LARGE, GrpcStatusCode.INVALID_ARGUMENT),
+  INVALID_CALLBACK_PAYLOAD: BAD_INPUT,
+  RESERVED_SIGNAL_NAME: BAD_INPUT,
+  CALLBACK_TIMEOUT: SERVER_FAULT,
+  CALLBACKS_NOT_CONFIGURED: SERVER_FAULT,
+  // A stored payload no configured key opens: the deployment's codec lacks a key (never the caller's mistake).
+  PAYLOAD_UNREADABLE: SERVER_FAULT,
+  // getEvent's wait ended before the run set the event (as waitFor's WAIT_TIMEOUT): asking again can work.
+  EVENT_TIMEOUT: status(HttpStatus.REQUEST_TIMEOUT, GrpcStatusCode.DEADLINE_EXCEEDED),
+  // Raised inside a workflow run (ctx.writeStream), never by an API call.
+  STREAM_LIMIT: SERVER_FAULT,
+  STREAM_CLOSED: SERVER_FAULT,
+  // Events that start workflows (workflows.publish, POST /events/:name).
+  INVALID_EVENT_NAME: BAD_INPUT,
+  INVALID_PUBLISH: BAD_INPUT,
+  INVALID_EVENT_SUBSCRIPTION: SERVER_FAULT,
 };
 
 /**

@@ -14,3 +14,7 @@ export * from './primitive.errors';
 export * from './schema.errors';
 export * from './node.errors';
 export * from './operation.errors';
+export * from './codec.errors';
+export * from './callback.errors';
+export * from './events-streams.errors';
+export * from './event.errors';

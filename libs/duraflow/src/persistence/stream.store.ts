@@ -1,0 +1,197 @@
+import { Injectable } from '@nestjs/common';
+import { TASK_TALK_CHANNEL } from '../domain/duraflow.constants';
+import { DuraflowDatabase } from './duraflow-database';
+import { ownedTaskRow } from './lifecycle/fencing';
+import { CompletedStep, UPSERT_COMPLETED_STEP } from './step.store';
+
+/** A chunk to write: its stream, its value as stored (JSON text, through the codec) and its origin in the run. */
+export interface PendingChunk {
+  key: string;
+  chunkJson: string;
+  /** `b:<position>` for a chunk of the run's body, `s:<step key>#<n>` for the n-th chunk of a step: written once. */
+  origin: string;
+}
+
+/** A chunk as stored (its value as the codec stored it). */
+export interface StoredChunk {
+  seq: number;
+  chunk: unknown;
+  createdAt: Date;
+}
+
+/** A stream's head with its task's status, read in one snapshot. */
+export interface StreamState {
+  taskStatus: string | null;
+  lastSeq: number;
+  closed: boolean;
+}
+
+/** What a body chunk's write did: written, present already (a replay), or refused (closed, limit). */
+export interface ChunkWrite {
+  owned: boolean;
+  outcome: 'written' | 'present' | 'closed' | 'limit';
+  /** The chunks the task keeps (all its streams) before this write. */
+  total: number;
+}
+
+/** A step's chunks written with its checkpoint. */
+export interface ChunkBatch {
+  json: string;
+  count: number;
+}
+
+export interface StreamHead {
+  key: string;
+  lastSeq: number;
+  closedAt: Date | null;
+}
+
+/**
+ * The CTEs that write the chunks of the JSON array `json` ({ key, chunk, origin }) of task `task`
+ * when the CTE `gate` has a row, each origin once. A stream's seq is taken from its head row
+ * (INSERT … ON CONFLICT DO UPDATE locks it until commit), so two statements of one stream number
+ * their chunks apart and commit in seq order: a reader past seq n never misses a later commit
+ * of a lower seq. Placed after other CTEs (`, ` before it is the caller's).
+ */
+function appendChunksCtes(task: string, gate: string, json: string): string {
+  return `input AS (
+         SELECT t.e->>'key' AS key, t.e->'chunk' AS chunk, t.e->>'origin' AS origin, t.ord
+         FROM jsonb_array_elements(${json}::jsonb) WITH ORDINALITY AS t(e, ord)
+         WHERE EXISTS (SELECT 1 FROM ${gate})
+           AND NOT EXISTS (SELECT 1 FROM task_stream_chunks c WHERE c.task_id = ${task} AND c.origin = t.e->>'origin')
+       ),
+       counts AS (SELECT key, count(*)::int AS n FROM input GROUP BY key),
+       heads AS (
+         INSERT INTO task_streams (task_id, key, last_seq) SELECT ${task}, key, n FROM counts
+         ON CONFLICT (task_id, key) DO UPDATE SET last_seq = task_streams.last_seq + EXCLUDED.last_seq
+         RETURNING key, last_seq
+       ),
+       chunks AS (
+         INSERT INTO task_stream_chunks (task_id, key, seq, chunk, origin, created_at)
+         SELECT ${task}, i.key, h.last_seq - c.n + row_number() OVER (PARTITION BY i.key ORDER BY i.ord), i.chunk, i.origin, clock_timestamp()
+         FROM input i JOIN counts c USING (key) JOIN heads h USING (key)
+         RETURNING 1
+       )`;
+}
+
+/** The NOTIFY of readers when `written` (a CTE) has a row; sent at commit. */
+function notifyTalk(task: string, written: string): string {
+  return `(SELECT count(pg_notify('${TASK_TALK_CHANNEL}', ${task}::text)::text) FROM (SELECT 1 FROM ${written} LIMIT 1) w)`;
+}
+
+/**
+ * The statements of `task_streams` and `task_stream_chunks`. Chunks are written only by the
+ * claim that owns the running task: a body chunk in a statement of its own, a step's chunks
+ * in the statement of the step's checkpoint (they land if and only if the step's row does).
+ */
+@Injectable()
+export class StreamStore {
+  constructor(private readonly db: DuraflowDatabase) {}
+
+  /** A chunk of the run's body: written unless its origin is there already, the stream is closed, or the task keeps `maxPerTask`. */
+  async appendBodyChunk(taskId: string, claimToken: string, chunk: PendingChunk, maxPerTask: number): Promise<ChunkWrite> {
+    const { rows } = await this.db.query(
+      `WITH owner AS (${ownedTaskRow('$1', '$2')}),
+       present AS (SELECT 1 FROM task_stream_chunks WHERE task_id = $1 AND origin = $5),
+       closed AS (SELECT 1 FROM task_streams WHERE task_id = $1 AND key = $3 AND closed_at IS NOT NULL),
+       total AS (SELECT coalesce(sum(last_seq), 0)::int AS n FROM task_streams WHERE task_id = $1),
+       gate AS (
+         SELECT 1 FROM owner
+         WHERE NOT EXISTS (SELECT 1 FROM present) AND NOT EXISTS (SELECT 1 FROM closed) AND (SELECT n FROM total) < $6
+       ),
+       ${appendChunksCtes('$1', 'gate', '$4')}
+       SELECT EXISTS (SELECT 1 FROM owner) AS owned, EXISTS (SELECT 1 FROM present) AS present,
+              EXISTS (SELECT 1 FROM closed) AS closed, (SELECT n FROM total) AS total, ${notifyTalk('$1', 'chunks')} AS written`,
+      [taskId, claimToken, chunk.key, chunksJson([chunk]), chunk.origin, maxPerTask],
+      'duraflow_stream_body_chunk',
+    );
+    const row = rows[0];
+    const outcome = row.present ? 'present' : row.closed ? 'closed' : Number(row.written) > 0 ? 'written' : 'limit';
+    return { owned: row.owned === true, outcome, total: row.total };
+  }
+
+  /** A step's checkpoint (as `upsertCompletedStep`) with its chunks, in one statement: the chunks land if and only if the row does. */
+  async upsertCompletedStepWithChunks(step: CompletedStep, chunks: ChunkBatch): Promise<boolean> {
+    const { rows } = await this.db.query<{ written: boolean }>(
+      `WITH s AS (${UPSERT_COMPLETED_STEP} RETURNING id),
+       ${appendChunksCtes('$1', 's', '$9')}
+       SELECT EXISTS (SELECT 1 FROM s) AS written, ${notifyTalk('$1', 'chunks')} AS notified`,
+      [
+        step.taskId,
+        step.stepKey,
+        step.claimToken,
+        step.outputJson,
+        step.compensationFn,
+        step.attempt,
+        step.startedAt,
+        step.completionSeq,
+        chunks.json,
+      ],
+      'duraflow_step_completed_chunks',
+    );
+    return rows[0]?.written === true;
+  }
+
+  /** Closes the stream (once; closing again changes nothing) while the claim owns the task: false when it no longer does. */
+  async close(taskId: string, claimToken: string, key: string): Promise<boolean> {
+    const { rows } = await this.db.query<{ owned: boolean }>(
+      `WITH owner AS (${ownedTaskRow('$1', '$2')}),
+       closed AS (
+         INSERT INTO task_streams (task_id, key, last_seq, closed_at) SELECT $1, $3, 0, clock_timestamp() FROM owner
+         ON CONFLICT (task_id, key) DO UPDATE SET closed_at = coalesce(task_streams.closed_at, EXCLUDED.closed_at)
+         RETURNING 1
+       )
+       SELECT EXISTS (SELECT 1 FROM owner) AS owned, ${notifyTalk('$1', 'closed')} AS notified`,
+      [taskId, claimToken, key],
+      'duraflow_stream_close',
+    );
+    return rows[0]?.owned === true;
+  }
+
+  /** The chunks the task keeps, all its streams together. */
+  async total(taskId: string): Promise<number> {
+    const { rows } = await this.db.query(
+      `SELECT coalesce(sum(last_seq), 0)::int AS n FROM task_streams WHERE task_id = $1`,
+      [taskId],
+      'duraflow_stream_total',
+    );
+    return rows[0].n;
+  }
+
+  /** The stream's chunks after `after`, in order, at most `limit`. */
+  async page(taskId: string, key: string, after: number, limit: number): Promise<StoredChunk[]> {
+    const { rows } = await this.db.query(
+      `SELECT seq, chunk, created_at FROM task_stream_chunks WHERE task_id = $1 AND key = $2 AND seq > $3 ORDER BY seq LIMIT $4`,
+      [taskId, key, after, limit],
+      'duraflow_stream_page',
+    );
+    return rows.map((row) => ({ seq: row.seq, chunk: row.chunk, createdAt: row.created_at }));
+  }
+
+  /** The task's status and the stream's head in one snapshot (a terminal task writes no chunk after it). */
+  async state(taskId: string, key: string): Promise<StreamState> {
+    const { rows } = await this.db.query(
+      `SELECT (SELECT status FROM agent_tasks WHERE id = $1) AS status, h.last_seq, h.closed_at
+       FROM (SELECT 1) one LEFT JOIN task_streams h ON h.task_id = $1 AND h.key = $2`,
+      [taskId, key],
+      'duraflow_stream_state',
+    );
+    const row = rows[0];
+    return { taskStatus: row.status ?? null, lastSeq: row.last_seq ?? 0, closed: row.closed_at != null };
+  }
+
+  /** The task's streams, by key (the dashboard's list). */
+  async heads(taskId: string, limit: number): Promise<StreamHead[]> {
+    const { rows } = await this.db.query(
+      `SELECT key, last_seq, closed_at FROM task_streams WHERE task_id = $1 ORDER BY key LIMIT $2`,
+      [taskId, limit],
+      'duraflow_stream_heads',
+    );
+    return rows.map((row) => ({ key: row.key, lastSeq: row.last_seq, closedAt: row.closed_at }));
+  }
+}
+
+/** The chunks as one JSON array (each chunk inlined as JSON). */
+export function chunksJson(chunks: PendingChunk[]): string {
+  return `[${chunks.map((c) => `{"key":${JSON.stringify(c.key)},"origin":${JSON.stringify(c.origin)},"chunk":${c.chunkJson}}`).join(',')}]`;
+}
