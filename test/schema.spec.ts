@@ -23,13 +23,20 @@ const MIGRATIONS = DURAFLOW_MIGRATION_NAMES;
 const TABLES = [
   'agent_tasks',
   'dead_letter_queue',
+  'duraflow_event_deliveries',
+  'duraflow_event_groups',
+  'duraflow_event_subscriptions',
   'duraflow_leader',
+  'duraflow_published_events',
   'duraflow_schedule_ticks',
   'duraflow_schedules',
+  'duraflow_task_rollup',
+  'duraflow_task_rollup_state',
   'flow_limits',
   'flow_starts',
   'migrations',
   'step_runs',
+  'task_callbacks',
   'task_logs',
   'task_signals',
 ];
@@ -248,6 +255,7 @@ describe('schema (seed 000 "Database Schema")', () => {
         ['last_tick_at', 'timestamp with time zone', null, 'YES', null],
         ['created_at', 'timestamp with time zone', null, 'NO', 'now()'],
         ['updated_at', 'timestamp with time zone', null, 'NO', 'now()'],
+        ['paused_at', 'timestamp with time zone', null, 'YES', null],
       ]);
       expect(await columnsOf(bed.db.client, 'duraflow_schedule_ticks')).toEqual([
         ['schedule_name', 'character varying', 200, 'NO', null],
@@ -374,6 +382,7 @@ describe('schema (seed 000 "Database Schema")', () => {
       const constraintIndexes = ['agent_tasks_pkey', 'dead_letter_queue_pkey', 'step_runs_pkey', 'step_runs_task_id_step_key_key'];
       const engineIndexes = [
         'idx_agent_tasks_claim',
+        'idx_agent_tasks_completed',
         'idx_agent_tasks_created',
         'idx_agent_tasks_flow_pending',
         'idx_agent_tasks_flow_running',

@@ -1,4 +1,5 @@
 import type { WorkflowScheduleOptions } from './schedule-options';
+import type { WorkflowEventOptions } from './event-options';
 import { FlowControlOptions } from './flow-control';
 import { StepOptions, WorkflowContext } from './workflow-context';
 
@@ -22,7 +23,7 @@ export interface CompensationContext {
   readonly attempt: number;
 }
 
-export interface WorkflowOptions extends FlowControlOptions {
+export interface WorkflowOptions extends FlowControlOptions, WorkflowEventOptions {
   /**
    * class-validator DTO the input must satisfy at submit (needs the class-validator and
    * class-transformer packages). The input is stored as validated: see `unknownInputProperties`.

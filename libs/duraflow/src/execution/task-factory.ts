@@ -32,11 +32,12 @@ export type TaskOrigin =
   | { kind: 'submit' }
   | { kind: 'child'; parentTaskId: string; parentStepKey: string; traceContextJson: string | null }
   | { kind: 'schedule' }
-  | { kind: 'fork'; taskId: string; fromStep: string };
+  | { kind: 'fork'; taskId: string; fromStep: string }
+  | { kind: 'event' };
 
 /**
- * The one way a task is made: submit, submitMany, a run's child, a schedule's tick, a fork (and, in
- * what comes, published events). Every value is checked before anything is
+ * The one way a task is made: submit, submitMany, a run's child, a schedule's tick, a fork, a
+ * published event's (events/: one per event, or per debounce or batch). Every value is checked before anything is
  * written: the name, the version, the options, the input against the workflow's DTO and the
  * module's limits, and the concurrency key of a limited workflow; the defaults are applied here
  * (max retries: the call's, the workflow's, the module's). Creating is the lifecycle's create move.
@@ -69,6 +70,34 @@ export class TaskFactory {
       forkedFrom: origin.kind === 'fork' ? { taskId: origin.taskId, fromStep: origin.fromStep } : null,
       // A child given no tags takes its parent's (read in the create's INSERT); any other task has its own or none.
       tags: checked.tags ?? (origin.kind === 'child' ? null : {}),
+    };
+  }
+
+  /**
+   * A published event's task for a subscribing workflow this process does not register (a node
+   * that only publishes): the subscription's version and max retries, the input checked as JSON
+   * within the module's limits (the DTO is the registering nodes'). Nothing written.
+   */
+  async prepareForSubscriber(
+    name: string,
+    input: unknown,
+    subscriber: { workflowVersion: number | null; maxRetries: number },
+  ): Promise<NewTask> {
+    const inputJson = await checkSubmitInput({ name, unknownInputProperties: 'strip' }, input, this.options);
+    return {
+      workflowName: name,
+      inputJson,
+      priority: 0,
+      scheduledAt: null,
+      maxRetries: subscriber.maxRetries,
+      idempotencyKey: null,
+      traceContextJson: this.observer.captureTraceContext(),
+      workflowVersion: subscriber.workflowVersion,
+      concurrencyKey: null,
+      parentTaskId: null,
+      parentStepKey: null,
+      forkedFrom: null,
+      tags: {},
     };
   }
 
@@ -128,7 +157,7 @@ export class TaskFactory {
       maxRetries: checked.maxRetries ?? workflow.maxRetries ?? this.options.maxRetries,
       // A submit's (or a fork's) run continues the caller's trace; a child's, its parent's; a tick starts none.
       traceContextJson:
-        origin.kind === 'submit' || origin.kind === 'fork'
+        origin.kind === 'submit' || origin.kind === 'fork' || origin.kind === 'event'
           ? this.observer.captureTraceContext()
           : origin.kind === 'child'
             ? origin.traceContextJson

@@ -1,0 +1,78 @@
+import { Injectable } from '@nestjs/common';
+import { EventDelivery, EventRefusal } from '../domain/event-options';
+import { SqlExecutor } from '../persistence/duraflow-database';
+
+/** An event as the publisher inserts it: its payload already through the PayloadCoder. */
+export interface NewEvent {
+  id: string;
+  name: string;
+  payloadJson: string | null;
+  idempotencyKey: string | null;
+}
+
+/**
+ * The publisher's statements on `duraflow_published_events` and `duraflow_event_deliveries`, each
+ * on the publish's executor (the caller's transaction or one of the library's). The group rule
+ * itself is SQL's `duraflow_join_event_group` (migration 4000), shared with `duraflow_publish`.
+ */
+@Injectable()
+export class PublishedEventStore {
+  /** The event's id and whether this call recorded it (false: an earlier publish holds the name and key). */
+  async insertEvent(executor: SqlExecutor, event: NewEvent): Promise<{ id: string; created: boolean }> {
+    const inserted = await executor.query(
+      `INSERT INTO duraflow_published_events (id, name, payload, idempotency_key) VALUES ($1, $2, $3::jsonb, $4)
+       ON CONFLICT (name, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`,
+      [event.id, event.name, event.payloadJson, event.idempotencyKey],
+      'duraflow_insert_event',
+    );
+    if (inserted.rowCount) return { id: event.id, created: true };
+    // ON CONFLICT waited for the holder of the key to commit, so its row is visible now.
+    const { rows } = await executor.query(`SELECT id FROM duraflow_published_events WHERE name = $1 AND idempotency_key = $2`, [
+      event.name,
+      event.idempotencyKey,
+    ]);
+    return { id: rows[0].id, created: false };
+  }
+
+  async recordDelivery(executor: SqlExecutor, eventId: string, delivery: EventDelivery): Promise<void> {
+    await executor.query(
+      `INSERT INTO duraflow_event_deliveries (event_id, workflow_name, task_id, group_id, refusal) VALUES ($1, $2, $3, $4, $5::jsonb)`,
+      [eventId, delivery.workflowName, delivery.taskId, delivery.groupId, delivery.refusal && JSON.stringify(delivery.refusal)],
+      'duraflow_record_delivery',
+    );
+  }
+
+  /** The event joins the open debounce or batch of (workflow, key), or opens one: the group's id. */
+  async joinGroup(executor: SqlExecutor, eventId: string, workflowName: string, key: string): Promise<string> {
+    const { rows } = await executor.query(
+      `SELECT duraflow_join_event_group($1, $2, $3) AS id`,
+      [eventId, workflowName, key],
+      'duraflow_join_group',
+    );
+    return rows[0].id;
+  }
+
+  async deliveriesOf(executor: SqlExecutor, eventId: string): Promise<EventDelivery[]> {
+    const { rows } = await executor.query(
+      `SELECT d.workflow_name, coalesce(d.task_id, g.task_id) AS task_id, d.group_id, coalesce(d.refusal, g.refusal) AS refusal
+       FROM duraflow_event_deliveries d LEFT JOIN duraflow_event_groups g ON g.id = d.group_id
+       WHERE d.event_id = $1 ORDER BY d.workflow_name`,
+      [eventId],
+    );
+    return rows.map(toDelivery);
+  }
+}
+
+export function toDelivery(row: {
+  workflow_name: string;
+  task_id: string | null;
+  group_id: string | null;
+  refusal: unknown;
+}): EventDelivery {
+  return {
+    workflowName: row.workflow_name,
+    taskId: row.task_id,
+    groupId: row.group_id,
+    refusal: (row.refusal as EventRefusal | null) ?? null,
+  };
+}

@@ -1,0 +1,210 @@
+import { IsInt, IsString } from 'class-validator';
+import { DataSource } from 'typeorm';
+import { TestingModule } from '@nestjs/testing';
+import {
+  InvalidEventNameError,
+  InvalidPublishError,
+  NotSerializableError,
+  TaskStatus,
+  Workflow,
+  workflow,
+  WorkflowContext,
+  WorkflowService,
+} from '@duraflow/nestjs';
+import { useTestBed } from './support/test-bed';
+import { eventually } from './support/waiting';
+
+/**
+ * workflows.publish and duraflow_publish: one task per subscribing workflow per event, committed
+ * with the publisher's transaction; refusals recorded; events kept without subscribers; Duraflow's
+ * own events for a workflow that subscribes to them (docs/events.md).
+ */
+
+class OrderInput {
+  @IsString()
+  orderId!: string;
+}
+
+class StrictOrderInput {
+  @IsInt()
+  orderId!: number;
+}
+
+const ran: Array<{ workflow: string; input: unknown }> = [];
+
+@Workflow('fulfil', { on: 'order.created', input: OrderInput })
+class FulfilWorkflow {
+  async run(ctx: WorkflowContext<OrderInput>) {
+    ran.push({ workflow: 'fulfil', input: ctx.input });
+    return { fulfilled: ctx.input.orderId };
+  }
+}
+
+const audit = workflow(
+  'audit',
+  async (ctx) => {
+    ran.push({ workflow: 'audit', input: ctx.input });
+  },
+  { on: ['order.created', 'order.cancelled'] },
+);
+const strict = workflow('strict', async () => 'never', { on: 'order.created', input: StrictOrderInput });
+const boom = workflow('boom', async () => {
+  throw new Error('boom');
+});
+const parked = workflow('parked', async () => 'later');
+const alert = workflow(
+  'alert',
+  async (ctx) => {
+    ran.push({ workflow: 'alert', input: ctx.input });
+  },
+  { on: ['duraflow.task.failed', 'duraflow.task.cancelled'] },
+);
+
+describe('publish: events that start workflows', () => {
+  const bed = useTestBed();
+  let app: TestingModule;
+  let workflows: WorkflowService;
+
+  beforeAll(async () => {
+    app = await bed.start({
+      duraflow: { workflows: [audit, strict, boom, parked, alert], maxRetries: 0 },
+      providers: [FulfilWorkflow],
+    });
+    workflows = app.get(WorkflowService);
+  });
+
+  beforeEach(() => (ran.length = 0));
+
+  async function tasksOf(eventId: string) {
+    const { rows } = await bed.db.client.query(
+      `SELECT d.workflow_name, d.task_id, d.refusal, t.input, t.status FROM duraflow_event_deliveries d
+       LEFT JOIN agent_tasks t ON t.id = d.task_id WHERE d.event_id = $1 ORDER BY d.workflow_name`,
+      [eventId],
+    );
+    return rows;
+  }
+
+  it('starts one task per subscribing workflow with the payload as input, and records the refusal of a DTO that does not take it', async () => {
+    const result = await workflows.publish('order.created', { orderId: 'o-1' });
+    expect(result.created).toBe(true);
+    expect(result.deliveries.map((d) => [d.workflowName, d.taskId !== null, d.refusal?.code ?? null])).toEqual([
+      ['audit', true, null],
+      ['fulfil', true, null],
+      ['strict', false, 'INVALID_INPUT'],
+    ]);
+    const fulfil = result.deliveries.find((d) => d.workflowName === 'fulfil')!;
+    const done = await workflows.waitFor(fulfil.taskId!, { timeoutMs: 20_000 });
+    expect(done.status).toBe(TaskStatus.COMPLETED);
+    expect(done.output).toEqual({ fulfilled: 'o-1' });
+    const rows = await tasksOf(result.eventId);
+    expect(rows.map((r) => [r.workflow_name, r.input])).toEqual([
+      ['audit', { orderId: 'o-1' }],
+      ['fulfil', { orderId: 'o-1' }],
+      ['strict', null],
+    ]);
+    expect(rows[2].refusal.code).toBe('INVALID_INPUT');
+    const [listed] = await workflows.listEvents({ name: 'order.created', limit: 1 });
+    expect(listed.id).toBe(result.eventId);
+    expect(listed.payload).toEqual({ orderId: 'o-1' });
+    expect(listed.deliveries.find((d) => d.workflowName === 'strict')!.refusal!.message).toContain('orderId');
+  });
+
+  it('starts nothing and records nothing when the caller rolls back the transaction it published in', async () => {
+    const before = await bed.rows.count('agent_tasks');
+    await expect(
+      app.get(DataSource).transaction(async (manager) => {
+        await workflows.publish('order.created', { orderId: 'rolled-back' }, { manager });
+        throw new Error('the order was not saved');
+      }),
+    ).rejects.toThrow('the order was not saved');
+    const { rows } = await bed.db.client.query(
+      `SELECT count(*)::int AS n FROM duraflow_published_events WHERE payload->>'orderId' = 'rolled-back'`,
+    );
+    expect(rows[0].n).toBe(0);
+    expect(await bed.rows.count('agent_tasks')).toBe(before);
+  });
+
+  it('starts the tasks with the transaction it published in once that commits', async () => {
+    const result = await app.get(DataSource).transaction((manager) => workflows.publish('order.created', { orderId: 'o-tx' }, { manager }));
+    const fulfil = result.deliveries.find((d) => d.workflowName === 'fulfil')!;
+    expect((await workflows.waitFor(fulfil.taskId!, { timeoutMs: 20_000 })).output).toEqual({ fulfilled: 'o-tx' });
+  });
+
+  it('records one event for one idempotency key, however often it is published', async () => {
+    const first = await workflows.publish('order.cancelled', { orderId: 'o-2' }, { idempotencyKey: 'cancel:o-2' });
+    const again = await workflows.publish('order.cancelled', { orderId: 'o-2' }, { idempotencyKey: 'cancel:o-2' });
+    expect(again).toEqual({ ...first, created: false });
+    const { rows } = await bed.db.client.query(
+      `SELECT count(*)::int AS n FROM duraflow_published_events WHERE idempotency_key = 'cancel:o-2'`,
+    );
+    expect(rows[0].n).toBe(1);
+    const tasks = await bed.db.client.query(
+      `SELECT count(*)::int AS n FROM agent_tasks WHERE workflow_name = 'audit' AND input->>'orderId' = 'o-2'`,
+    );
+    expect(tasks.rows[0].n).toBe(1);
+  });
+
+  it('keeps an event no workflow subscribes to, and lists it', async () => {
+    const result = await workflows.publish('nobody.listens', { hello: 'world' });
+    expect(result.deliveries).toEqual([]);
+    const listed = await workflows.listEvents({ name: 'nobody.listens' });
+    expect(listed.map((e) => [e.id, e.payload, e.deliveries])).toEqual([[result.eventId, { hello: 'world' }, []]]);
+  });
+
+  it('refuses a bad name, a name of Duraflow, a payload that is not JSON and a bad key, writing nothing', async () => {
+    const countEvents = async () => (await bed.db.client.query(`SELECT count(*)::int AS n FROM duraflow_published_events`)).rows[0].n;
+    const before = await countEvents();
+    await expect(workflows.publish('has space', {})).rejects.toBeInstanceOf(InvalidEventNameError);
+    await expect(workflows.publish('duraflow.task.failed', {})).rejects.toBeInstanceOf(InvalidEventNameError);
+    await expect(workflows.publish('order.created', { n: 10n })).rejects.toBeInstanceOf(NotSerializableError);
+    await expect(workflows.publish('order.created', {}, { idempotencyKey: '' })).rejects.toBeInstanceOf(InvalidPublishError);
+    expect(await countEvents()).toBe(before);
+  });
+
+  it('publishes from a trigger on a table of the application: nothing when its transaction rolls back, the tasks when it commits', async () => {
+    await bed.db.client.query(`CREATE TABLE shop_orders (id TEXT PRIMARY KEY)`);
+    await bed.db.client.query(`
+      CREATE FUNCTION shop_order_created() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        PERFORM duraflow_publish('order.created', jsonb_build_object('orderId', NEW.id), 'shop-order:' || NEW.id);
+        RETURN NEW;
+      END $$`);
+    await bed.db.client.query(
+      `CREATE TRIGGER shop_order_created AFTER INSERT ON shop_orders FOR EACH ROW EXECUTE FUNCTION shop_order_created()`,
+    );
+
+    await bed.db.client.query('BEGIN');
+    await bed.db.client.query(`INSERT INTO shop_orders VALUES ('sql-rolled-back')`);
+    await bed.db.client.query('ROLLBACK');
+    await bed.db.client.query(`INSERT INTO shop_orders VALUES ('sql-1')`);
+
+    await eventually('the fulfilment of sql-1 ran', () =>
+      ran.some((r) => r.workflow === 'fulfil' && (r.input as OrderInput).orderId === 'sql-1'),
+    );
+    const { rows } = await bed.db.client.query(
+      `SELECT payload->>'orderId' AS order_id FROM duraflow_published_events WHERE idempotency_key LIKE 'shop-order:%'`,
+    );
+    expect(rows.map((r) => r.order_id)).toEqual(['sql-1']);
+    const started = await bed.db.client.query(`SELECT count(*)::int AS n FROM agent_tasks WHERE input->>'orderId' = 'sql-rolled-back'`);
+    expect(started.rows[0].n).toBe(0);
+  });
+
+  it("starts a workflow subscribed to Duraflow's own events when a task fails or is cancelled, and publishes none nobody subscribes to", async () => {
+    const failed = await workflows.submit('boom', {});
+    const cancelled = await workflows.submit('parked', {}, { scheduledAt: new Date(Date.now() + 3_600_000) });
+    await workflows.cancel(cancelled.id);
+    await eventually('the alert workflow ran twice', () => ran.filter((r) => r.workflow === 'alert').length === 2);
+    const alerts = ran.filter((r) => r.workflow === 'alert').map((r) => r.input as Record<string, unknown>);
+    expect(alerts.map((a) => [a.taskId, a.workflowName, a.status]).sort()).toEqual(
+      [
+        [failed.id, 'boom', 'failed'],
+        [cancelled.id, 'parked', 'cancelled'],
+      ].sort(),
+    );
+    // The alert tasks completed, and nobody subscribes to completions: no such event was recorded.
+    const { rows } = await bed.db.client.query(
+      `SELECT count(*)::int AS n FROM duraflow_published_events WHERE name = 'duraflow.task.completed'`,
+    );
+    expect(rows[0].n).toBe(0);
+  });
+});
