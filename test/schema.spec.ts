@@ -37,8 +37,11 @@ const TABLES = [
   'migrations',
   'step_runs',
   'task_callbacks',
+  'task_events',
   'task_logs',
   'task_signals',
+  'task_stream_chunks',
+  'task_streams',
 ];
 /** npx and tsx start slowly when other suites load the machine. */
 const CHILD_PROCESS_TIMEOUT_MS = 120_000;
