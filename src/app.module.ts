@@ -13,6 +13,7 @@ import { HealthController } from './health/health.controller';
 import { RedisHealthIndicator } from './health/redis.health';
 import { BulkTasksController } from './http/bulk-tasks.controller';
 import { DeadLettersController } from './http/dead-letters.controller';
+import { EventsController } from './http/events.controller';
 import { engineMetricsOptions } from './metrics/engine-metrics';
 import { MetricsController } from './metrics/metrics.controller';
 import { LimitsController } from './http/limits.controller';
@@ -20,6 +21,7 @@ import { TasksController } from './http/tasks.controller';
 import { TaskTalkController } from './http/task-talk.controller';
 import { approvalBatchWorkflow } from './workflows/approval-batch.workflow';
 import { approvalWorkflow } from './workflows/approval.workflow';
+import { approvalLinkWorkflow } from './workflows/approval-link.workflow';
 import { bookingWorkflow } from './workflows/booking.workflow';
 import { tenantExportWorkflow } from './workflows/tenant-export.workflow';
 import { OrderGateway, OrderProcessingWorkflow } from './workflows/order-processing.workflow';
@@ -38,6 +40,7 @@ export class AppModule {
             TaskTalkController,
             BulkTasksController,
             DeadLettersController,
+            EventsController,
             LimitsController,
             HealthController,
             MetricsController,
@@ -71,7 +74,7 @@ export class AppModule {
           heartbeatIntervalMs: config.heartbeatIntervalMs,
           reaper: { intervalMs: config.reaperIntervalMs, staleAfterMs: config.staleAfterMs },
           retention: config.retention,
-          workflows: [bookingWorkflow, approvalWorkflow, approvalBatchWorkflow, tenantExportWorkflow],
+          workflows: [bookingWorkflow, approvalWorkflow, approvalBatchWorkflow, tenantExportWorkflow, approvalLinkWorkflow],
           metrics: engineMetricsOptions(),
           ...(config.callbacks ? { callbacks: config.callbacks } : {}),
         }),

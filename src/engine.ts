@@ -73,7 +73,7 @@ export async function startEngine(config: EngineConfig, options: EngineStartOpti
       http.set('trust proxy', config.trustProxy);
       http.use(allowedHostsMiddleware(config));
       const bodyLimit = requestBodyLimit(config.maxInputBytes);
-      useJsonBody(http, bodyLimit);
+      useJsonBody(http, bodyLimit, config.callbacks?.path);
       http.useGlobalPipes(createValidationPipe());
       const adapterHost = http.get(HttpAdapterHost);
       // The last one registered is asked first: Duraflow's typed errors, then everything else.

@@ -22,6 +22,8 @@ export const Public = () => SetMetadata(PUBLIC_ROUTE, true);
 @Injectable()
 export class ApiKeyGuard implements CanActivate {
   private readonly expected: Buffer | undefined;
+  /** A callback url's POST carries its own credential (the signed token in its path): no API key. */
+  private readonly callbackPath: string | undefined;
 
   constructor(
     @Inject(ENGINE_CONFIG) config: EngineConfig,
@@ -29,6 +31,7 @@ export class ApiKeyGuard implements CanActivate {
     private readonly sessions: DashboardSessions,
   ) {
     this.expected = config.apiKey === undefined ? undefined : digest(config.apiKey);
+    this.callbackPath = config.callbacks ? `${config.callbacks.path}/` : undefined;
   }
 
   canActivate(context: ExecutionContext): boolean {
@@ -42,6 +45,7 @@ export class ApiKeyGuard implements CanActivate {
     }
     const request = context.switchToHttp().getRequest<{ headers: Record<string, string | string[] | undefined>; path?: string }>();
     if (this.authenticated(request)) return true;
+    if (this.callbackPath && (request.path ?? '').startsWith(this.callbackPath)) return true;
     if (isDashboardPath(request.path)) {
       const cookie = request.headers.cookie;
       if (this.sessions.use(readCookie(Array.isArray(cookie) ? cookie[0] : cookie, DASHBOARD_SESSION_COOKIE))) return true;

@@ -67,6 +67,11 @@ export interface EngineConfig {
   listenUrl: string | undefined;
   /** The library's `retention`: ms kept after finishing per final status (undefined: forever), batch size, interval. */
   retention: DuraflowRetentionOptions & { batchSize: number; intervalMs: number };
+  /**
+   * Callback urls (the library's `callbacks`): DURAFLOW_CALLBACK_BASE_URL and _SECRET (both or
+   * neither), DURAFLOW_CALLBACK_PATH. Undefined: `ctx.createCallback` is refused.
+   */
+  callbacks: { baseUrl: string; secret: string; path: string } | undefined;
 }
 
 export class EngineConfigError extends Error {
@@ -96,6 +101,27 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
     throw new EngineConfigError(name, value, `an integer from ${min} to ${max}`);
   }
   return parsed;
+}
+
+/** The callback url settings: the base url and the secret together (a secret of 32 bytes or more), or neither. */
+function callbackSettings(env: Env): EngineConfig['callbacks'] {
+  const baseUrl = url(env, 'DURAFLOW_CALLBACK_BASE_URL', ['http:', 'https:']);
+  const secret = raw(env, 'DURAFLOW_CALLBACK_SECRET');
+  const path = raw(env, 'DURAFLOW_CALLBACK_PATH') ?? '/duraflow/callbacks';
+  if (baseUrl === undefined && secret === undefined) return undefined;
+  if (baseUrl === undefined)
+    throw new EngineConfigError('DURAFLOW_CALLBACK_BASE_URL', '', 'the URL callbacks are reached at, with DURAFLOW_CALLBACK_SECRET');
+  if (secret === undefined || Buffer.byteLength(secret, 'utf8') < 32) {
+    // The message goes to logs: never the secret itself.
+    throw new EngineConfigError(
+      'DURAFLOW_CALLBACK_SECRET',
+      secret === undefined ? '' : '(hidden)',
+      'a secret of at least 32 bytes (openssl rand -base64 48)',
+    );
+  }
+  if (!/^(\/[A-Za-z0-9._~-]+)+\/?$/.test(path))
+    throw new EngineConfigError('DURAFLOW_CALLBACK_PATH', path, 'a path such as /duraflow/callbacks');
+  return { baseUrl, secret, path: path.replace(/\/$/, '') };
 }
 
 function boolean(env: Env, name: string, fallback: boolean): boolean {
@@ -279,6 +305,7 @@ export function loadEngineConfig(env: Env = process.env): EngineConfig {
       batchSize: integer(env, 'DURAFLOW_RETENTION_BATCH_SIZE', retention.batchSize, 1, 100_000),
       intervalMs: integer(env, 'DURAFLOW_RETENTION_INTERVAL_MS', retention.intervalMs, 1, DAY_MS),
     },
+    callbacks: callbackSettings(env),
   };
   // A heartbeat that comes less often than the reaper's limit makes every running task look dead.
   if (config.staleAfterMs <= config.heartbeatIntervalMs) {

@@ -50,9 +50,11 @@ const CROSS_SITE = /^\s*(cross-site|same-site)\s*$/i;
  * refused (415): a form on another site's page could otherwise reach the JSON API, since a
  * browser sends it cross-site without asking.
  */
-export function useJsonBody(app: NestExpressApplication, limitBytes: number): void {
+export function useJsonBody(app: NestExpressApplication, limitBytes: number, callbackPath?: string): void {
   app.use((request: FormRequest, _response: unknown, next: (error?: unknown) => void) => {
     if (isDashboardPath(request.path)) return next();
+    // A callback url's route reads its body itself (400 for one that is not JSON); its token is its credential.
+    if (callbackPath && (request.path ?? '').startsWith(`${callbackPath}/`)) return next();
     if (CROSS_SITE.test(request.headers['sec-fetch-site'] ?? ''))
       return next(
         new ForbiddenException(

@@ -27,6 +27,7 @@ import { RunEventStore } from './persistence/run-event.store';
 import { StreamStore } from './persistence/stream.store';
 import { RunTalks } from './execution/run-talk';
 import { RunTalkReader } from './services/workflows/run-talk-reader';
+import { RunTalkOverviews } from './services/workflows/run-talk-overview';
 import { CallbackStore } from './persistence/callback.store';
 import { TaskCallbacks } from './services/workflows/task-callbacks';
 import { TaskTransitions } from './persistence/lifecycle/task-transitions';
@@ -125,6 +126,7 @@ import { DURAFLOW_STEP_FAULTS, NO_STEP_FAULTS } from './execution/step-faults';
     StreamStore,
     RunTalks,
     RunTalkReader,
+    RunTalkOverviews,
     CallbackStore,
     TaskCallbacks,
     TaskTransitions,
@@ -161,7 +163,7 @@ import { DURAFLOW_STEP_FAULTS, NO_STEP_FAULTS } from './execution/step-faults';
     DuraflowMetrics,
     RunObserver,
   ],
-  exports: [WorkflowService, WorkerService, ReaperService, SagaService, WorkflowRegistry, DuraflowMetrics, WorkflowInsights],
+  exports: [WorkflowService, WorkerService, ReaperService, SagaService, WorkflowRegistry, DuraflowMetrics, WorkflowInsights, RunTalkOverviews],
 })
 export class DuraflowModule extends DuraflowConfigurableModule {
   /** `forRoot()` with every default is a working setup: a worker, no Redis, decorated workflows only. */

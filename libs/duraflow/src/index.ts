@@ -73,6 +73,8 @@ export { GetEventOptions, ReadStreamOptions, StreamChunk } from './services/work
 export { DuraflowStreamOptions } from './config/stream.options';
 export { streamEvents, StreamEventsOptions, STREAM_END_EVENT } from './http/stream-events';
 export { PayloadCodec, PayloadContext, PayloadField } from './domain/payload-codec';
+export { aesGcmCodec, AesGcmCodec, AesGcmCodecOptions, AesGcmEnvelope, isAesGcmEnvelope } from './codec/aes-gcm-codec';
+export { codecFromEnv } from './codec/codec-from-env';
 export { CancelOptions, SignalReceipt } from './services/workflows/task-control';
 export { BulkTaskFilter, BulkOptions, BulkCancelOptions, BulkResult } from './domain/bulk-operations';
 export { ForkOptions, ForkResult } from './services/workflows/task-operations';

@@ -50,3 +50,23 @@ export function childIdempotencyKey(parentTaskId: string, stepKey: string): stri
 export function scheduleIdempotencyKey(scheduleName: string, tickAt: Date): string {
   return `${SCHEDULE_KEY_PREFIX}${scheduleName}:${tickAt.toISOString()}`;
 }
+
+/** `ctx.createCallback(key)` records the callback it opened as the step `callback:<key>`. */
+export function callbackStepKey(callbackKey: string): string {
+  return `callback:${callbackKey}`;
+}
+
+const CALLBACK_SIGNAL_PREFIX = 'duraflow:callback:';
+
+/**
+ * A callback is completed by a signal of this name to its task (sent in the completion's
+ * transaction), so `ctx.waitForCallback` is a signal wait: the signals' waking, timeouts and
+ * recovery, written once. `workflows.signal` refuses the prefix.
+ */
+export function callbackSignalName(callbackId: string): string {
+  return `${CALLBACK_SIGNAL_PREFIX}${callbackId}`;
+}
+
+export function isCallbackSignalName(name: string): boolean {
+  return name.startsWith(CALLBACK_SIGNAL_PREFIX);
+}

@@ -1,4 +1,5 @@
-import { InvalidSignalNameError, SignalPayloadTooLargeError } from '../domain/errors';
+import { InvalidSignalNameError, ReservedSignalNameError, SignalPayloadTooLargeError } from '../domain/errors';
+import { isCallbackSignalName } from '../domain/reserved-keys';
 import { SIGNAL_NAME_PATTERN } from '../domain/duraflow.constants';
 import { toJson } from '../util/json';
 import { checkStorableJson } from './storable-text';
@@ -12,6 +13,7 @@ import { checkStorableJson } from './storable-text';
  */
 export function checkSignal(name: unknown, payload: unknown, limits: { maxJsonDepth: number; maxInputBytes: number }): string | undefined {
   if (typeof name !== 'string' || !SIGNAL_NAME_PATTERN.test(name)) throw new InvalidSignalNameError(name);
+  if (isCallbackSignalName(name)) throw new ReservedSignalNameError(name);
   const json = toJson(payload, `The payload of signal "${name}"`, limits.maxJsonDepth);
   const bytes = json === undefined ? 0 : Buffer.byteLength(json, 'utf8');
   if (bytes > limits.maxInputBytes) throw new SignalPayloadTooLargeError(name, bytes, limits.maxInputBytes);

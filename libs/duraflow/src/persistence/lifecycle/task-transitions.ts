@@ -211,7 +211,6 @@ export class TaskTransitions {
     return recoverCrashedClaim(this.db, taskId, claimToken);
   }
 
-
   /** resolve: a dead letter resolved inside the caller's transaction; the task's status then. */
   resolveDeadLetter(tx: SqlExecutor, entry: ResolvedDeadLetter, compensated: boolean): Promise<string | null> {
     return resolveDeadLetter(tx, entry, compensated);
