@@ -6,6 +6,7 @@
  * `tasks` prints the error's code in that line and exits 3 when the database cannot be reached,
  * so a script tells "refused" (1) from "try again later" (3).
  */
+import { codecFromEnv } from '../codec/codec-from-env';
 import { DuraflowError } from '../domain/errors/duraflow.error';
 import { ReplayCheckInputError } from '../domain/errors/deploy.errors';
 import { CliArguments, parseCliArguments, USAGE } from './cli-arguments';
@@ -40,13 +41,16 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv = process.en
     };
     if (args.command === 'replay-check') {
       const url = args.from ? undefined : databaseUrlOf(args.url, env);
-      return await replayCheckCommand({ module: args.module, url, from: args.from, json: args.json, query }, print);
+      return await replayCheckCommand(
+        { module: args.module, url, from: args.from, json: args.json, query, codec: codecFromEnv(env) },
+        print,
+      );
     }
     const url = databaseUrlOf(args.url, env);
     if (args.command === 'migrate') {
       await migrateCommand(url, print);
     } else if (args.command === 'export-runs') {
-      await exportRunsCommand(url, { out: args.out, force: args.force === true, query }, print);
+      await exportRunsCommand(url, { out: args.out, force: args.force === true, query, codec: codecFromEnv(env) }, print);
     } else {
       const redis = args.redis ?? (env.REDIS_URL || undefined);
       await statusCommand({ url, redis, leaderKey: args.leaderKey, json: args.json }, print);
@@ -70,7 +74,7 @@ async function runTasksCli(given: CliArguments, env: NodeJS.ProcessEnv, print: (
   try {
     const parsed = parseTasksArguments(given.rest ?? []);
     const args = { ...parsed, url: parsed.url ?? given.url, json: parsed.json || given.json };
-    await tasksCommand(args, args.subcommand === 'help' ? '' : databaseUrlOf(args.url, env), print);
+    await tasksCommand(args, args.subcommand === 'help' ? '' : databaseUrlOf(args.url, env), print, env);
     return 0;
   } catch (error) {
     const message = error instanceof DuraflowError ? `${error.code}: ${error.message}` : `tasks failed: ${oneLine(error)}`;

@@ -1,3 +1,4 @@
+import { PayloadCodec } from '../domain/payload-codec';
 import { exportRecordedRuns, loadReplayWorkflows, replayCheck, ReplayCheckReport } from '../replay/replay-check';
 import { RecordedRunsQuery } from '../replay/read-recorded-runs';
 import { CliUsageError } from './cli.errors';
@@ -12,6 +13,8 @@ export interface ReplayCheckCommandOptions {
   from?: string;
   json: boolean;
   query: RecordedRunsQuery;
+  /** The payloads' codec (DURAFLOW_CODEC_KEYS): recorded inputs and outputs are decoded with it. */
+  codec?: PayloadCodec;
 }
 
 /** `duraflow replay-check`: 0 when no run diverges, 1 when one does (each printed with its steps). */
@@ -21,7 +24,7 @@ export async function replayCheckCommand(options: ReplayCheckCommandOptions, pri
   const workflows = await loadReplayWorkflows(options.module);
   const report = await replayCheck({
     ...workflows,
-    ...(options.from ? { file: options.from } : { databaseUrl: options.url!, query: options.query }),
+    ...(options.from ? { file: options.from } : { databaseUrl: options.url!, query: options.query, codec: options.codec }),
   });
   if (options.json) print(JSON.stringify(report, null, 2));
   else formatReplayReport(report, options.from ?? describeDatabase(options.url!)).forEach((line) => print(line));
@@ -53,13 +56,14 @@ export interface ExportRunsCommandOptions {
   /** Replace a file that is at `out` (never a symbolic link). */
   force: boolean;
   query: RecordedRunsQuery;
+  codec?: PayloadCodec;
 }
 
 /** `duraflow export-runs --out file.json [--force]`: a new file, 0600, never through a link. */
 export async function exportRunsCommand(url: string, options: ExportRunsCommandOptions, print: (line: string) => void) {
   const { out } = options;
   if (!out) throw new CliUsageError('export-runs needs --out <file.json>. Run duraflow --help.');
-  const exported = await exportRecordedRuns(url, options.query);
+  const exported = await exportRecordedRuns(url, options.query, options.codec);
   await writePrivateFile(out, JSON.stringify(exported, null, 2), { replace: options.force });
   const runs = `${exported.runs.length} recorded run${exported.runs.length === 1 ? '' : 's'}`;
   print(`Exported ${runs} from ${shown(describeDatabase(url))} to ${shown(out)}`);

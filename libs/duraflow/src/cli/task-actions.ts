@@ -17,10 +17,10 @@ export interface ActionOutput {
 }
 
 /** `tasks cancel|resume|signal|retry|fork`: the lifecycle's moves, with the errors WorkflowService gives for them. */
-export async function runTaskAction(args: TasksArguments, { db, options }: CliDatabase): Promise<ActionOutput> {
-  const tasks = new TaskStore(db);
+export async function runTaskAction(args: TasksArguments, { db, options, coder }: CliDatabase): Promise<ActionOutput> {
+  const tasks = new TaskStore(db, coder);
   // The moves WorkflowService makes, with the module's default limits (the command has no app to read the app's from).
-  const transitions = new TaskTransitions(db);
+  const transitions = new TaskTransitions(db, coder);
   const moves = new TaskMoves(options, transitions, tasks);
   switch (args.subcommand) {
     case 'cancel': {

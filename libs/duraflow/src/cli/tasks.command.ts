@@ -1,4 +1,6 @@
 import { UUID_PATTERN } from '../domain/duraflow.constants';
+import { codecFromEnv } from '../codec/codec-from-env';
+import { viewable } from '../codec/decoded-rows';
 import { TaskNotFoundError } from '../domain/errors';
 import { decodeCursor, keysetPage, listLimit } from '../persistence/cursor';
 import { DeadLetterStore } from '../persistence/dead-letter.store';
@@ -19,13 +21,18 @@ const SHOWN_ENTRIES = 50;
 const STEP_PREVIEW_CHARS = 1;
 
 /** `duraflow tasks <subcommand>`: reads through the library's stores, changes through its lifecycle moves. */
-export async function tasksCommand(args: TasksArguments, url: string, print: (line: string) => void): Promise<void> {
+export async function tasksCommand(
+  args: TasksArguments,
+  url: string,
+  print: (line: string) => void,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<void> {
   if (args.subcommand === 'help') {
     print(TASKS_USAGE);
     return;
   }
   checkFlags(args);
-  const database = await openCliDatabase(url);
+  const database = await openCliDatabase(url, codecFromEnv(env));
   try {
     const output = await runSubcommand(args, database);
     if (args.json) print(JSON.stringify(output.report, null, 2));
@@ -89,10 +96,10 @@ async function runSubcommand(args: TasksArguments, database: CliDatabase): Promi
   return runTaskAction(args, database);
 }
 
-async function listTasks(args: TasksArguments, { db, options }: CliDatabase): Promise<TaskListReport> {
+async function listTasks(args: TasksArguments, { db, options, coder }: CliDatabase): Promise<TaskListReport> {
   operandsOf(args, []);
   const limit = listLimit(wholeNumberOf('--limit', args.limit, 1));
-  const page = await new TaskStore(db).listTasks({
+  const page = await new TaskStore(db, coder).listTasks({
     status: args.statuses.length ? args.statuses : undefined,
     workflowName: checkWorkflowFilter(args.workflow),
     workflowVersion: wholeNumberOf('--version', args.version, 1),
@@ -104,24 +111,24 @@ async function listTasks(args: TasksArguments, { db, options }: CliDatabase): Pr
     after: args.after ? decodeCursor(args.after) : undefined,
   });
   const { items, nextCursor } = keysetPage(page, (row) => row.task);
-  return { items: items.map(toTaskListItem), nextCursor };
+  return { items: items.map((task) => toTaskListItem(viewable(task, ['error']))), nextCursor };
 }
 
-async function showTask(id: string, { db, options }: CliDatabase): Promise<TaskShowReport> {
+async function showTask(id: string, { db, options, coder }: CliDatabase): Promise<TaskShowReport> {
   if (!UUID_PATTERN.test(id)) throw new TaskNotFoundError(id);
-  const task = await new TaskStore(db).findTask(id);
+  const task = viewable(await new TaskStore(db, coder).findTask(id));
   if (!task) throw new TaskNotFoundError(id);
   delete task.claimToken;
   const maxBytes = options.maxListPageBytes;
   const [steps, signals, deadLetters] = await Promise.all([
-    readStepSummaries(db, id, STEP_PREVIEW_CHARS),
-    new SignalStore(db).listSignalPage(id, { afterId: '0', limit: SHOWN_ENTRIES, maxPayloadBytes: 0, maxBytes }),
-    new DeadLetterStore(db).listDeadLetters({ taskId: id, limit: SHOWN_ENTRIES, maxBytes }),
+    readStepSummaries(db, id, STEP_PREVIEW_CHARS, coder),
+    new SignalStore(db, coder).listSignalPage(id, { afterId: '0', limit: SHOWN_ENTRIES, maxPayloadBytes: 0, maxBytes }),
+    new DeadLetterStore(db, coder).listDeadLetters({ taskId: id, limit: SHOWN_ENTRIES, maxBytes }),
   ]);
   return {
     task,
     steps: steps.map(toStepView),
     signals: { items: signals.signals, more: signals.more },
-    deadLetters: { items: deadLetters.rows.map((row) => row.deadLetter), more: deadLetters.more },
+    deadLetters: { items: deadLetters.rows.map((row) => viewable(row.deadLetter, ['error'])), more: deadLetters.more },
   };
 }

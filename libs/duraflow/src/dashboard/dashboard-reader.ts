@@ -1,8 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
+import { viewable } from '../codec/decoded-rows';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
+import { AgentTask } from '../domain/entities/agent-task.entity';
 import { DeadLetter } from '../domain/entities/dead-letter.entity';
 import { DuraflowError } from '../domain/errors';
 import { SagaService } from '../services/saga.service';
+import { RunTalkOverviews } from '../services/workflows/run-talk-overview';
 import { SignalPage, WorkflowService } from '../services/workflow.service';
 import { DASHBOARD_OPTIONS, ResolvedDashboardOptions } from './dashboard.options';
 import { progressVersion } from './live-task-feed';
@@ -19,6 +22,7 @@ export class DashboardReader {
     private readonly workflows: WorkflowService,
     private readonly saga: SagaService,
     private readonly registry: WorkflowRegistry,
+    private readonly talk: RunTalkOverviews,
   ) {}
 
   /** The list and the counts for these filters; a filter the services refuse becomes one more problem. */
@@ -44,7 +48,7 @@ export class DashboardReader {
         limit: this.options.pageSize,
         cursor: filters.cursor,
       });
-      data.tasks = page.items;
+      data.tasks = page.items.map((task) => viewableTask(task));
       data.nextCursor = page.nextCursor;
     } catch (error) {
       if (!(error instanceof DuraflowError)) throw error;
@@ -61,23 +65,28 @@ export class DashboardReader {
     const progress = await this.workflows.getProgress(taskId);
     const task = progress && (await this.workflows.get(taskId));
     if (!progress || !task) return null;
-    const [steps, deadLetters, children, signals, logs] = await Promise.all([
+    const talkStamp = await this.talk.stamp(taskId); // read before the events and streams, as progress before the rest
+    const [steps, deadLetters, children, signals, logs, talk, callbacks] = await Promise.all([
       this.workflows.getStepSummaries(taskId, { previewChars: this.options.previewChars }),
       this.deadLettersOf(taskId),
       this.workflows.getChildren(taskId),
       this.signalPage(taskId, signalsAfter),
       this.workflows.getLogs(taskId, { limit: this.options.pageSize }),
+      this.talk.overview(taskId, { limit: this.options.pageSize, tail: 10 }),
+      this.workflows.listCallbacks(taskId),
     ]);
     return {
-      task,
+      task: viewableTask(task),
       steps,
-      deadLetters,
-      children,
+      deadLetters: deadLetters.map((entry) => viewable(entry, ['error'])),
+      children: children.map((child) => viewableTask(child)),
       signals: signals.items,
       signalsAfter,
       signalsNext: signals.nextCursor,
       logs,
-      version: progressVersion(progress),
+      talk,
+      callbacks,
+      version: progressVersion(progress, talkStamp),
     };
   }
 
@@ -111,10 +120,16 @@ export class DashboardReader {
   async deadLetterList(cursor: string | undefined): Promise<DeadLetterListData> {
     try {
       const page = await this.saga.listDeadLetters({ limit: this.options.pageSize, cursor });
-      return { items: page.items, cursor, nextCursor: page.nextCursor, problems: [] };
+      return { items: page.items.map((entry) => viewable(entry, ['error'])), cursor, nextCursor: page.nextCursor, problems: [] };
     } catch (error) {
       if (!(error instanceof DuraflowError)) throw error;
       return { items: [], cursor: undefined, nextCursor: null, problems: [error.message] };
     }
   }
+}
+
+/** A task as a page shows it: a payload no configured key opens reads `[cannot decrypt]` (codec/decoded-rows.ts). */
+function viewableTask<T extends AgentTask>(task: T): T {
+  for (const entry of task.history ?? []) viewable(entry, ['error']);
+  return viewable(task);
 }

@@ -51,7 +51,8 @@ export class CheckpointBatcher {
   stepCompleted(step: CompletedStep, rowMayExist = false, logs?: LogBatch, chunks?: ChunkBatch): Promise<boolean> {
     // With a codec, the output is encoded here, once, whichever statement writes it (a patch
     // marker's true/false is the engine's, read by SQL: read-deploy-status.ts).
-    if (this.coder?.encoding && !step.stepKey.startsWith(PATCH_MARKER_PREFIX)) step = { ...step, outputJson: this.coder.encodeJson(step.taskId, 'step_output', step.outputJson) };
+    if (this.coder?.encoding && !step.stepKey.startsWith(PATCH_MARKER_PREFIX))
+      step = { ...step, outputJson: this.coder.encodeJson(step.taskId, 'step_output', step.outputJson) };
     // A step that wrote stream chunks: its checkpoint and its chunks in one statement of their own.
     if (chunks) return this.streams.upsertCompletedStepWithChunks(step, chunks);
     // A step with log lines: its checkpoint and its lines in one statement of their own.

@@ -60,8 +60,8 @@ export class RunLog {
     const step = runScopeStorage.getStore()?.step;
     if (!step && this.owner.replaying()) return;
     const text = cut(String(message), this.limits.maxMessageChars);
-    const metadataJson = this.metadataJson(metadata);
     const { taskId, workflowName } = this.owner;
+    const metadataJson = this.store.encodeMetadata(taskId, this.metadataJson(metadata));
     const fields = { taskId, workflow: workflowName, stepKey: step?.key };
     if (level === 'info') this.logger.log(text, fields);
     else this.logger[level](text, fields);

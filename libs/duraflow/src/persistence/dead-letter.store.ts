@@ -1,4 +1,6 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
+import { decodeError, decodeLazily, decodeStepOutput } from '../codec/decoded-rows';
+import { PayloadCoder } from '../codec/payload-coder';
 import { DeadLetter } from '../domain/entities/dead-letter.entity';
 import { KeysetPosition, keysetPageSql, olderThan, StoredPage } from './cursor';
 import { DeadLetterClaim, deadLetterLockId } from './dead-letter-claim';
@@ -21,7 +23,22 @@ export interface DeadLetterRow {
  */
 @Injectable()
 export class DeadLetterStore {
-  constructor(private readonly db: DuraflowDatabase) {}
+  constructor(
+    private readonly db: DuraflowDatabase,
+    @Optional() private readonly coder?: PayloadCoder,
+  ) {}
+
+  /** With a codec, the entry's error (a compensation's failure: user data) decoded when read. */
+  private toEntry = (row: Record<string, unknown>): DeadLetter => {
+    const deadLetter = toDeadLetter(row);
+    const coder = this.coder;
+    if (coder?.encoding) decodeLazily(deadLetter, 'error', (stored) => decodeError(coder, deadLetter.taskId, stored));
+    return deadLetter;
+  };
+
+  private encodeError(taskId: string, errorJson: string): string {
+    return this.coder ? this.coder.encodeJson(taskId, 'error', errorJson) : errorJson;
+  }
 
   /** Newest first on the keyset (created_at, id); pages cut to `maxBytes`. */
   async listDeadLetters(filter: {
@@ -46,7 +63,7 @@ export class DeadLetterStore {
       values,
     );
     return {
-      rows: rows.map((row) => ({ deadLetter: toDeadLetter(row), createdAtMicros: row.created_at_micros })),
+      rows: rows.map((row) => ({ deadLetter: this.toEntry(row), createdAtMicros: row.created_at_micros })),
       more: rows.length > 0 && rows[0].more,
     };
   }
@@ -63,7 +80,7 @@ export class DeadLetterStore {
        FROM (${ownedTaskRow('$4', '$5')}) owner
        ON CONFLICT (step_id) DO UPDATE SET error = EXCLUDED.error
        RETURNING id`,
-      [taskId, stepId, errorJson, fence.taskId, fence.claimToken],
+      [taskId, stepId, this.encodeError(taskId, errorJson), fence.taskId, fence.claimToken],
       'duraflow_dead_letter',
     );
     return rowCount > 0;
@@ -104,17 +121,24 @@ export class DeadLetterStore {
   }
 
   /** The entry with its step and task (sql/read-dead-letter-for-retry.ts); null when there is none. */
-  findForRetry(executor: SqlExecutor, id: string): Promise<DeadLetterForRetry | null> {
-    return readDeadLetterForRetry(executor, id);
+  async findForRetry(executor: SqlExecutor, id: string): Promise<DeadLetterForRetry | null> {
+    const found = await readDeadLetterForRetry(executor, id);
+    const coder = this.coder;
+    if (!found || !coder?.encoding) return found;
+    const { taskId } = found.deadLetter;
+    decodeLazily(found.deadLetter, 'error', (stored) => decodeError(coder, taskId, stored));
+    decodeLazily(found, 'output', (stored) => decodeStepOutput(coder, taskId, found.stepKind, found.stepInput, stored));
+    return found;
   }
 
   /** A retry failed again: one more retry counted, and the latest error kept. */
-  async recordRetryFailure(executor: SqlExecutor, id: string, errorJson: string): Promise<DeadLetter> {
+  async recordRetryFailure(executor: SqlExecutor, id: string, errorJson: string, taskId?: string): Promise<DeadLetter> {
+    if (taskId) errorJson = this.encodeError(taskId, errorJson);
     const { rows } = await executor.query(
       `UPDATE dead_letter_queue SET retry_count = COALESCE(retry_count, 0) + 1, error = $2::jsonb
        WHERE id = $1 RETURNING ${DEAD_LETTER_COLUMNS}`,
       [id, errorJson],
     );
-    return toDeadLetter(rows[0]);
+    return this.toEntry(rows[0]);
   }
 }

@@ -1,4 +1,6 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
+import { decodedTask } from '../codec/decoded-rows';
+import { PayloadCoder } from '../codec/payload-coder';
 import { FlowLimitStats } from '../domain/flow-control';
 import { FlowLimits } from '../validation/flow-limits';
 import { DuraflowDatabase } from './duraflow-database';
@@ -24,7 +26,10 @@ export class FlowLimitsStore {
   /** Each limited workflow's prepared claim, by its limits and then its versions. */
   private readonly statements = new WeakMap<FlowLimits, Map<string, PreparedLimitedClaim>>();
 
-  constructor(private readonly db: DuraflowDatabase) {}
+  constructor(
+    private readonly db: DuraflowDatabase,
+    @Optional() private readonly coder?: PayloadCoder,
+  ) {}
 
   /**
    * Claims up to `limit` tasks of a limited workflow, within its limits (see the statement's
@@ -50,7 +55,9 @@ export class FlowLimitsStore {
         return claim();
       });
     }
-    return toClaimedTasks(rows);
+    const claimed = toClaimedTasks(rows);
+    if (this.coder) for (const { task } of claimed) decodedTask(this.coder, task);
+    return claimed;
   }
 
   private statementOf(flow: FlowLimits, versions: number[]): PreparedLimitedClaim {

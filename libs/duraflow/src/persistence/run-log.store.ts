@@ -1,4 +1,5 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
+import { PayloadCoder } from '../codec/payload-coder';
 import { DuraflowDatabase } from './duraflow-database';
 import { ownedTaskRow } from './lifecycle/fencing';
 import { storableJson } from '../validation/storable-text';
@@ -72,7 +73,15 @@ export function appendLogsCtes(task: string, gate: string, json: string, max: st
  */
 @Injectable()
 export class RunLogStore {
-  constructor(private readonly db: DuraflowDatabase) {}
+  constructor(
+    private readonly db: DuraflowDatabase,
+    @Optional() private readonly coder?: PayloadCoder,
+  ) {}
+
+  /** A line's metadata as it is stored: encoded under the task with a codec (its level, message, step key stay readable). */
+  encodeMetadata(taskId: string, metadataJson: string | null): string | null {
+    return this.coder ? this.coder.encodeJson(taskId, 'log', metadataJson) : metadataJson;
+  }
 
   /** Writes `lines` of the task `taskId` while the claim owns it: false when it no longer does. */
   async append(taskId: string, claimToken: string, lines: PendingLogLine[], maxPerTask: number): Promise<boolean> {
@@ -117,7 +126,7 @@ export class RunLogStore {
       seq: row.seq,
       level: row.level,
       message: row.message,
-      metadata: row.metadata ?? null,
+      metadata: this.coder && row.metadata ? this.coder.tryDecode(taskId, 'log', row.metadata).value : (row.metadata ?? null),
       stepKey: row.step_key ?? null,
       attempt: row.attempt ?? null,
       at: row.logged_at,

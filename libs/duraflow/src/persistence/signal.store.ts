@@ -1,4 +1,5 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
+import { CANNOT_DECRYPT, PayloadCoder } from '../codec/payload-coder';
 import { InvalidCursorError } from '../domain/errors';
 import { DuraflowDatabase } from './duraflow-database';
 
@@ -35,6 +36,9 @@ export interface SignalPageBounds {
   maxPayloadBytes: number;
   maxBytes: number;
 }
+
+/** The preview of a payload a codec encoded and the read left out (its text is never cut in SQL). */
+export const ENCRYPTED_PREVIEW = '[encrypted]';
 
 /** Characters of a payload's JSON text every read carries as its preview. */
 export const SIGNAL_PREVIEW_CHARS = 200;
@@ -79,7 +83,26 @@ function toTaskSignal(row: Record<string, any>): TaskSignal {
 /** The reads of `task_signals` (a signal is kept and taken by moves of the lifecycle: lifecycle/send-signal.ts, settle-wait.ts). */
 @Injectable()
 export class SignalStore {
-  constructor(private readonly db: DuraflowDatabase) {}
+  constructor(
+    private readonly db: DuraflowDatabase,
+    @Optional() private readonly coder?: PayloadCoder,
+  ) {}
+
+  /**
+   * With a codec, a signal's payload decoded and its preview cut from the decoded JSON (SQL sees
+   * only ciphertext): `[encrypted]` when the payload was left out of the read, `[cannot decrypt]`
+   * in a page when no key opens it (`strict`, a read of one signal: PayloadUnreadableError).
+   */
+  private decoded(taskId: string, signal: TaskSignal, strict: boolean): TaskSignal {
+    if (!this.coder?.encoding || signal.payloadBytes === 0) return signal;
+    if (signal.payloadOmitted) return { ...signal, payloadPreview: ENCRYPTED_PREVIEW };
+    const { value, unreadable } = strict
+      ? { value: this.coder.decode(taskId, 'signal', signal.payload), unreadable: null }
+      : this.coder.tryDecode(taskId, 'signal', signal.payload);
+    if (unreadable) return { ...signal, payload: null, payloadPreview: CANNOT_DECRYPT };
+    const text = JSON.stringify(value) ?? 'null';
+    return { ...signal, payload: value, payloadPreview: text.slice(0, SIGNAL_PREVIEW_CHARS) };
+  }
 
   /**
    * One page of the task's signals in the order they were sent (id order, on idx_task_signals_task).
@@ -109,7 +132,10 @@ export class SignalStore {
        ORDER BY kept.n`,
       [taskId, bounds.afterId, bounds.limit, bounds.maxPayloadBytes, bounds.maxBytes],
     );
-    return { signals: rows.map(toTaskSignal), more: rows.length > 0 && rows[0].more === true };
+    return {
+      signals: rows.map((row) => this.decoded(taskId, toTaskSignal(row), false)),
+      more: rows.length > 0 && rows[0].more === true,
+    };
   }
 
   /** One signal of the task with its whole payload; null when the task has no signal of this id. */
@@ -119,6 +145,6 @@ export class SignalStore {
        FROM task_signals s WHERE s.task_id = $1 AND s.id = $2::bigint`,
       [taskId, signalId],
     );
-    return rows.length ? toTaskSignal(rows[0]) : null;
+    return rows.length ? this.decoded(taskId, toTaskSignal(rows[0]), true) : null;
   }
 }

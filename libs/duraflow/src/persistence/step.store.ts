@@ -1,4 +1,6 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
+import { decodedStep, decodeStepFieldsLazily } from '../codec/decoded-rows';
+import { PayloadCoder } from '../codec/payload-coder';
 import { StepRun } from '../domain/entities/step-run.entity';
 import { DuraflowDatabase } from './duraflow-database';
 import { ownedTaskRow, ownedTaskRows } from './lifecycle/fencing';
@@ -97,13 +99,15 @@ export function markCompensatedSql(stepId: string, fence: string): string {
 }
 
 /**
- * The statements that write `step_runs` (a run's checkpoints, a rollback's marks, each fenced
- * on its run's claim through fencing.ts) and read it. They read `agent_tasks` only through the
- * fencing fragments and `dead_letter_queue` only through rollback-rules.ts.
+ * The statements that write `step_runs` (a run's checkpoints, a rollback's marks, each fenced on its run's claim through
+ * fencing.ts) and read it (payloads decoded). `agent_tasks` is read only through fencing.ts, `dead_letter_queue` rollback-rules.ts.
  */
 @Injectable()
 export class StepStore {
-  constructor(private readonly db: DuraflowDatabase) {}
+  constructor(
+    private readonly db: DuraflowDatabase,
+    @Optional() private readonly coder?: PayloadCoder,
+  ) {}
 
   async loadStepMemos(taskId: string): Promise<Map<string, StepMemo>> {
     const { rows } = await this.db.query(
@@ -117,7 +121,7 @@ export class StepStore {
     return new Map(
       rows.map((row) => [
         row.step_key,
-        {
+        decodeStepFieldsLazily(this.coder, taskId, row.kind, row.input, {
           stepKey: row.step_key,
           status: row.status,
           output: row.output,
@@ -129,7 +133,7 @@ export class StepStore {
           wakeAt: row.wake_at,
           input: row.input,
           error: row.error,
-        },
+        }),
       ]),
     );
   }
@@ -243,7 +247,7 @@ export class StepStore {
    */
   async listCompensableSteps(taskId: string): Promise<CompensableStep[]> {
     const { rows } = await this.db.query(
-      `SELECT s.id, s.step_key, s.output, s.output IS NULL AS output_undefined, s.compensation_fn,
+      `SELECT s.id, s.step_key, s.output, s.output IS NULL AS output_undefined, s.compensation_fn, s.kind, s.input,
               s.compensated_at IS NOT NULL AS compensated,
               ${deadLettered('s')} AS dead_lettered
        FROM step_runs s
@@ -252,15 +256,17 @@ export class StepStore {
       [taskId],
       'duraflow_compensable_steps',
     );
-    return rows.map((row) => ({
-      id: row.id,
-      stepKey: row.step_key,
-      output: row.output,
-      outputUndefined: row.output_undefined,
-      compensationFn: row.compensation_fn,
-      compensated: row.compensated,
-      deadLettered: row.dead_lettered,
-    }));
+    return rows.map((row) =>
+      decodeStepFieldsLazily(this.coder, taskId, row.kind, row.input, {
+        id: row.id,
+        stepKey: row.step_key,
+        output: row.output,
+        outputUndefined: row.output_undefined,
+        compensationFn: row.compensation_fn,
+        compensated: row.compensated,
+        deadLettered: row.dead_lettered,
+      }),
+    );
   }
 
   /**
@@ -283,12 +289,12 @@ export class StepStore {
       `SELECT ${STEP_COLUMNS} FROM step_runs WHERE task_id = $1 ORDER BY completion_seq NULLS LAST, created_at, id`,
       [taskId],
     );
-    return rows.map(toStepRun);
+    return rows.map((row) => decodedStep(this.coder, toStepRun(row)));
   }
 
   /** One step of a task, by its key, with its whole input and output. */
   async findStep(taskId: string, stepKey: string): Promise<StepRun | null> {
     const { rows } = await this.db.query(`SELECT ${STEP_COLUMNS} FROM step_runs WHERE task_id = $1 AND step_key = $2`, [taskId, stepKey]);
-    return rows.length ? toStepRun(rows[0]) : null;
+    return rows.length ? decodedStep(this.coder, toStepRun(rows[0])) : null;
   }
 }

@@ -1,4 +1,6 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
+import { decodedTask } from '../codec/decoded-rows';
+import { PayloadCoder } from '../codec/payload-coder';
 import { AgentTask } from '../domain/entities/agent-task.entity';
 import { KeysetPosition, keysetPageSql, olderThan, StoredPage } from './cursor';
 import { DuraflowDatabase, SqlExecutor } from './duraflow-database';
@@ -39,11 +41,21 @@ export interface TaskListRow {
  */
 @Injectable()
 export class TaskStore {
-  constructor(private readonly db: DuraflowDatabase) {}
+  private readonly coder: PayloadCoder;
+
+  constructor(
+    private readonly db: DuraflowDatabase,
+    @Optional() coder?: PayloadCoder,
+  ) {
+    this.coder = coder ?? new PayloadCoder({ codec: undefined });
+  }
+
+  /** A task row as a task, its payloads decoded when read. */
+  private toTask = (row: Record<string, unknown>): AgentTask => decodedTask(this.coder, toAgentTask(row));
 
   async findTask(id: string): Promise<AgentTask | null> {
     const { rows } = await this.db.query(`SELECT ${TASK_COLUMNS} FROM agent_tasks WHERE id = $1`, [id], 'duraflow_find_task');
-    return rows.length ? toAgentTask(rows[0]) : null;
+    return rows.length ? this.toTask(rows[0]) : null;
   }
 
   /**
@@ -77,7 +89,7 @@ export class TaskStore {
       values,
     );
     return {
-      rows: rows.map((row) => ({ task: toAgentTask(row), createdAtMicros: row.created_at_micros })),
+      rows: rows.map((row) => ({ task: this.toTask(row), createdAtMicros: row.created_at_micros })),
       more: rows.length > 0 && rows[0].more,
     };
   }
@@ -114,7 +126,7 @@ export class TaskStore {
       [parentTaskId],
       'duraflow_list_children',
     );
-    return rows.map(toAgentTask);
+    return rows.map(this.toTask);
   }
 
   /** The child that the step `stepKey` of task `parentTaskId` started, if it started one. */
@@ -123,7 +135,7 @@ export class TaskStore {
       parentTaskId,
       stepKey,
     ]);
-    return rows.length ? toAgentTask(rows[0]) : null;
+    return rows.length ? this.toTask(rows[0]) : null;
   }
 }
 

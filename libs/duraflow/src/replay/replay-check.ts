@@ -2,7 +2,9 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { DynamicModule, Type } from '@nestjs/common';
 import { Client } from 'pg';
+import { PayloadCoder } from '../codec/payload-coder';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
+import { PayloadCodec } from '../domain/payload-codec';
 import { ReplayCheckInputError } from '../domain/errors';
 import { readRecordedRuns, RecordedRunsQuery } from './read-recorded-runs';
 import { RECORDED_RUNS_FORMAT, RecordedRun, RecordedRunsFile } from './recorded-run';
@@ -32,6 +34,8 @@ export interface ReplayCheckOptions {
   file?: string;
   /** Which runs a database gives: default, the unfinished ones that recorded steps (at most 1000). */
   query?: RecordedRunsQuery;
+  /** The codec the runs' payloads were stored with (`aesGcmCodec`), to decode what a database gives. Default: none (plain JSON). */
+  codec?: PayloadCodec;
   /** How long one replay may take before it counts as an error (it awaits something outside steps). Default 5000 ms. */
   timeoutMs?: number;
 }
@@ -84,12 +88,16 @@ export async function replayCheck(options: ReplayCheckOptions): Promise<ReplayCh
 }
 
 /** Reads recorded runs from a database, for `export-runs` (and the check). */
-export async function exportRecordedRuns(databaseUrl: string, query: RecordedRunsQuery = {}): Promise<RecordedRunsFile> {
+export async function exportRecordedRuns(
+  databaseUrl: string,
+  query: RecordedRunsQuery = {},
+  codec?: PayloadCodec,
+): Promise<RecordedRunsFile> {
   return {
     format: RECORDED_RUNS_FORMAT,
     formatVersion: 1,
     exportedAt: new Date().toISOString(),
-    runs: await readRunsFrom(databaseUrl, query),
+    runs: await readRunsFrom(databaseUrl, query, codec),
   };
 }
 
@@ -134,11 +142,11 @@ async function recordedRunsOf(options: ReplayCheckOptions): Promise<RecordedRun[
   const given = [options.runs, options.databaseUrl, options.file].filter((source) => source !== undefined);
   if (given.length !== 1) throw new ReplayCheckInputError('give exactly one of runs, databaseUrl and file.');
   if (options.runs) return options.runs;
-  if (options.databaseUrl) return readRunsFrom(options.databaseUrl, options.query);
+  if (options.databaseUrl) return readRunsFrom(options.databaseUrl, options.query, options.codec);
   return readRunsFile(options.file!);
 }
 
-async function readRunsFrom(databaseUrl: string, query?: RecordedRunsQuery): Promise<RecordedRun[]> {
+async function readRunsFrom(databaseUrl: string, query?: RecordedRunsQuery, codec?: PayloadCodec): Promise<RecordedRun[]> {
   const client = new Client({ connectionString: databaseUrl });
   client.on('error', () => undefined);
   await client.connect();
@@ -151,6 +159,7 @@ async function readRunsFrom(databaseUrl: string, query?: RecordedRunsQuery): Pro
         },
       },
       query,
+      new PayloadCoder({ codec }),
     );
   } finally {
     await client.end().catch(() => undefined);

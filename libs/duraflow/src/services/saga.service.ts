@@ -169,7 +169,7 @@ export class SagaService {
     const error = deadLetterError(failure.error, { stepKey, compensationFn, attempt: failure.attempts, retry });
     return {
       outcome: 'failed',
-      deadLetter: await this.deadLetters.recordRetryFailure(claim.session, deadLetter.id, JSON.stringify(error)),
+      deadLetter: await this.deadLetters.recordRetryFailure(claim.session, deadLetter.id, JSON.stringify(error), deadLetter.taskId),
     };
   }
 

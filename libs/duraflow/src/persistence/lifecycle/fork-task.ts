@@ -46,7 +46,7 @@ const NOTE_FORK = `UPDATE agent_tasks
  * `fromStep` looked up first; an unknown task or step writes nothing. The NOTIFY of the create is
  * sent on commit, once the copied steps are there.
  */
-export function forkTask(db: DuraflowDatabase, fork: NewFork): Promise<ForkOutcome> {
+export function forkTask(db: DuraflowDatabase, fork: NewFork, recode?: (forkId: string) => StepRecoder): Promise<ForkOutcome> {
   return db.transaction(async (tx: SqlExecutor) => {
     const { taskId, fromStep } = fork.forkedFrom;
     const original = await tx.query(`SELECT 1 FROM agent_tasks WHERE id = $1 AND deleted_at IS NULL FOR KEY SHARE`, [taskId]);
@@ -55,7 +55,23 @@ export function forkTask(db: DuraflowDatabase, fork: NewFork): Promise<ForkOutco
     if (!step.rows.length) return { missing: 'step' as const };
     const { task } = await createTask(tx, fork);
     const copied = await tx.query(COPY_STEPS, [taskId, task.id, fromStep], 'duraflow_fork_copy_steps');
+    if (recode) await recodeCopiedSteps(tx, task.id, recode(task.id));
     await tx.query(NOTE_FORK, [taskId, task.id, fromStep], 'duraflow_fork_note');
     return { task, copiedSteps: copied.rowCount };
   });
+}
+
+/** A copied step row's output and error as JSON text for the fork (a codec re-encodes them: its ciphertexts are bound to their task). */
+export type StepRecoder = (row: { kind: string | null; input: unknown; output: unknown; error: unknown }) => {
+  outputJson: string | null;
+  errorJson: string | null;
+};
+
+/** With a codec, the fork's copied rows rewritten in the same transaction, each bound to the fork's id. */
+async function recodeCopiedSteps(tx: SqlExecutor, forkId: string, recode: StepRecoder): Promise<void> {
+  const { rows } = await tx.query(`SELECT id, kind, input, output, error FROM step_runs WHERE task_id = $1`, [forkId]);
+  for (const row of rows) {
+    const { outputJson, errorJson } = recode(row);
+    await tx.query(`UPDATE step_runs SET output = $2::jsonb, error = $3::jsonb WHERE id = $1`, [row.id, outputJson, errorJson]);
+  }
 }

@@ -10,6 +10,9 @@ export interface DeadLetterForRetry {
   output: unknown;
   outputUndefined: boolean;
   compensationFn: string | null;
+  /** The step row's kind and input: where its output was encoded (codec/decoded-rows.ts). */
+  stepKind: string | null;
+  stepInput: unknown;
   workflowName: string | null;
   taskStatus: string | null;
 }
@@ -18,7 +21,7 @@ export interface DeadLetterForRetry {
 export async function readDeadLetterForRetry(executor: SqlExecutor, id: string): Promise<DeadLetterForRetry | null> {
   const { rows } = await executor.query(
     `SELECT ${DEAD_LETTER_COLUMNS_OF_D},
-            s.step_key, s.output, s.output IS NULL AS output_undefined, s.compensation_fn,
+            s.step_key, s.output, s.output IS NULL AS output_undefined, s.compensation_fn, s.kind AS step_kind, s.input AS step_input,
             t.workflow_name, t.status AS task_status
      FROM dead_letter_queue d
      LEFT JOIN step_runs s ON s.id = d.step_id
@@ -34,6 +37,8 @@ export async function readDeadLetterForRetry(executor: SqlExecutor, id: string):
     output: row.output,
     outputUndefined: row.output_undefined,
     compensationFn: row.compensation_fn,
+    stepKind: row.step_kind ?? null,
+    stepInput: row.step_input ?? null,
     workflowName: row.workflow_name,
     taskStatus: row.task_status,
   };

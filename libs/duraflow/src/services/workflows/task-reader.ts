@@ -1,4 +1,5 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
+import { PayloadCoder } from '../../codec/payload-coder';
 import { ResolvedDuraflowOptions } from '../../config/resolved-options';
 import { MAX_LIST_LIMIT, RESOLVED_DURAFLOW_OPTIONS, UUID_PATTERN } from '../../domain/duraflow.constants';
 import { AgentTask } from '../../domain/entities/agent-task.entity';
@@ -80,6 +81,7 @@ export class TaskReader {
     private readonly tasks: TaskStore,
     private readonly steps: StepStore,
     private readonly signals: SignalStore,
+    @Optional() private readonly coder?: PayloadCoder,
   ) {}
 
   async get(id: string): Promise<AgentTask | null> {
@@ -97,7 +99,7 @@ export class TaskReader {
 
   async getStepSummaries(id: string, options: StepSummaryOptions = {}): Promise<StepSummary[]> {
     const previewChars = checkPreviewChars(options.previewChars);
-    return isTaskId(id) ? readStepSummaries(this.db, id, previewChars) : [];
+    return isTaskId(id) ? readStepSummaries(this.db, id, previewChars, this.coder) : [];
   }
 
   async getProgress(id: string): Promise<TaskProgress | null> {
