@@ -12,6 +12,9 @@ import { eventually } from './support/waiting';
  * every chunk of a token-by-token stream exactly once, in order, then the end event.
  */
 
+/** The page's globals, as page.evaluate sees them (the tests compile without the DOM's types). */
+declare const window: any;
+
 const bed = useTestBed({ databasePerTest: true });
 const TOKENS = 20;
 const CUT_AFTER = 8;
@@ -73,16 +76,16 @@ describe('a stream read by a browser over Server-Sent Events', () => {
     const page = await chromium.browser.newPage();
     await page.goto(`${app.url}/chat/${task.id}`);
 
-    await page.waitForFunction((n) => (window as any).seen.length === n, { timeout: 20_000 }, CUT_AFTER);
+    await page.waitForFunction((n) => window.seen.length === n, { timeout: 20_000 }, CUT_AFTER);
     await eventually('the run paused', () => gates.has(task.id));
     requests[0].socket.destroy(); // the server side goes away mid-stream
     gates.get(task.id)!();
 
-    await page.waitForFunction(() => (window as any).ended, { timeout: 20_000 });
-    const seen: Array<{ id: string; token: string }> = await page.evaluate(() => (window as any).seen);
+    await page.waitForFunction(() => window.ended, { timeout: 20_000 });
+    const seen: Array<{ id: string; token: string }> = await page.evaluate(() => window.seen);
     const expected = Array.from({ length: TOKENS }, (_, i) => ({ id: String(i + 1), token: `token-${i + 1}` }));
     expect(seen).toEqual(expected);
-    expect(await page.evaluate(() => (window as any).errors)).toBeGreaterThanOrEqual(1);
+    expect(await page.evaluate(() => window.errors)).toBeGreaterThanOrEqual(1);
     expect(requests.map((request) => request.lastEventId)).toEqual([undefined, String(CUT_AFTER)]);
   }, 60_000);
 });
