@@ -13,6 +13,7 @@ import { DuraflowLogger } from '../observability/duraflow-logger';
 import type { ReapedTask } from '../persistence/lifecycle/reap-stale-tasks';
 import { describeError } from '../util/describe-error';
 import { RetentionSweeper } from './retention-sweeper';
+import { TaskStatsRollup } from './task-stats-rollup';
 
 /**
  * The reaper's loop: recovers the tasks of dead workers (running tasks whose heartbeat went
@@ -52,6 +53,7 @@ export class ReaperLoop {
     private readonly metrics: DuraflowMetrics,
     private readonly notifications: TaskNotifications,
     private readonly retention: RetentionSweeper,
+    private readonly statsRollup: TaskStatsRollup,
     @Optional() private readonly scheduler?: SchedulerRegistry,
   ) {}
 
@@ -201,6 +203,7 @@ export class ReaperLoop {
     const leader = await election.tick();
     if (!leader || this.stopped) return;
     await this.sweepIfDue();
+    await this.statsRollup.rollUpIfDue();
     // Counted in ticks, not measured: a tick late by a round trip must not skip a whole interval.
     if ((this.ticks - 1) % this.reapEvery !== 0) return;
     if (this.quiet() && this.quietSkips < this.maxQuietSkips) {

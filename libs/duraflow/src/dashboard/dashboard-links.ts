@@ -6,6 +6,8 @@ export type StepValueKind = 'input' | 'output' | 'error';
 export type DeadLetterAction = 'retry' | 'discard';
 /** What the task list's bulk actions do to the tasks its filters match. */
 export type BulkAction = 'cancel' | 'retry' | 'resume';
+/** What the workflow page's buttons do to a schedule. */
+export type ScheduleAction = 'pause' | 'resume' | 'trigger';
 
 /**
  * Every URL of the dashboard, from the path it is mounted at as this request reached it (so a
@@ -77,6 +79,21 @@ export class DashboardLinks {
 
   deadLetters(query: LinkQuery = {}): string {
     return this.to('dead-letters', query);
+  }
+
+  /** The overview's charts (`window`: hour, day or week). */
+  overview(query: LinkQuery = {}): string {
+    return this.to('overview', query);
+  }
+
+  /** The page of one registered workflow. */
+  workflow(name: string): string {
+    return this.to(`workflows/${seg(name)}`);
+  }
+
+  /** The confirmation of an action on a schedule (GET), and where it posts (POST). */
+  schedule(workflow: string, schedule: string, action: ScheduleAction): string {
+    return this.to(`workflows/${seg(workflow)}/schedules/${seg(schedule)}/${action}`);
   }
 
   asset(name: string): string {

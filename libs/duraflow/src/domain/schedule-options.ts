@@ -52,4 +52,6 @@ export interface ScheduleInfo {
   lastTickAt: Date | null;
   /** The task of the newest tick that started one, with its status now (null if the task was deleted); null when none did yet. */
   lastTask: { id: string; status: string | null; tickAt: Date } | null;
+  /** Since when it is paused (pauseSchedule: no node starts its ticks); null while it runs. */
+  pausedAt: Date | null;
 }

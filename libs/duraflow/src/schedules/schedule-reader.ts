@@ -29,6 +29,7 @@ export class ScheduleReader {
           nextTickAt: schedule.cron.nextAfter(now),
           lastTickAt: state?.lastTickAt ?? null,
           lastTask: state?.lastTask ?? null,
+          pausedAt: state?.pausedAt ?? null,
         };
       })
       .sort((a, b) => a.name.localeCompare(b.name));

@@ -24,6 +24,7 @@ export interface StoredScheduleState {
   name: string;
   lastTickAt: Date | null;
   lastTask: { id: string; status: string | null; tickAt: Date } | null;
+  pausedAt: Date | null;
 }
 
 /**
@@ -86,6 +87,17 @@ export class ScheduleStore {
         'duraflow_claim_schedule_tick',
       );
       if (!claimed.rowCount) return null;
+      // Paused (ScheduleControl, on any node): the tick is done without a task, so a resume does not catch it up.
+      const paused = await executor.query(
+        `WITH skipped AS (
+           UPDATE duraflow_schedules SET last_tick_at = GREATEST(last_tick_at, $2), updated_at = now()
+           WHERE name = $1 AND paused_at IS NOT NULL RETURNING name
+         )
+         DELETE FROM duraflow_schedule_ticks WHERE schedule_name IN (SELECT name FROM skipped) AND tick_at = $2 RETURNING tick_at`,
+        [schedule.name, tickAt],
+        'duraflow_skip_paused_schedule_tick',
+      );
+      if (paused.rowCount) return null;
       const task = await this.createTickTask(schedule, tickAt, executor);
       // The pruning subquery walks the primary key backwards, SCHEDULE_TICKS_KEPT entries at most.
       await executor.query(
@@ -141,8 +153,9 @@ export class ScheduleStore {
       tick_at: Date | null;
       task_id: string | null;
       status: string | null;
+      paused_at: Date | null;
     }>(
-      `SELECT n.name, s.last_tick_at, t.tick_at, t.task_id, a.status
+      `SELECT n.name, s.last_tick_at, t.tick_at, t.task_id, a.status, s.paused_at
        FROM unnest($1::varchar[]) AS n(name)
        LEFT JOIN duraflow_schedules s ON s.name = n.name
        ${newestTickTask('n.name')}`,
@@ -155,6 +168,7 @@ export class ScheduleStore {
           name: row.name,
           lastTickAt: row.last_tick_at,
           lastTask: row.task_id && row.tick_at ? { id: row.task_id, status: row.status, tickAt: row.tick_at } : null,
+          pausedAt: row.paused_at,
         },
       ]),
     );

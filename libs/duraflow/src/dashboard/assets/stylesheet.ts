@@ -96,4 +96,43 @@ td time, td a.mono { white-space: nowrap; }
 .live { font-size: .85rem; color: var(--muted); }
 .pager { display: flex; gap: 1rem; margin-top: .8rem; }
 .confirm { max-width: 46rem; }
+@media (prefers-color-scheme: dark) {
+  button, .button, button.danger, .button.danger { color: #111417; }
+  button.secondary, .button.secondary { color: var(--accent); }
+}
+.s-paused { color: var(--warn); }
+.s-active { color: var(--ok); }
+nav.windows { display: flex; gap: 1rem; margin: 0 0 .6rem; }
+nav.windows a[aria-current="page"] { font-weight: 700; text-decoration: none; color: var(--text); }
+.counts li.stat { display: flex; gap: .45rem; align-items: baseline; padding: .35rem .7rem; border: 1px solid var(--line);
+  border-radius: 6px; background: var(--panel); }
+.counts li.stat strong { font-size: 1.15rem; font-variant-numeric: tabular-nums; }
+.chart-row { display: grid; grid-template-columns: minmax(0, 3fr) minmax(0, 2fr); gap: 1rem; align-items: start; }
+@media (max-width: 900px) { .chart-row { grid-template-columns: 1fr; } }
+figure.chart { margin: 0; background: var(--panel); border: 1px solid var(--line); border-radius: 6px; padding: .5rem; }
+figure.chart svg { width: 100%; height: auto; display: block; }
+.table-scroll { max-height: 17rem; overflow: auto; border: 1px solid var(--line); border-radius: 6px; }
+.table-scroll:focus-visible { outline: 3px solid var(--focus); outline-offset: 2px; }
+table.numbers { font-size: .85rem; }
+table.numbers th, table.numbers td { padding: .2rem .45rem; }
+svg .axis, svg .grid { stroke: var(--line); stroke-width: 1; }
+svg .grid { stroke-dasharray: 3 3; }
+svg text.tick { fill: var(--muted); font-size: 11px; }
+svg .c-ok { fill: var(--ok); } svg .c-bad { fill: var(--bad); } svg .c-undo { fill: var(--undo); }
+svg .c-warn { fill: var(--warn); } svg .c-run { fill: var(--run); } svg .c-wait { fill: var(--wait); }
+svg polyline.line { fill: none; stroke-width: 2; }
+svg polyline.c-run { stroke: var(--run); } svg polyline.c-warn { stroke: var(--warn); }
+svg.spark { width: 120px; height: 28px; display: block; }
+ul.legend { display: flex; gap: 1rem; list-style: none; margin: .3rem 0 0; padding: 0; font-size: .8rem; color: var(--muted); }
+ul.legend .swatch { display: inline-block; width: .7rem; height: .7rem; border-radius: 2px; margin-right: .3rem; vertical-align: -1px; }
+.swatch.c-ok { background: var(--ok); } .swatch.c-bad { background: var(--bad); } .swatch.c-undo { background: var(--undo); }
+.swatch.c-warn { background: var(--warn); } .swatch.c-run { background: var(--run); } .swatch.c-wait { background: var(--wait); }
+svg.run-timeline { width: 100%; height: auto; display: block; }
+svg.run-timeline text { fill: var(--text); font-size: 11px; }
+svg.run-timeline text.tick { fill: var(--muted); }
+svg.run-timeline a text { fill: var(--accent); text-decoration: underline; }
+svg.run-timeline a:focus-visible rect, svg.run-timeline a:focus rect { stroke: var(--focus); stroke-width: 3; }
+svg .c-retry { fill: var(--bad); opacity: .45; }
+svg .c-sleep, svg .c-signal { fill: var(--wait); opacity: .6; }
+svg .c-child { fill: var(--accent); }
 `;

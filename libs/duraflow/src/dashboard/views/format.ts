@@ -11,7 +11,7 @@ export function formatTime(time: Date | string | null | undefined): string {
 export function timeElement(time: Date | string | null | undefined): Html {
   if (!time) return html`<span class="muted">—</span>`;
   const date = time instanceof Date ? time : new Date(time);
-  return html`<time datetime="${date.toISOString()}">${formatTime(date)}</time>`;
+  return html`<time datetime="${date.toISOString()}" title="${formatTime(date)} UTC">${formatTime(date)}</time>`;
 }
 
 /**

@@ -11,7 +11,7 @@ export interface ViewContext {
   now: Date;
 }
 
-export type Section = 'tasks' | 'dead-letters';
+export type Section = 'overview' | 'tasks' | 'dead-letters';
 
 const STYLE = new Html(DASHBOARD_STYLESHEET);
 const SCRIPT = new Html(DASHBOARD_CLIENT_SCRIPT);
@@ -40,7 +40,8 @@ export function layout(
   <nav aria-label="Dashboard">
     ${
       links &&
-      html`<a href="${links.home()}" ${ariaCurrent(current('tasks'))}>Tasks</a>
+      html`<a href="${links.overview()}" ${ariaCurrent(current('overview'))}>Overview</a>
+    <a href="${links.home()}" ${ariaCurrent(current('tasks'))}>Tasks</a>
     <a href="${links.deadLetters()}" ${ariaCurrent(current('dead-letters'))}>Dead letters</a>`
     }
   </nav>

@@ -122,3 +122,80 @@ function spanBar(step: StepSummary, span: Span): Html {
   const label = `${formatDuration(end - start)} from ${formatDuration(start - span.from)} after the task started`;
   return html`<svg viewBox="0 0 1000 12" preserveAspectRatio="none" role="img" aria-label="${label}"><rect class="track" x="0" y="5" width="1000" height="2"></rect><rect class="span${step.status === 'failed' ? ' failed' : ''}" x="${x.toFixed(1)}" y="0" width="${w.toFixed(1)}" height="12"></rect></svg>`;
 }
+
+/** Lanes the run's chart draws at most; the table below lists every step. */
+const CHART_LANES = 60;
+const CHART_WIDTH = 1000;
+const LABEL_WIDTH = 190;
+const LANE_HEIGHT = 20;
+const AXIS_HEIGHT = 22;
+
+/**
+ * The run on one time axis (SVG): a lane per step, sleep, signal wait and child (its label a link
+ * to the child's task), each bar from its start to its end (to now, or to its wake-up, while it
+ * waits); a step that took several attempts says so, a failed one is red, and a compensation is a
+ * mark where it ran. The chart is an image with a summary for screen readers; the table below
+ * holds the same facts as text.
+ */
+export function runTimelineChart(task: AgentTask, steps: StepSummary[], children: AgentTask[], context: ViewContext): Html {
+  const lanes = steps.filter((step) => step.startedAt || step.createdAt).slice(0, CHART_LANES);
+  if (!lanes.length) return html``;
+  const now = context.now.getTime();
+  const end = (step: StepSummary) =>
+    step.completedAt?.getTime() ??
+    (step.status === 'waiting' ? Math.min(step.wakeAt?.getTime() ?? now, now) : step.status === 'running' ? now : null);
+  const times = lanes.flatMap((step) => [step.startedAt?.getTime(), end(step) ?? undefined, step.compensatedAt?.getTime()]);
+  const known = [task.startedAt?.getTime(), task.completedAt?.getTime(), ...times].filter(
+    (time): time is number => typeof time === 'number',
+  );
+  const from = Math.min(...known);
+  const to = Math.max(...known, task.completedAt ? -Infinity : Math.min(now, Math.max(...known) + 1));
+  const width = Math.max(1, to - from);
+  const plot = CHART_WIDTH - LABEL_WIDTH - 10;
+  const x = (time: number) => LABEL_WIDTH + ((time - from) / width) * plot;
+  const childOf = new Map(children.map((child) => [child.parentStepKey, child]));
+  const height = AXIS_HEIGHT + lanes.length * LANE_HEIGHT + 4;
+  const rows = lanes.map((step, index) => {
+    const y = AXIS_HEIGHT + index * LANE_HEIGHT;
+    const start = step.startedAt?.getTime() ?? step.createdAt.getTime();
+    const stop = end(step) ?? start;
+    const barX = x(start);
+    const barW = Math.max(3, x(stop) - barX);
+    const cls =
+      step.kind === 'child' ? 'c-child' : step.kind === 'sleep' ? 'c-sleep' : step.kind === 'signal' ? 'c-signal' : barClass(step.status);
+    const child = step.kind === 'child' ? childOf.get(step.stepKey) : undefined;
+    const name = step.stepKey.length > 26 ? `${step.stepKey.slice(0, 25)}…` : step.stepKey;
+    const label = child
+      ? html`<a href="${context.links.task(child.id)}" aria-label="Child task ${child.id} of step ${step.stepKey}"><text x="4" y="${y + 14}">${name} ↗</text></a>`
+      : html`<text x="4" y="${y + 14}">${name}</text>`;
+    const attempts =
+      step.attempt > 1
+        ? html`<text class="tick" x="${Math.min(barX + barW + 4, CHART_WIDTH - 60)}" y="${y + 14}">×${step.attempt}</text>`
+        : '';
+    const undone = step.compensatedAt
+      ? html`<rect class="c-undo" x="${(x(step.compensatedAt.getTime()) - 4).toFixed(1)}" y="${y + 5}" width="8" height="8" transform="rotate(45 ${x(step.compensatedAt.getTime()).toFixed(1)} ${y + 9})"></rect>`
+      : '';
+    return html`<g>${label}<rect class="${cls}" x="${barX.toFixed(1)}" y="${y + 4}" width="${barW.toFixed(1)}" height="${LANE_HEIGHT - 8}" rx="2"></rect>${attempts}${undone}</g>`;
+  });
+  const summary =
+    `The run on a time axis of ${formatDuration(width)}: ${lanes.length} lane(s)` +
+    (steps.length > lanes.length ? ` (the first ${lanes.length} of ${steps.length})` : '') +
+    `, ${steps.filter((step) => step.attempt > 1).length} retried, ${steps.filter((step) => step.compensatedAt).length} compensated`;
+  return html`<figure class="chart run-chart">
+<svg class="run-timeline" viewBox="0 0 ${CHART_WIDTH} ${height}" role="${childOf.size ? 'group' : 'img'}" aria-label="${summary}">
+<line class="axis" x1="${LABEL_WIDTH}" y1="${AXIS_HEIGHT - 4}" x2="${CHART_WIDTH - 10}" y2="${AXIS_HEIGHT - 4}"></line>
+<text class="tick" x="${LABEL_WIDTH}" y="12">0</text>
+<text class="tick" x="${LABEL_WIDTH + plot / 2}" y="12" text-anchor="middle">${formatDuration(width / 2)}</text>
+<text class="tick" x="${CHART_WIDTH - 10}" y="12" text-anchor="end">${formatDuration(width)}</text>
+${rows}
+</svg>
+<ul class="legend" aria-hidden="true"><li><span class="swatch c-ok"></span>step</li><li><span class="swatch c-bad"></span>failed</li><li><span class="swatch c-run"></span>running</li><li><span class="swatch c-wait"></span>sleep or wait</li><li><span class="swatch c-undo"></span>compensated</li><li>×n attempts</li></ul>
+</figure>`;
+}
+
+function barClass(status: string): string {
+  if (status === 'failed') return 'c-bad';
+  if (status === 'running') return 'c-run';
+  if (status === 'waiting') return 'c-wait';
+  return 'c-ok';
+}

@@ -85,3 +85,14 @@ export class InvalidScheduleError extends DuraflowError {
     super(`Invalid schedule${scheduleName ? ` "${scheduleName}"` : ''}: ${reason}`);
   }
 }
+
+/** pauseSchedule / resumeSchedule / triggerSchedule (and the dashboard's buttons): no schedule of that name here. */
+export class UnknownScheduleError extends DuraflowError {
+  readonly code = 'UNKNOWN_SCHEDULE';
+  constructor(readonly scheduleName: string) {
+    super(
+      `This application defines no schedule named ${JSON.stringify(scheduleName)}: check the name against listSchedules() ` +
+        `(a schedule is defined by @Workflow(name, { schedule }) or forRoot({ schedules }) on the node that acts on it).`,
+    );
+  }
+}

@@ -1,0 +1,243 @@
+import {
+  OVERVIEW_WINDOWS,
+  OverviewInterval,
+  OverviewWindow,
+  TaskOutcomeCounts,
+  TaskOverview,
+  WorkflowOverview,
+} from '../../domain/task-overview';
+import type { SqlExecutor } from '../duraflow-database';
+import { runnable, runnableSince } from '../lifecycle/task-lifecycle';
+
+/**
+ * Durations are counted in buckets of ratio 2^(1/4): bucket b (1..128) holds [2^((b-1)/4),
+ * 2^(b/4)) ms (under 1 ms in bucket 1, over about 50 days in bucket 128). A histogram is a JSON
+ * object bucket -> tasks, so hours and workflows add up by adding their counts.
+ */
+export type DurationHistogram = Record<string, number>;
+
+const BUCKETS_PER_DOUBLING = 4;
+const LAST_BUCKET = 128;
+const HOUR_MS = 3_600_000;
+const SLOT_MS = 5 * 60_000;
+/** The rollup adds an hour this long after it ended: a transaction that began in it has committed by then. */
+const ROLLUP_GRACE_MS = 2 * 60_000;
+/** At most this many hours per rollup statement, so a first run over a busy week is a few short statements. */
+const ROLLUP_HOURS_PER_STATEMENT = 24;
+/** How far back the rollup starts on its first run, and how long it keeps an hour. */
+const ROLLUP_KEEPS_MS = 8 * 24 * HOUR_MS;
+
+/** The bucket of a finished task's duration, in SQL (null for a task that never started or was cancelled). */
+const DURATION_BUCKET = `CASE WHEN started_at IS NOT NULL AND status <> 'cancelled' THEN
+    LEAST(${LAST_BUCKET}, GREATEST(1, floor(${BUCKETS_PER_DOUBLING} * ln(GREATEST(1, extract(epoch FROM completed_at - started_at) * 1000)) / ln(2))::int + 1))
+  END`;
+
+/**
+ * Per slot of `$3` seconds and workflow, the tasks created and finished in [$1, $2). Two range
+ * scans: idx_agent_tasks_created for the created ones, idx_agent_tasks_completed for the finished.
+ */
+const TASK_STATS = `WITH created AS (
+    SELECT floor(extract(epoch FROM created_at) / $3)::bigint AS slot, workflow_name, count(*)::int AS started
+    FROM agent_tasks WHERE created_at >= $1 AND created_at < $2
+    GROUP BY 1, 2
+  ), ended AS (
+    SELECT floor(extract(epoch FROM completed_at) / $3)::bigint AS slot, workflow_name, status, ${DURATION_BUCKET} AS bucket
+    FROM agent_tasks WHERE completed_at >= $1 AND completed_at < $2
+  ), finished AS (
+    SELECT slot, workflow_name,
+           count(*) FILTER (WHERE status = 'completed')::int AS completed,
+           count(*) FILTER (WHERE status IN ('failed', 'partial_rollback'))::int AS failed,
+           count(*) FILTER (WHERE status = 'rolled_back')::int AS rolled_back,
+           count(*) FILTER (WHERE status = 'cancelled')::int AS cancelled
+    FROM ended GROUP BY 1, 2
+  ), histogram AS (
+    SELECT slot, workflow_name, jsonb_object_agg(bucket, n) AS durations
+    FROM (SELECT slot, workflow_name, bucket, count(*)::int AS n FROM ended WHERE bucket IS NOT NULL GROUP BY 1, 2, 3) AS b
+    GROUP BY 1, 2
+  )
+  SELECT COALESCE(c.slot, f.slot) AS slot, COALESCE(c.workflow_name, f.workflow_name) AS workflow_name,
+         COALESCE(c.started, 0) AS started, COALESCE(f.completed, 0) AS completed, COALESCE(f.failed, 0) AS failed,
+         COALESCE(f.rolled_back, 0) AS rolled_back, COALESCE(f.cancelled, 0) AS cancelled,
+         COALESCE(h.durations, '{}'::jsonb) AS durations
+  FROM created c
+  FULL JOIN finished f ON f.slot = c.slot AND f.workflow_name = c.workflow_name
+  LEFT JOIN histogram h ON h.slot = COALESCE(c.slot, f.slot) AND h.workflow_name = COALESCE(c.workflow_name, f.workflow_name)`;
+
+interface StatsRow {
+  /** Start of the slot, in ms since the epoch. */
+  at: number;
+  workflow_name: string;
+  started: number;
+  completed: number;
+  failed: number;
+  rolled_back: number;
+  cancelled: number;
+  durations: DurationHistogram;
+}
+
+/**
+ * Adds the hours that ended since the last run to `duraflow_task_rollup` (at most 24 per call;
+ * the reaper's leader calls it again while it returns true), and prunes hours older than 8 days.
+ * The state row is locked for the call: two nodes never add the same hour twice.
+ */
+export async function rollUpTaskStats(executor: SqlExecutor, now = new Date()): Promise<{ rolledUntil: Date; more: boolean }> {
+  const closed = floorTo(now.getTime() - ROLLUP_GRACE_MS, HOUR_MS);
+  await executor.query(`INSERT INTO duraflow_task_rollup_state (id, rolled_until) VALUES (1, $1) ON CONFLICT (id) DO NOTHING`, [
+    new Date(floorTo(now.getTime() - ROLLUP_KEEPS_MS, HOUR_MS)),
+  ]);
+  const { rows } = await executor.query<{ rolled_until: Date }>(
+    `SELECT rolled_until FROM duraflow_task_rollup_state WHERE id = 1 FOR UPDATE`,
+  );
+  const from = rows[0].rolled_until.getTime();
+  const to = Math.min(closed, from + ROLLUP_HOURS_PER_STATEMENT * HOUR_MS);
+  if (to <= from) return { rolledUntil: new Date(from), more: false };
+  await executor.query(
+    `WITH stats AS (${TASK_STATS})
+     INSERT INTO duraflow_task_rollup AS r (hour, workflow_name, started, completed, failed, rolled_back, cancelled, durations)
+     SELECT to_timestamp(slot * 3600), workflow_name, started, completed, failed, rolled_back, cancelled, durations FROM stats
+     ON CONFLICT (hour, workflow_name) DO UPDATE SET started = EXCLUDED.started, completed = EXCLUDED.completed,
+       failed = EXCLUDED.failed, rolled_back = EXCLUDED.rolled_back, cancelled = EXCLUDED.cancelled, durations = EXCLUDED.durations`,
+    [new Date(from), new Date(to), HOUR_MS / 1000],
+    'duraflow_roll_up_task_stats',
+  );
+  await executor.query(
+    `WITH pruned AS (DELETE FROM duraflow_task_rollup WHERE hour < $2)
+     UPDATE duraflow_task_rollup_state SET rolled_until = $1 WHERE id = 1`,
+    [new Date(to), new Date(floorTo(now.getTime() - ROLLUP_KEEPS_MS, HOUR_MS))],
+  );
+  return { rolledUntil: new Date(to), more: to < closed };
+}
+
+/**
+ * The overview of `window` up to `now`: the rollup's hours before `rolled_until`, the tasks
+ * themselves after it (the hour window is read from the tasks alone, in 5-minute slots), and the
+ * queue now from the unfinished tasks (the partial indexes on pending and running tasks).
+ */
+export async function readTaskOverview(executor: SqlExecutor, window: OverviewWindow, now = new Date()): Promise<TaskOverview> {
+  const { intervals, intervalMs } = OVERVIEW_WINDOWS[window];
+  const to = now.getTime();
+  const from = floorTo(to, intervalMs) - (intervals - 1) * intervalMs;
+  const state = await executor.query<{ rolled_until: Date }>(`SELECT rolled_until FROM duraflow_task_rollup_state WHERE id = 1`);
+  const rolledUntil = state.rows[0]?.rolled_until ?? null;
+  const rawFrom = window === 'hour' ? from : Math.max(from, Math.min(rolledUntil?.getTime() ?? from, floorTo(to, HOUR_MS)));
+  const rows: StatsRow[] = [];
+  if (rawFrom > from) {
+    const rolled = await executor.query<Omit<StatsRow, 'at'> & { hour: Date }>(
+      `SELECT hour, workflow_name, started, completed, failed, rolled_back, cancelled, durations
+       FROM duraflow_task_rollup WHERE hour >= $1 AND hour < $2`,
+      [new Date(from), new Date(rawFrom)],
+      'duraflow_read_task_rollup',
+    );
+    rows.push(...rolled.rows.map((row) => ({ ...row, at: row.hour.getTime() })));
+  }
+  const raw = await executor.query<Omit<StatsRow, 'at'> & { slot: string }>(
+    TASK_STATS,
+    [new Date(rawFrom), new Date(to + 1), SLOT_MS / 1000],
+    'duraflow_read_task_stats',
+  );
+  rows.push(...raw.rows.map((row) => ({ ...row, at: Number(row.slot) * SLOT_MS })));
+  const queue = await executor.query<{ workflow_name: string; queue: number; running: number; oldest: Date | null }>(
+    `SELECT workflow_name,
+            count(*) FILTER (WHERE ${runnable('t')})::int AS queue,
+            count(*) FILTER (WHERE t.status = 'running')::int AS running,
+            min(${runnableSince('t')}) FILTER (WHERE ${runnable('t')}) AS oldest
+     FROM agent_tasks t WHERE t.status IN ('pending', 'running') AND t.deleted_at IS NULL
+     GROUP BY 1`,
+    [],
+    'duraflow_read_queue_depth',
+  );
+  const names = [...new Set([...rows.map((row) => row.workflow_name), ...queue.rows.map((row) => row.workflow_name)])].sort();
+  const series = (name: string | null): WorkflowOverview => {
+    const mine = name === null ? rows : rows.filter((row) => row.workflow_name === name);
+    const queued = name === null ? queue.rows : queue.rows.filter((row) => row.workflow_name === name);
+    const oldest = queued.map((row) => row.oldest?.getTime()).filter((time): time is number => time !== undefined);
+    return {
+      workflow: name,
+      ...summarize(mine, from, intervals, intervalMs),
+      queueDepth: queued.reduce((sum, row) => sum + row.queue, 0),
+      running: queued.reduce((sum, row) => sum + row.running, 0),
+      oldestRunnableMs: oldest.length ? Math.max(0, to - Math.min(...oldest)) : null,
+    };
+  };
+  return {
+    window,
+    from: new Date(from),
+    to: now,
+    intervalMs,
+    overall: series(null),
+    workflows: names.map(series),
+    rolledUntil,
+  };
+}
+
+function summarize(rows: StatsRow[], from: number, intervals: number, intervalMs: number): Pick<WorkflowOverview, 'intervals' | 'totals'> {
+  const buckets = Array.from({ length: intervals }, (_, index) => ({
+    counts: zeroCounts(),
+    durations: {} as DurationHistogram,
+    start: from + index * intervalMs,
+  }));
+  const all = { counts: zeroCounts(), durations: {} as DurationHistogram };
+  for (const row of rows) {
+    const index = Math.floor((row.at - from) / intervalMs);
+    const bucket = buckets[index];
+    if (!bucket) continue;
+    for (const target of [bucket, all]) {
+      addCounts(target.counts, row);
+      addHistogram(target.durations, row.durations);
+    }
+  }
+  const intervalsOut: OverviewInterval[] = buckets.map((bucket) => ({
+    ...bucket.counts,
+    start: new Date(bucket.start),
+    end: new Date(bucket.start + intervalMs),
+    p50Ms: percentile(bucket.durations, 0.5),
+    p95Ms: percentile(bucket.durations, 0.95),
+  }));
+  const { completed, failed, rolledBack } = all.counts;
+  const ended = completed + failed + rolledBack;
+  return {
+    intervals: intervalsOut,
+    totals: {
+      ...all.counts,
+      failureRate: ended ? (failed + rolledBack) / ended : null,
+      p50Ms: percentile(all.durations, 0.5),
+      p95Ms: percentile(all.durations, 0.95),
+    },
+  };
+}
+
+function zeroCounts(): TaskOutcomeCounts {
+  return { started: 0, completed: 0, failed: 0, rolledBack: 0, cancelled: 0 };
+}
+
+function addCounts(counts: TaskOutcomeCounts, row: StatsRow): void {
+  counts.started += row.started;
+  counts.completed += row.completed;
+  counts.failed += row.failed;
+  counts.rolledBack += row.rolled_back;
+  counts.cancelled += row.cancelled;
+}
+
+export function addHistogram(into: DurationHistogram, from: DurationHistogram): void {
+  for (const [bucket, count] of Object.entries(from)) into[bucket] = (into[bucket] ?? 0) + Number(count);
+}
+
+/** The `q` quantile of a histogram: the geometric middle of the bucket that holds it; null when it is empty. */
+export function percentile(histogram: DurationHistogram, q: number): number | null {
+  const entries = Object.entries(histogram)
+    .map(([bucket, count]) => [Number(bucket), Number(count)] as const)
+    .sort((a, b) => a[0] - b[0]);
+  const total = entries.reduce((sum, [, count]) => sum + count, 0);
+  if (!total) return null;
+  const rank = Math.max(1, Math.ceil(q * total));
+  let seen = 0;
+  for (const [bucket, count] of entries) {
+    seen += count;
+    if (seen >= rank) return Math.round(2 ** ((bucket - 0.5) / BUCKETS_PER_DOUBLING) * 10) / 10;
+  }
+  return null;
+}
+
+function floorTo(time: number, unit: number): number {
+  return Math.floor(time / unit) * unit;
+}
