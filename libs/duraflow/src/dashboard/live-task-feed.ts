@@ -6,11 +6,13 @@ import { describeError } from '../util/describe-error';
 import { isTerminalStatus } from '../domain/task-status';
 import { TaskProgress } from '../domain/task-summaries';
 import { WorkflowService } from '../services/workflow.service';
+import { RunTalkOverviews } from '../services/workflows/run-talk-overview';
 import { DASHBOARD_OPTIONS, ResolvedDashboardOptions } from './dashboard.options';
 
 /** A short fingerprint of a task's progress: equal fingerprints, nothing to redraw. */
-export function progressVersion(progress: TaskProgress): string {
-  return createHash('sha1').update(JSON.stringify(progress)).digest('hex').slice(0, 16);
+export function progressVersion(progress: TaskProgress, talkStamp = ''): string {
+  // talkStamp (RunTalkOverviews.stamp) moves with the run's events and streams, which leave the task's row as it is.
+  return createHash('sha1').update(JSON.stringify(progress)).update(talkStamp).digest('hex').slice(0, 16);
 }
 
 /**
@@ -30,6 +32,7 @@ export class LiveTaskFeed implements OnModuleDestroy {
   constructor(
     @Inject(DASHBOARD_OPTIONS) private readonly options: ResolvedDashboardOptions,
     private readonly workflows: WorkflowService,
+    private readonly talk: RunTalkOverviews,
   ) {}
 
   follow(taskId: string): Observable<MessageEvent> {
@@ -45,7 +48,7 @@ export class LiveTaskFeed implements OnModuleDestroy {
             subscriber.complete();
             return;
           }
-          const version = progressVersion(progress);
+          const version = progressVersion(progress, await this.talk.stamp(taskId));
           if (version !== last) {
             last = version;
             subscriber.next({ type: 'progress', data: { status: progress.status, version } });

@@ -180,6 +180,29 @@ export class StreamStore {
     return { taskStatus: row.status ?? null, lastSeq: row.last_seq ?? 0, closed: row.closed_at != null };
   }
 
+  /** The last `limit` chunks of the stream, oldest first (the dashboard's tail). */
+  async tail(taskId: string, key: string, limit: number): Promise<StoredChunk[]> {
+    const { rows } = await this.db.query(
+      `SELECT seq, chunk, created_at FROM (
+         SELECT seq, chunk, created_at FROM task_stream_chunks WHERE task_id = $1 AND key = $2 ORDER BY seq DESC LIMIT $3
+       ) last ORDER BY seq`,
+      [taskId, key, limit],
+      'duraflow_stream_tail',
+    );
+    return rows.map((row) => ({ seq: row.seq, chunk: row.chunk, createdAt: row.created_at }));
+  }
+
+  /** What changes whenever the run sets an event or writes to (or closes) a stream: live pages compare it. */
+  async talkStamp(taskId: string): Promise<string> {
+    const { rows } = await this.db.query(
+      `SELECT (SELECT coalesce(sum(last_seq), 0) || ':' || count(closed_at) FROM task_streams WHERE task_id = $1)
+              || ':' || (SELECT coalesce(sum(position), 0) FROM task_events WHERE task_id = $1) AS stamp`,
+      [taskId],
+      'duraflow_talk_stamp',
+    );
+    return rows[0].stamp;
+  }
+
   /** The task's streams, by key (the dashboard's list). */
   async heads(taskId: string, limit: number): Promise<StreamHead[]> {
     const { rows } = await this.db.query(

@@ -11,8 +11,12 @@ import { isHeld } from '../../domain/task-status';
 import { layout, statusBadge, ViewContext } from './layout';
 import { forkFact, historySection } from './task-history';
 import { logsSection } from './task-logs';
+import { talkSection } from './task-events';
+import { callbacksSection } from './task-callbacks';
+import { CallbackInfo } from '../../services/workflows/task-callbacks';
+import { RunTalkOverview } from '../../services/workflows/run-talk-overview';
 import { tagChips } from './task-list.page';
-import { timelineEntries, timelineTable } from './timeline';
+import { runTimelineChart, timelineEntries, timelineTable } from './timeline';
 import { errorBlock, previewOf, valueBlock } from './values';
 
 /** Everything a task's page shows, read through the public services. */
@@ -30,6 +34,10 @@ export interface TaskDetails {
   signalsNext: string | null;
   /** The first page of the lines the run kept with `ctx.log`. */
   logs: RunLogPage;
+  /** The run's events (latest values) and streams (their last chunks). */
+  talk: RunTalkOverview;
+  /** The callbacks its runs opened (the open ones with their urls). */
+  callbacks: CallbackInfo[];
   /** Fingerprint of the task's progress when it was read: live updates compare against it. */
   version: string;
 }
@@ -45,6 +53,7 @@ export const TASK_NOTICES = {
   resumed:
     'The hold was cleared: a worker runs the task again on the code deployed now. If it still takes another path than the one it recorded, it is held again.',
   'task-retried': 'The task runs again from where it stopped: its completed steps are kept, its last error is in its history.',
+  'callback-completed': 'The callback was completed: the run takes its body at its wait for it.',
   forked: 'This task was forked: the steps before its first step to run anew were copied from the original, and it runs from there.',
 } as const;
 
@@ -96,8 +105,11 @@ ${isRetryable(task) && html`<div class="actions"><a class="button" href="${links
   ${valueBlock({ id: 'task-output', label: 'output', preview: previewOf(task.output, options.previewChars), href: links.taskValue(task.id, 'output') })}
 </div>
 <h2>Steps (${steps.length})</h2>
+${runTimelineChart(task, steps, children, context)}
 ${timelineTable(task, entries, context)}
 ${logsSection(details.logs)}
+${talkSection(details.talk, options.previewChars)}
+${callbacksSection(context, task.id, details.callbacks)}
 ${startedStepsSection(task, steps)}
 ${historySection(context, task)}
 ${childrenSection(context, children)}
