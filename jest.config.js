@@ -16,6 +16,8 @@ module.exports = {
   moduleNameMapper: {
     '^@duraflow/nestjs$': '<rootDir>/libs/duraflow/src',
     '^@duraflow/nestjs/(.*)$': '<rootDir>/libs/duraflow/src/$1',
+    // examples/host-app is an ES-module-style app (`./x.js` imports of its .ts files); its tests run here too.
+    '^(\\.{1,2}/.*)\\.js$': '$1',
   },
   maxWorkers: 2,
   testTimeout: 30000,

@@ -166,7 +166,14 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
       const subpaths = Object.entries(manifest.exports as Record<string, string | { types: string; default: string }>).filter(
         (entry): entry is [string, { types: string; default: string }] => typeof entry[1] === 'object',
       );
-      expect(subpaths.map(([subpath]) => subpath)).toEqual(['.', './dashboard', './replay']);
+      expect(subpaths.map(([subpath]) => subpath)).toEqual([
+        '.',
+        './dashboard',
+        './replay',
+        './testing',
+        './testing/global-setup',
+        './testing/global-teardown',
+      ]);
       const typesVersions = Object.values(manifest.typesVersions['*'] as Record<string, string[]>).flat();
       for (const target of [
         manifest.main,
@@ -179,6 +186,7 @@ describe('the npm package @duraflow/nestjs, installed into a host app', () => {
       }
       expect(await readFile(path.join(packed.extracted, manifest.bin.duraflow), 'utf8')).toMatch(/^#!\/usr\/bin\/env node\n/);
       expect(manifest.peerDependenciesMeta).toEqual({
+        '@nestjs/testing': { optional: true },
         '@opentelemetry/api': { optional: true },
         'class-transformer': { optional: true },
         'class-validator': { optional: true },

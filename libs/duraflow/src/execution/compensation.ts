@@ -55,7 +55,8 @@ export async function runCompensation(call: CompensationCall): Promise<Compensat
     } catch (error) {
       if (signal.aborted) throw signal.reason;
       if (attempt >= maxAttempts) return { ok: false, error, attempts: attempt };
-      await (call.clock?.sleep ?? sleep)(retryDelayMs(backoff, attempt), signal);
+      const delayMs = retryDelayMs(backoff, attempt);
+      await (call.clock ? call.clock.sleep(delayMs, signal) : sleep(delayMs, signal));
     }
   }
 }

@@ -9,6 +9,8 @@ export interface EnvQueueState {
   runnable: number;
   /** The workflows of the tasks above. */
   busyWorkflows: string[];
+  /** The earliest wake-up of a waiting task after the engine's clock (a wait with no deadline has none). */
+  nextWakeUp: number | undefined;
 }
 
 /** The environment's reads of its own database (past the library) and its clock's one write. */
@@ -23,7 +25,7 @@ export class EnvQueue {
        FROM agent_tasks t
        WHERE t.status IN ('running', 'pending')`,
     );
-    return { running: rows[0].running, runnable: rows[0].runnable, busyWorkflows: rows[0].busy };
+    return { running: rows[0].running, runnable: rows[0].runnable, busyWorkflows: rows[0].busy, nextWakeUp: await this.nextWakeUp() };
   }
 
   /** The earliest wake-up of a waiting task after the engine's clock (a wait with no deadline has none). */

@@ -4,7 +4,7 @@ import { createServer } from 'node:net';
 import { arch, platform, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { Client } from 'pg';
-import { DEFAULT_TEST_SERVER_URL } from './test-database';
+import { DEFAULT_TEST_SERVER_URL, dropEnvTemplates } from './test-database';
 
 /** Where the teardown finds the server the setup started (both run in Jest's main process). */
 const SERVER_KEY = Symbol.for('duraflow.testing.server');
@@ -34,6 +34,7 @@ export default async function globalSetup(): Promise<void> {
 
 /** Jest's global teardown: stops the private PostgreSQL the setup started, if it started one. */
 export async function stopTestServer(): Promise<void> {
+  await dropEnvTemplates().catch(() => undefined);
   const server = (globalThis as Record<symbol, unknown>)[SERVER_KEY] as StartedServer | undefined;
   delete (globalThis as Record<symbol, unknown>)[SERVER_KEY];
   await server?.stop();

@@ -1,5 +1,6 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { Client } from 'pg';
+import { DURAFLOW_MIGRATIONS } from '../migrations';
 import { runDuraflowMigrations } from '../migrations/run-migrations';
 
 /** Where test databases are created when DATABASE_URL is unset (and the global setup found nothing else). */
@@ -33,14 +34,33 @@ export function testServerUrl(): string {
   return process.env.DATABASE_URL || DEFAULT_TEST_SERVER_URL;
 }
 
-/** A fresh database on the test server, migrated, with the virtual clock installed. Dropped again if that fails. */
+/** The prefix of the template databases (one per set of migrations) that environments are cloned from. */
+export const TEMPLATE_PREFIX = 'duraflow_env_tpl_';
+
+/** PostgreSQL's "database is being accessed by other users" (a template another session still reads). */
+const OBJECT_IN_USE = '55006';
+/** PostgreSQL's "database does not exist". */
+const INVALID_CATALOG_NAME = '3D000';
+
+/**
+ * A fresh database on the test server, migrated, with the virtual clock installed: a clone of
+ * the template for the current migrations (`CREATE DATABASE ... TEMPLATE`, a file copy), which
+ * the first environment on the server builds. Dropped again if that fails.
+ */
 export async function createEnvDatabase(prefix = 'duraflow_env'): Promise<EnvDatabase> {
   const server = testServerUrl();
   const name = `${prefix}_${randomBytes(6).toString('hex')}`;
-  await onServer(server, (admin) => admin.query(`CREATE DATABASE ${name}`));
-  const parsed = new URL(server);
-  parsed.pathname = `/${name}`;
-  const url = parsed.toString();
+  for (let tries = 0; ; tries++) {
+    const template = await ensureTemplate(server);
+    try {
+      await onServer(server, (admin) => cloneWhenFree(admin, template, name));
+      break;
+    } catch (error) {
+      // The template went away (another run's teardown dropped it): built again, once.
+      if ((error as { code?: string }).code !== INVALID_CATALOG_NAME || tries >= 1) throw error;
+    }
+  }
+  const url = databaseOn(server, name);
   const client = new Client({ connectionString: url });
   let connected = false;
   const drop = async () => {
@@ -49,15 +69,76 @@ export async function createEnvDatabase(prefix = 'duraflow_env'): Promise<EnvDat
     await onServer(server, (admin) => admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
   };
   try {
-    await runDuraflowMigrations(url);
     await client.connect();
     connected = true;
-    for (const statement of VIRTUAL_CLOCK_SQL) await client.query(statement);
   } catch (error) {
     await drop().catch(() => undefined);
     throw error;
   }
   return { name, url, client, drop };
+}
+
+/** Drops the template databases environments were cloned from (the global teardown's last step). */
+export async function dropEnvTemplates(server = testServerUrl()): Promise<void> {
+  await onServer(server, async (admin) => {
+    const { rows } = await admin.query<{ datname: string }>(`SELECT datname FROM pg_database WHERE datname LIKE $1`, [
+      `${TEMPLATE_PREFIX}%`,
+    ]);
+    for (const { datname } of rows) {
+      await admin.query(`ALTER DATABASE ${datname} IS_TEMPLATE false`).catch(() => undefined);
+      await admin.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`).catch(() => undefined);
+    }
+  });
+}
+
+/** The template for this version's migrations and clock, built (migrated under another name, then renamed) if the server has none. */
+async function ensureTemplate(server: string): Promise<string> {
+  const version = createHash('sha256')
+    .update([...DURAFLOW_MIGRATIONS.map((migration) => migration.name), ...VIRTUAL_CLOCK_SQL].join('\n'))
+    .digest('hex')
+    .slice(0, 16);
+  const template = `${TEMPLATE_PREFIX}${version}`;
+  const exists = await onServer(server, async (admin) => {
+    const { rows } = await admin.query(`SELECT 1 FROM pg_database WHERE datname = $1`, [template]);
+    return rows.length > 0;
+  });
+  if (exists) return template;
+  const building = `${template}_${randomBytes(4).toString('hex')}`;
+  await onServer(server, (admin) => admin.query(`CREATE DATABASE ${building}`));
+  try {
+    await runDuraflowMigrations(databaseOn(server, building));
+    const client = new Client({ connectionString: databaseOn(server, building) });
+    await client.connect();
+    try {
+      for (const statement of VIRTUAL_CLOCK_SQL) await client.query(statement);
+    } finally {
+      await client.end();
+    }
+    // Another process may have built it meanwhile: theirs stays, this one goes.
+    await onServer(server, (admin) => admin.query(`ALTER DATABASE ${building} RENAME TO ${template}`)).catch(() => undefined);
+  } finally {
+    await onServer(server, (admin) => admin.query(`DROP DATABASE IF EXISTS ${building} WITH (FORCE)`)).catch(() => undefined);
+  }
+  return template;
+}
+
+/** CREATE DATABASE from the template, tried again while another session still reads the template (a clone under way). */
+async function cloneWhenFree(admin: Client, template: string, name: string): Promise<void> {
+  for (let tries = 0; ; tries++) {
+    try {
+      await admin.query(`CREATE DATABASE ${name} TEMPLATE ${template}`);
+      return;
+    } catch (error) {
+      if ((error as { code?: string }).code !== OBJECT_IN_USE || tries >= 100) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 20 + Math.random() * 80));
+    }
+  }
+}
+
+function databaseOn(server: string, name: string): string {
+  const parsed = new URL(server);
+  parsed.pathname = `/${name}`;
+  return parsed.toString();
 }
 
 async function onServer<T>(url: string, fn: (client: Client) => Promise<T>): Promise<T> {

@@ -52,6 +52,9 @@ const KIT_OPTIONS: DuraflowModuleOptions = {
   heartbeatIntervalMs: 200,
 };
 
+/** A timer this close (a 100 ms backoff, a short sleep) is waited for in real time: the run is not idle yet. */
+const SHORT_TIMER_MS = 1_000;
+
 /** Time skips `skipTime` makes in one `runUntilIdle` at most (a workflow that sleeps in a loop for ever). */
 const MAX_SKIPS = 10_000;
 
@@ -103,7 +106,7 @@ export class DuraflowTestEnv {
 
   /**
    * Runs until every task is finished or waiting (for a time, a signal, a child), the crashes
-   * recovered. With `skipTime`, a wait for a time is then skipped to, and so on until nothing
+   * recovered; a wait for a time less than a second away (a short backoff) is waited out in real time. With `skipTime`, a wait for a time is then skipped to, and so on until nothing
    * but signals, children and schedules is left.
    */
   async runUntilIdle(): Promise<void> {
@@ -184,7 +187,13 @@ export class DuraflowTestEnv {
       this.wakeWorker();
       await Promise.allSettled([...this.recoveries]);
       const state = await this.queue.state();
-      const busy = state.runnable > 0 || state.running > this.clock.sleeping || this.recoveries.size > 0;
+      const soon = this.clock.now() + SHORT_TIMER_MS;
+      const busy =
+        state.runnable > 0 ||
+        state.running > this.clock.sleeping ||
+        this.recoveries.size > 0 ||
+        (this.clock.nextSleepEnd() ?? Infinity) <= soon ||
+        (state.nextWakeUp ?? Infinity) <= soon;
       quiet = busy ? 0 : quiet + 1;
       if (busy && Date.now() > deadline) {
         throw new Error(
