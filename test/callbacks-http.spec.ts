@@ -1,5 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import { CallbackHandle, DuraflowModuleOptions, WorkflowContext, WorkflowService, workflow } from '@duraflow/nestjs';
+import {
+  CallbackHandle,
+  DuraflowDashboardModule,
+  DuraflowModuleOptions,
+  WorkflowContext,
+  WorkflowService,
+  workflow,
+} from '@duraflow/nestjs';
+import { OPERATOR_HEADERS, OperatorGuard } from './fixtures/dashboard/dashboard-app';
 import { signCallbackToken } from '../libs/duraflow/src/util/callback-token';
 import { http, startTestEngine } from './fixtures/engine/engine-app';
 import { SUBMIT_ONLY, TestHttpApp, useTestBed } from './support/test-bed';
@@ -26,17 +34,25 @@ const approval = workflow('http-approval', async (ctx: WorkflowContext<{ timeout
   return { body: await ctx.waitForCallback(cb) };
 });
 
+/** A key that is markup: the dashboard must show it as text. */
+const markupKey = workflow('http-markup-key', async (ctx: WorkflowContext) => {
+  const cb = await ctx.createCallback('<i>sign</i>', { timeoutMs: 3_600_000 });
+  seen.set(ctx.runId, cb);
+  return { body: await ctx.waitForCallback(cb) };
+});
+
 const opensOnly = workflow('http-opens-only', async (ctx: WorkflowContext) => {
   seen.set(ctx.runId, await ctx.createCallback('unwaited'));
   return 'done';
 });
 
-function serve(options: DuraflowModuleOptions = {}): Promise<TestHttpApp> {
+function serve(options: DuraflowModuleOptions = {}, withDashboard = false): Promise<TestHttpApp> {
   return bed.serve({
+    imports: withDashboard ? [DuraflowDashboardModule.forRoot({ path: '/ops/duraflow', guards: [OperatorGuard] })] : [],
     duraflow: {
       ...options,
       callbacks: { baseUrl: BASE_URL, secret: SECRET, maxBodyBytes: 256 },
-      workflows: [approval, opensOnly],
+      workflows: [approval, opensOnly, markupKey],
       worker: { shutdownTimeoutMs: 100, ...options.worker },
     },
   });
@@ -194,5 +210,52 @@ describe('callback urls over HTTP', () => {
       },
     );
     expect(done.output).toEqual({ request: 'laptop', approved: true });
+  });
+
+  it('the dashboard lists a run’s callbacks (escaped, the url to copy) and completes an open one from its form, same-origin only', async () => {
+    const app = await serve({}, true);
+    const { taskId } = await waitingFor(app, 'http-markup-key');
+    const handle = seen.get(taskId)!;
+    const mount = `${app.url}/ops/duraflow`;
+    const get = (path: string) => fetch(`${mount}${path}`, { headers: OPERATOR_HEADERS, redirect: 'manual' });
+    const postForm = (path: string, payload: string, headers: Record<string, string>) =>
+      fetch(`${mount}${path}`, {
+        method: 'POST',
+        headers: { ...OPERATOR_HEADERS, ...headers },
+        body: new URLSearchParams({ payload }),
+        redirect: 'manual',
+      });
+
+    const pageText = await (await get(`/tasks/${taskId}`)).text();
+    const section = pageText.slice(pageText.indexOf('<h2>Callbacks'));
+    expect(section).toMatch(/^<h2>Callbacks \(1\)<\/h2>/);
+    expect(section).toContain('<code>&lt;i&gt;sign&lt;/i&gt;</code>');
+    expect(section).not.toContain('<i>sign</i>');
+    expect(section).toContain(`value="${handle.url}"`);
+    const formPath = `/tasks/${taskId}/callbacks/${handle.id}`;
+    expect(section).toContain(`href="/ops/duraflow${formPath}"`);
+    const form = await get(formPath);
+    expect(form.status).toBe(200);
+    expect(await form.text()).toContain(`action="/ops/duraflow${formPath}"`);
+
+    const before = await snapshot(taskId);
+    expect((await postForm(formPath, '{"ok":true}', { 'sec-fetch-site': 'cross-site' })).status).toBe(403);
+    const notJson = await postForm(formPath, '<b>nope</b>', { 'sec-fetch-site': 'same-origin' });
+    expect(notJson.status).toBe(400);
+    const notJsonText = await notJson.text();
+    expect(notJsonText).toContain('The body is not JSON');
+    expect(notJsonText).toContain('&lt;b&gt;nope&lt;/b&gt;</textarea>');
+    expect(await snapshot(taskId)).toEqual(before);
+
+    const done = await postForm(formPath, '{"approved":"by the operator"}', { 'sec-fetch-site': 'same-origin' });
+    expect(done.status).toBe(303);
+    expect(done.headers.get('location')).toBe(`/ops/duraflow/tasks/${taskId}?notice=callback-completed`);
+    expect(await app.app.get(WorkflowService).waitFor(taskId, { timeoutMs: 10_000 })).toMatchObject({
+      status: 'completed',
+      output: { body: { approved: 'by the operator' } },
+    });
+    const again = await postForm(formPath, '{}', { 'sec-fetch-site': 'same-origin' });
+    expect(again.status).toBe(409);
+    expect(await again.text()).toContain('CALLBACK_ALREADY_COMPLETED');
   });
 });

@@ -1,6 +1,8 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { mountDashboardController } from './dashboard.controller';
 import { mountDashboardOperateController } from './dashboard-operate.controller';
+import { mountDashboardCallbacksController } from './dashboard-callbacks.controller';
+import { mountDashboardOverviewController } from './dashboard-overview.controller';
 import { DASHBOARD_OPTIONS, DuraflowDashboardOptions, resolveDashboardOptions } from './dashboard.options';
 import { DashboardReader } from './dashboard-reader';
 import { DashboardReplies } from './dashboard-replies';
@@ -30,7 +32,8 @@ export class DuraflowDashboardModule {
     return {
       module: DuraflowDashboardModule,
       imports: resolved.imports,
-      controllers: [mountDashboardController(resolved), mountDashboardOperateController(resolved)],
+      controllers: [mountDashboardController(resolved), mountDashboardOperateController(resolved),
+        mountDashboardCallbacksController(resolved), mountDashboardOverviewController(resolved)],
       providers: [
         { provide: DASHBOARD_OPTIONS, useValue: resolved },
         DashboardReader,
