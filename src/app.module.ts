@@ -24,6 +24,7 @@ import { approvalWorkflow } from './workflows/approval.workflow';
 import { approvalLinkWorkflow } from './workflows/approval-link.workflow';
 import { bookingWorkflow } from './workflows/booking.workflow';
 import { tenantExportWorkflow } from './workflows/tenant-export.workflow';
+import { orderPlacedWorkflow } from './workflows/order-placed.workflow';
 import { OrderGateway, OrderProcessingWorkflow } from './workflows/order-processing.workflow';
 
 /**
@@ -74,9 +75,17 @@ export class AppModule {
           heartbeatIntervalMs: config.heartbeatIntervalMs,
           reaper: { intervalMs: config.reaperIntervalMs, staleAfterMs: config.staleAfterMs },
           retention: config.retention,
-          workflows: [bookingWorkflow, approvalWorkflow, approvalBatchWorkflow, tenantExportWorkflow, approvalLinkWorkflow],
+          workflows: [
+            bookingWorkflow,
+            approvalWorkflow,
+            approvalBatchWorkflow,
+            tenantExportWorkflow,
+            approvalLinkWorkflow,
+            orderPlacedWorkflow,
+          ],
           metrics: engineMetricsOptions(),
           ...(config.callbacks ? { callbacks: config.callbacks } : {}),
+          ...(config.codec ? { codec: config.codec } : {}),
         }),
         ...api.imports,
       ],

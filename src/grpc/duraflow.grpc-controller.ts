@@ -10,6 +10,7 @@ import {
   ProtoTaskFilter,
   requireUuid,
   toProtoDeadLetter,
+  toProtoDelivery,
   toProtoLogLine,
   toProtoSignal,
   toProtoStep,
@@ -127,6 +128,14 @@ export class DuraflowGrpcController {
       maxPayloadBytes: request.max_payload_bytes ?? undefined,
     });
     return { signals: page.items.map(toProtoSignal), next_cursor: page.nextCursor ?? '' };
+  }
+
+  @GrpcMethod('Duraflow', 'PublishEvent')
+  async publishEvent(request: { name: string; payload: string; idempotency_key: string }) {
+    const result = await this.workflows.publish(request.name, parseJsonField('payload', request.payload), {
+      idempotencyKey: request.idempotency_key || undefined,
+    });
+    return { event_id: result.eventId, created: result.created, deliveries: result.deliveries.map(toProtoDelivery) };
   }
 
   @GrpcMethod('Duraflow', 'GetLogs')

@@ -1,4 +1,14 @@
-import { AgentTask, BulkTaskFilter, DeadLetter, RunLogLine, StepRun, TaskSignal, TaskStatus, UUID_PATTERN } from '@duraflow/nestjs';
+import {
+  AgentTask,
+  BulkTaskFilter,
+  DeadLetter,
+  EventDelivery,
+  RunLogLine,
+  StepRun,
+  TaskSignal,
+  TaskStatus,
+  UUID_PATTERN,
+} from '@duraflow/nestjs';
 import { InvalidJsonError, InvalidRequestError } from '../api/request.errors';
 
 /** TaskStatus as the proto spells it: `rolled_back` <-> `TASK_STATUS_ROLLED_BACK`. */
@@ -156,4 +166,15 @@ export function fromProtoFilter(filter: ProtoTaskFilter | null | undefined): Bul
 /** A proto map of tags: empty (the proto's default) means none. */
 export function protoTags(tags: Record<string, string> | null | undefined): Record<string, string> | undefined {
   return tags && Object.keys(tags).length ? tags : undefined;
+}
+
+/** What a publish did for one subscribing workflow, as PublishEventResponse carries it ("" for none). */
+export function toProtoDelivery(delivery: EventDelivery) {
+  return {
+    workflow_name: delivery.workflowName,
+    task_id: delivery.taskId ?? '',
+    group_id: delivery.groupId ?? '',
+    refusal_code: delivery.refusal?.code ?? '',
+    refusal_message: delivery.refusal?.message ?? '',
+  };
 }
