@@ -1,6 +1,14 @@
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
-import { DURAFLOW_DEFAULTS, DuraflowPooler, DuraflowRetentionOptions, defaultLeaseConfirmAfterMs } from '@duraflow/nestjs';
+import {
+  AesGcmCodec,
+  codecFromEnv,
+  DURAFLOW_DEFAULTS,
+  DuraflowPooler,
+  DuraflowRetentionOptions,
+  defaultLeaseConfirmAfterMs,
+  InvalidDuraflowOptionsError,
+} from '@duraflow/nestjs';
 import { redactPassword } from './redact-password';
 
 /** The engine's settings, read once from the environment; a bad value stops the start. */
@@ -72,6 +80,11 @@ export interface EngineConfig {
    * neither), DURAFLOW_CALLBACK_PATH. Undefined: `ctx.createCallback` is refused.
    */
   callbacks: { baseUrl: string; secret: string; path: string } | undefined;
+  /**
+   * Encryption at rest (the library's `codec`): DURAFLOW_CODEC_KEYS=id:base64,id:base64 and
+   * DURAFLOW_CODEC_CURRENT=id, read as `duraflow reencrypt` reads them. Undefined: plain JSON.
+   */
+  codec: AesGcmCodec | undefined;
 }
 
 export class EngineConfigError extends Error {
@@ -260,6 +273,20 @@ const POOLERS: readonly DuraflowPooler[] = ['none', 'pgbouncer-transaction'];
  * Reads the engine's settings; a variable left unset takes the library's default
  * (DURAFLOW_DEFAULTS), and the ranges are the engine's own.
  */
+/** The codec of DURAFLOW_CODEC_KEYS / _CURRENT; a key's value is never printed. */
+function codecSettings(env: Env): AesGcmCodec | undefined {
+  try {
+    return codecFromEnv(env);
+  } catch (error) {
+    if (!(error instanceof InvalidDuraflowOptionsError)) throw error;
+    const variable =
+      error.option.startsWith('DURAFLOW_CODEC_CURRENT') || error.option === 'codec.current'
+        ? 'DURAFLOW_CODEC_CURRENT'
+        : 'DURAFLOW_CODEC_KEYS';
+    throw new EngineConfigError(variable, '(not shown)', error.message);
+  }
+}
+
 export function loadEngineConfig(env: Env = process.env): EngineConfig {
   const { worker, reaper, heartbeatIntervalMs, maxInputBytes, retention } = DURAFLOW_DEFAULTS;
   const databaseUrl = url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']);
@@ -306,6 +333,7 @@ export function loadEngineConfig(env: Env = process.env): EngineConfig {
       intervalMs: integer(env, 'DURAFLOW_RETENTION_INTERVAL_MS', retention.intervalMs, 1, DAY_MS),
     },
     callbacks: callbackSettings(env),
+    codec: codecSettings(env),
   };
   // A heartbeat that comes less often than the reaper's limit makes every running task look dead.
   if (config.staleAfterMs <= config.heartbeatIntervalMs) {

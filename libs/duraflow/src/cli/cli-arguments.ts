@@ -16,6 +16,10 @@ Commands:
             replay-check --from in a CI without the database; never through a symbolic link
   tasks list|show|cancel|resume|signal|retry|fork
             List, inspect and act on tasks (duraflow tasks --help), --json for scripts
+  reencrypt Rewrite every stored payload not sealed under the current key (plaintext, or an older
+            key) with it, in batches; keys from DURAFLOW_CODEC_KEYS=id:base64,... and
+            DURAFLOW_CODEC_CURRENT=id. Exit 0 all rewritten, 1 some rows no key opens, 2 a wrong
+            command line or keys, 3 the database unreachable
 
 Options:
   --url <postgres-url>   The database (default: DATABASE_URL)
@@ -30,9 +34,10 @@ Options:
   --include-finished     replay-check, export-runs: finished runs too (default: unfinished runs only)
   --workflow <name>      replay-check, export-runs: only this workflow
   --limit <n>            replay-check, export-runs: at most n runs, newest first (default 1000)
+  --batch-size <n>       reencrypt: rows per transaction (default 500)
   -h, --help             Show this help`;
 
-const COMMANDS = ['migrate', 'status', 'replay-check', 'export-runs', 'tasks'] as const;
+const COMMANDS = ['migrate', 'status', 'replay-check', 'export-runs', 'tasks', 'reencrypt'] as const;
 
 export interface CliArguments {
   command: (typeof COMMANDS)[number] | 'help';
@@ -45,6 +50,7 @@ export interface CliArguments {
   out?: string;
   workflow?: string;
   limit?: string;
+  batchSize?: string;
   includeFinished?: boolean;
   force?: boolean;
   /** tasks: the arguments after `tasks`, which its own parser reads (tasks-arguments.ts). */
@@ -60,6 +66,7 @@ const VALUE_OPTIONS = {
   '--out': 'out',
   '--workflow': 'workflow',
   '--limit': 'limit',
+  '--batch-size': 'batchSize',
 } as const;
 
 /** `argv` without node and the script: `['status', '--url', 'postgres://…']`. */

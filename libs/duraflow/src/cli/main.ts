@@ -13,6 +13,7 @@ import { CliArguments, parseCliArguments, USAGE } from './cli-arguments';
 import { CliUsageError, DatabaseUnreachableError, InvalidDatabaseUrlError } from './cli.errors';
 import { databaseUrlOf } from './database-connection';
 import { migrateCommand } from './migrate.command';
+import { reencryptCommand } from './reencrypt.command';
 import { exportRunsCommand, replayCheckCommand } from './replay-check.command';
 import { statusCommand } from './status.command';
 import { parseTasksArguments } from './tasks-arguments';
@@ -29,6 +30,7 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv = process.en
     return fail(argv, error);
   }
   if (args.command === 'tasks') return runTasksCli(args, env, print);
+  if (args.command === 'reencrypt') return runReencryptCli(args, env, print);
   try {
     if (args.command === 'help') {
       print(USAGE);
@@ -81,6 +83,18 @@ async function runTasksCli(given: CliArguments, env: NodeJS.ProcessEnv, print: (
     process.stderr.write(`duraflow: ${terminalText(message)}\n`);
     if (error instanceof DatabaseUnreachableError) return 3;
     return error instanceof DuraflowError && USAGE_CODES.includes(error.code) ? 2 : 1;
+  }
+}
+
+/** `duraflow reencrypt`: exit 0 every value under the current key, 1 some no key opens, 2 a wrong command line or keys, 3 the database unreachable. */
+async function runReencryptCli(args: CliArguments, env: NodeJS.ProcessEnv, print: (line: string) => void): Promise<number> {
+  try {
+    return await reencryptCommand(databaseUrlOf(args.url, env), { batchSize: args.batchSize, json: args.json }, env, print);
+  } catch (error) {
+    const message = error instanceof DuraflowError ? `${error.code}: ${error.message}` : `reencrypt failed: ${oneLine(error)}`;
+    process.stderr.write(`duraflow: ${terminalText(message)}\n`);
+    if (error instanceof DatabaseUnreachableError) return 3;
+    return error instanceof DuraflowError && [...USAGE_CODES, 'INVALID_OPTIONS'].includes(error.code) ? 2 : 1;
   }
 }
 

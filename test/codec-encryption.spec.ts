@@ -1,0 +1,183 @@
+import { randomBytes } from 'node:crypto';
+import { Client } from 'pg';
+import {
+  aesGcmCodec,
+  DuraflowModuleOptions,
+  InvalidDuraflowOptionsError,
+  PayloadUnreadableError,
+  TaskStatus,
+  WorkflowContext,
+  WorkflowService,
+  workflow,
+} from '@duraflow/nestjs';
+import { codecFromEnv } from '../libs/duraflow/src/codec/codec-from-env';
+import { useTestBed } from './support/test-bed';
+
+/*
+ * Encryption at rest (issue 29 point 4): with aesGcmCodec, no payload a run handles (input, step
+ * outputs, output, signals, log metadata, events, stream chunks, a child's input and output, a
+ * failing step's error) appears in plaintext in any column of any table, while every API returns
+ * the plaintext; a ciphertext moved to another row does not open.
+ */
+
+const bed = useTestBed({ databasePerTest: true });
+
+const MARKER = 'zq-secret-7f3a91';
+const key1 = randomBytes(32);
+const codecK1 = () => aesGcmCodec({ keys: { k1: key1 }, current: 'k1' });
+
+const child = workflow('codec-child', async (ctx: WorkflowContext<{ note: string }>) => {
+  const echoed = await ctx.step.run('echo', () => ({ heard: ctx.input.note }));
+  return { child: echoed.heard };
+});
+
+const everything = workflow('codec-everything', async (ctx: WorkflowContext<{ secret: string }>) => {
+  ctx.log.info('started', { secret: ctx.input.secret });
+  const first = await ctx.step.run('first', () => ({ stepSaw: `${ctx.input.secret}-step` }));
+  await ctx.setEvent('progress', { secret: ctx.input.secret });
+  await ctx.step.run('stream', async () => {
+    await ctx.writeStream('tokens', `${ctx.input.secret}-chunk`);
+    return 'streamed';
+  });
+  await ctx.closeStream('tokens');
+  const signal = await ctx.waitForSignal<{ secret: string }>('go');
+  const fromChild = await ctx.runChild<{ child: string }>('kid', 'codec-child', { note: `${signal.secret}-to-child` });
+  await ctx.step.run(
+    'flaky',
+    ({ attempt }) => {
+      if (attempt === 1) throw new Error(`first try failed for ${ctx.input.secret}`);
+      return 'second try';
+    },
+    { retries: 1, backoff: { initialDelayMs: 1, maxDelayMs: 1 } },
+  );
+  return { done: first.stepSaw, fromChild: fromChild.child };
+});
+
+const failing = workflow('codec-failing', async (ctx: WorkflowContext<{ secret: string }>) => {
+  await ctx.step.run('breaks', () => {
+    throw new Error(`cannot process ${ctx.input.secret}`);
+  });
+});
+
+const WORKFLOWS = [child, everything, failing];
+
+function startApp(duraflow: DuraflowModuleOptions = {}) {
+  return bed.start({ duraflow: { workflows: WORKFLOWS, worker: { shutdownTimeoutMs: 200 }, ...duraflow } });
+}
+
+/** Every row of every table of the test's database whose text holds `text`, as `table: count`. */
+async function tablesHolding(client: Client, text: string): Promise<Record<string, number>> {
+  const { rows: tables } = await client.query<{ schema: string; name: string }>(
+    `SELECT table_schema AS schema, table_name AS name FROM information_schema.tables
+     WHERE table_type = 'BASE TABLE' AND table_schema NOT IN ('pg_catalog', 'information_schema')`,
+  );
+  const found: Record<string, number> = {};
+  for (const table of tables) {
+    const { rows } = await client.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM "${table.schema}"."${table.name}" t WHERE t::text LIKE '%' || $1 || '%'`,
+      [text],
+    );
+    if (rows[0].n) found[`${table.schema}.${table.name}`] = rows[0].n;
+  }
+  return found;
+}
+
+async function runEverything(workflows: WorkflowService) {
+  const task = await workflows.submit('codec-everything', { secret: MARKER });
+  for (let i = 0; i < 200; i++) {
+    const steps = await workflows.getSteps(task.id);
+    if (steps.some((step) => step.kind === 'signal' && step.status === 'waiting')) break;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  await workflows.signal(task.id, 'go', { secret: MARKER });
+  const done = await workflows.waitFor(task.id, { timeoutMs: 30_000 });
+  return { task, done };
+}
+
+describe('encryption at rest (aesGcmCodec)', () => {
+  it('stores no payload in plaintext in any table, while the APIs return the plaintext', async () => {
+    const app = await startApp({ codec: codecK1() });
+    const workflows = app.get(WorkflowService);
+    const { task, done } = await runEverything(workflows);
+    const failed = await workflows.submit('codec-failing', { secret: MARKER });
+    const failedTask = await workflows.waitFor(failed.id, { timeoutMs: 30_000 });
+
+    expect(done.status).toBe(TaskStatus.COMPLETED);
+    expect(done.input).toEqual({ secret: MARKER });
+    expect(done.output).toEqual({ done: `${MARKER}-step`, fromChild: `${MARKER}-to-child` });
+    expect(failedTask.status).toBe(TaskStatus.FAILED);
+    expect(failedTask.error?.message).toContain(MARKER);
+    expect(failedTask.error?.code).toBeDefined();
+
+    // Nothing of the marker anywhere in the database: every column of every table, as text.
+    expect(await tablesHolding(bed.db.client, MARKER)).toEqual({});
+    // ...and what stays readable is there: the error's code, the steps' keys.
+    const { rows: errors } = await bed.db.client.query(`SELECT error->>'code' AS code FROM agent_tasks WHERE id = $1`, [failed.id]);
+    expect(errors[0].code).toBe(failedTask.error?.code);
+    const { rows: sealed } = await bed.db.client.query(`SELECT input->>'$enc' AS enc, input->>'k' AS k FROM agent_tasks WHERE id = $1`, [
+      task.id,
+    ]);
+    expect(sealed[0]).toEqual({ enc: 'aes-256-gcm', k: 'k1' });
+
+    // The APIs read it all back decoded.
+    const steps = await workflows.getSteps(task.id);
+    expect(steps.find((step) => step.stepKey === 'first')?.output).toEqual({ stepSaw: `${MARKER}-step` });
+    expect(steps.find((step) => step.kind === 'signal')?.output).toEqual({ secret: MARKER });
+    expect(steps.find((step) => step.kind === 'child')?.output).toEqual({ child: `${MARKER}-to-child` });
+    const signals = await workflows.listSignals(task.id);
+    expect(signals.items[0].payload).toEqual({ secret: MARKER });
+    expect(signals.items[0].payloadPreview).toContain(MARKER);
+    const logs = await workflows.getLogs(task.id);
+    expect(logs.items[0].metadata).toEqual({ secret: MARKER });
+    expect(await workflows.getEvent(task.id, 'progress')).toEqual({ secret: MARKER });
+    const chunks: unknown[] = [];
+    for await (const chunk of workflows.readStream(task.id, 'tokens')) chunks.push(chunk.value);
+    expect(chunks).toEqual([`${MARKER}-chunk`]);
+    const summaries = await workflows.getStepSummaries(failed.id);
+    expect(JSON.stringify(summaries[0].error)).toContain(MARKER);
+    const [kid] = await workflows.getChildren(task.id);
+    expect(kid.input).toEqual({ note: `${MARKER}-to-child` });
+  });
+
+  it('fails to open a ciphertext copied to another task or another field', async () => {
+    const app = await startApp({ codec: codecK1(), worker: { enabled: false } });
+    const workflows = app.get(WorkflowService);
+    const a = await workflows.submit('codec-failing', { secret: 'a' });
+    const b = await workflows.submit('codec-failing', { secret: 'b' });
+    await bed.db.client.query(`UPDATE agent_tasks SET input = (SELECT input FROM agent_tasks WHERE id = $1) WHERE id = $2`, [a.id, b.id]);
+    await bed.db.client.query(`UPDATE agent_tasks SET output = input WHERE id = $1`, [a.id]);
+
+    const movedRow = await workflows.get(b.id);
+    expect(() => movedRow!.input).toThrow(PayloadUnreadableError);
+    const movedField = await workflows.get(a.id);
+    expect(movedField!.input).toEqual({ secret: 'a' });
+    expect(() => movedField!.output).toThrow(expect.objectContaining({ code: 'PAYLOAD_UNREADABLE' }));
+  });
+
+  it('reads rows written before the codec was turned on', async () => {
+    const plain = await startApp();
+    const before = await plain.get(WorkflowService).submit('codec-child', { note: 'from before' });
+    await plain.get(WorkflowService).waitFor(before.id, { timeoutMs: 30_000 });
+    await plain.close();
+
+    const app = await startApp({ codec: codecK1() });
+    const workflows = app.get(WorkflowService);
+    const read = await workflows.get(before.id);
+    expect(read!.input).toEqual({ note: 'from before' });
+    expect(read!.output).toEqual({ child: 'from before' });
+    expect((await workflows.getSteps(before.id))[0].output).toEqual({ heard: 'from before' });
+    const after = await workflows.submit('codec-child', { note: 'after' });
+    expect((await workflows.waitFor(after.id, { timeoutMs: 30_000 })).output).toEqual({ child: 'after' });
+  });
+
+  it('refuses a key that is not 32 bytes and a current key that is not one of the keys, at boot', () => {
+    expect(() => aesGcmCodec({ keys: { k1: randomBytes(16) }, current: 'k1' })).toThrow(InvalidDuraflowOptionsError);
+    expect(() => aesGcmCodec({ keys: { k1: 'not base64 at all!' }, current: 'k1' })).toThrow(InvalidDuraflowOptionsError);
+    expect(() => aesGcmCodec({ keys: { k1: key1 }, current: 'k2' })).toThrow(/current/);
+    expect(() => codecFromEnv({ DURAFLOW_CODEC_KEYS: `k1:${key1.toString('base64')},k2:${key1.toString('base64')}` })).toThrow(
+      /DURAFLOW_CODEC_CURRENT/,
+    );
+    expect(codecFromEnv({ DURAFLOW_CODEC_KEYS: `k1:${key1.toString('base64')}` })?.currentKeyId).toBe('k1');
+    expect(codecFromEnv({})).toBeUndefined();
+  });
+});
