@@ -7,6 +7,7 @@ import { TaskStatus } from '../task-status';
   where: `status = 'pending'`,
 })
 @Index('idx_agent_tasks_heartbeat', ['heartbeatAt'], { where: `status = 'running'` })
+@Index('idx_agent_tasks_completed', ['completedAt'], { where: 'completed_at IS NOT NULL' })
 @Index('idx_agent_tasks_idempotency', ['workflowName', 'idempotencyKey'], {
   unique: true,
   where: 'idempotency_key IS NOT NULL',
