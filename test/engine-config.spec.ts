@@ -93,6 +93,9 @@ describe('the engine configuration (environment variables)', () => {
       DURAFLOW_RETENTION_CANCELLED: '45 s',
       DURAFLOW_RETENTION_BATCH_SIZE: '100',
       DURAFLOW_RETENTION_INTERVAL_MS: '15000',
+      DURAFLOW_CALLBACK_BASE_URL: 'https://hooks.example.com',
+      DURAFLOW_CALLBACK_SECRET: 'a-callback-secret-of-more-than-32-bytes',
+      DURAFLOW_CALLBACK_PATH: '/hooks/duraflow/',
     });
     expect(config).toEqual({
       port: 8080,
@@ -130,7 +133,32 @@ describe('the engine configuration (environment variables)', () => {
         batchSize: 100,
         intervalMs: 15_000,
       },
+      callbacks: { baseUrl: 'https://hooks.example.com', secret: 'a-callback-secret-of-more-than-32-bytes', path: '/hooks/duraflow' },
     });
+  });
+
+  it('takes the callback variables together, a secret of 32 bytes or more, and never prints the secret', () => {
+    const secret = 'short-secret';
+    expect(() => loadEngineConfig({ DURAFLOW_CALLBACK_SECRET: 'x'.repeat(40) })).toThrow(/DURAFLOW_CALLBACK_BASE_URL/);
+    expect(() => loadEngineConfig({ DURAFLOW_CALLBACK_BASE_URL: 'https://hooks.example.com' })).toThrow(/DURAFLOW_CALLBACK_SECRET/);
+    const error = (() => {
+      try {
+        loadEngineConfig({ DURAFLOW_CALLBACK_BASE_URL: 'https://hooks.example.com', DURAFLOW_CALLBACK_SECRET: secret });
+      } catch (thrown) {
+        return thrown as Error;
+      }
+    })();
+    expect(error?.message).toMatch(/DURAFLOW_CALLBACK_SECRET.*at least 32 bytes/);
+    expect(error?.message).not.toContain(secret);
+    expect(() => loadEngineConfig({ DURAFLOW_CALLBACK_BASE_URL: 'ftp://x', DURAFLOW_CALLBACK_SECRET: 'x'.repeat(40) })).toThrow(/http/);
+    expect(() =>
+      loadEngineConfig({
+        DURAFLOW_CALLBACK_BASE_URL: 'https://x',
+        DURAFLOW_CALLBACK_SECRET: 'x'.repeat(40),
+        DURAFLOW_CALLBACK_PATH: '/a/:b',
+      }),
+    ).toThrow(/DURAFLOW_CALLBACK_PATH/);
+    expect(loadEngineConfig({}).callbacks).toBeUndefined();
   });
 
   it('reads a retention in ms, s, m, h or d, any case; 0 removes a finished task at its next sweep', () => {
