@@ -56,6 +56,16 @@ const hourly = workflow('kit-hourly', async (ctx: WorkflowContext) => ctx.step.r
   schedule: { cron: '0 * * * *' },
 });
 
+const approval = workflow('kit-approval', async (ctx: WorkflowContext) => {
+  const callback = await ctx.createCallback('manager', { timeoutMs: 48 * HOUR });
+  await ctx.step.run('mail', () => note(callback.id));
+  try {
+    return await ctx.waitForCallback<{ approved: boolean }>(callback);
+  } catch {
+    return 'expired';
+  }
+});
+
 async function status(env: DuraflowTestEnv, id: string) {
   return (await env.workflows.get(id))!;
 }
@@ -189,6 +199,34 @@ describe('schedules under the testing kit', () => {
     } finally {
       await env.close();
     }
+  });
+});
+
+describe('callbacks under the testing kit', () => {
+  let env: DuraflowTestEnv;
+  beforeEach(async () => {
+    events = [];
+    const callbacks = { baseUrl: 'https://app.example.com', secret: 'a-test-secret-of-at-least-32-bytes!' };
+    env = await createDuraflowTestEnv({ options: { workflows: [approval], callbacks } });
+  });
+  afterEach(() => env.close());
+
+  it('completes a callback through env.completeCallback', async () => {
+    const task = await env.workflows.submit('kit-approval', {});
+    await env.runUntilIdle();
+    await env.completeCallback(events[0], { approved: true });
+    await env.runUntilIdle();
+    expect((await status(env, task.id)).output).toEqual({ approved: true });
+  });
+
+  it("expires a callback at its timeout on the engine's clock, not before", async () => {
+    const task = await env.workflows.submit('kit-approval', {});
+    await env.runUntilIdle();
+    await env.advanceTime('47h');
+    expect((await status(env, task.id)).status).toBe(TaskStatus.PENDING);
+    await env.advanceTime('2h');
+    expect((await status(env, task.id)).output).toBe('expired');
+    await expect(env.completeCallback(events[0], { approved: true })).rejects.toThrow();
   });
 });
 

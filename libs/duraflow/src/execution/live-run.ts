@@ -57,7 +57,7 @@ export class LiveRuns {
       logs: this.logs,
       logLimits: this.options.logs,
       talks: this.talks,
-      callbacks: new CallbackOpener(this.callbackStore, this.options.callbacks, Date.now),
+      callbacks: new CallbackOpener(this.callbackStore, this.options.callbacks, () => this.clock.now()),
       traceContextJson: childTraceContext(traceContext),
       clock: this.clock,
       faults: this.faults,
@@ -157,8 +157,9 @@ export class LiveRun {
     return runScopeStorage.run(this.context.scope, () => this.workflow.run(this.context.ctx));
   }
 
-  /** Writes the run's pending log lines through its lease (fenced on its claim; a lost claim writes nothing). */
+  /** Writes the run's queued stream chunks and pending log lines through its lease (fenced on its claim; a lost claim writes nothing). */
   async flushLog(): Promise<void> {
+    await this.talk.drain(); // the body's queued stream chunks first (run-talk.ts)
     await this.lease.write(() => this.log.flush());
   }
 

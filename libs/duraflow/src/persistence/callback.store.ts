@@ -26,7 +26,7 @@ export interface CallbackToOpen {
 }
 
 const COLUMNS = `id, task_id, key, created_at, completed_at, payload, expires_at,
-  CASE WHEN status = 'open' AND expires_at <= clock_timestamp() THEN 'expired' ELSE status END AS status`;
+  CASE WHEN status = 'open' AND expires_at <= duraflow_clock_timestamp() THEN 'expired' ELSE status END AS status`;
 
 /** The rows of `task_callbacks` (a completion is a move of the lifecycle: lifecycle/complete-callback.ts). */
 @Injectable()
@@ -56,7 +56,7 @@ export class CallbackStore {
   /** An open callback whose wait timed out is marked so (a completion would be refused anyway: its expiry passed). */
   async markExpired(callbackId: string): Promise<void> {
     await this.db.query(
-      `UPDATE task_callbacks SET status = 'expired' WHERE id = $1 AND status = 'open' AND expires_at <= clock_timestamp()`,
+      `UPDATE task_callbacks SET status = 'expired' WHERE id = $1 AND status = 'open' AND expires_at <= duraflow_clock_timestamp()`,
       [callbackId],
     );
   }

@@ -12,6 +12,7 @@ import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
 import { ScheduleTicker } from '../schedules/schedule-ticker';
 import { ReaperService } from '../services/reaper.service';
 import { SignalReceipt } from '../services/workflows/task-control';
+import { CallbackReceipt } from '../services/workflows/task-callbacks';
 import { WorkflowService } from '../services/workflow.service';
 import { Duration, durationMs } from './duration';
 import { FailStepOptions, FaultPlan } from './fault-plan';
@@ -98,6 +99,11 @@ export class DuraflowTestEnv {
 
   signal(taskId: string, name: string, payload?: unknown): Promise<SignalReceipt> {
     return this.workflows.signal(taskId, name, payload);
+  }
+
+  /** Completes a callback a run opened (`ctx.createCallback`), as a POST to its url would; needs `options.callbacks`. */
+  completeCallback(callbackId: string, payload?: unknown): Promise<CallbackReceipt> {
+    return this.workflows.completeCallback(callbackId, payload);
   }
 
   getSteps(taskId: string): Promise<StepRun[]> {

@@ -32,7 +32,7 @@ export async function completeCallback(tx: SqlExecutor, callback: CallbackToComp
   const { rows } = await tx.query(
     `/* duraflow_complete_callback */
      UPDATE task_callbacks c SET status = 'completed', payload = $3::jsonb, completed_at = clock_timestamp()
-     WHERE c.id = $1 AND c.task_id = $2 AND c.status = 'open' AND (c.expires_at IS NULL OR c.expires_at > clock_timestamp())
+     WHERE c.id = $1 AND c.task_id = $2 AND c.status = 'open' AND (c.expires_at IS NULL OR c.expires_at > duraflow_clock_timestamp())
        AND EXISTS (SELECT 1 FROM agent_tasks t WHERE t.id = $2 AND t.status NOT IN ${TERMINAL})
      RETURNING c.id`,
     [callback.callbackId, callback.taskId, callback.callbackPayloadJson],
@@ -55,7 +55,7 @@ export async function completeCallback(tx: SqlExecutor, callback: CallbackToComp
 /** Why a completion wrote nothing, read under the same lock. */
 async function refusal(tx: SqlExecutor, callback: CallbackToComplete): Promise<Exclude<CallbackCompletion, 'completed'>> {
   const { rows } = await tx.query(
-    `SELECT c.status, c.expires_at IS NOT NULL AND c.expires_at <= clock_timestamp() AS expired, t.status IN ${TERMINAL} AS task_finished
+    `SELECT c.status, c.expires_at IS NOT NULL AND c.expires_at <= duraflow_clock_timestamp() AS expired, t.status IN ${TERMINAL} AS task_finished
      FROM task_callbacks c LEFT JOIN agent_tasks t ON t.id = c.task_id
      WHERE c.id = $1 AND c.task_id = $2`,
     [callback.callbackId, callback.taskId],
