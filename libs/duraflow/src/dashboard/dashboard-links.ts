@@ -81,6 +81,11 @@ export class DashboardLinks {
     return this.to('dead-letters', query);
   }
 
+  /** The recent published events (`name`: of one name) and the open debounces and batches. */
+  events(query: LinkQuery = {}): string {
+    return this.to('events', query);
+  }
+
   /** The overview's charts (`window`: hour, day or week). */
   overview(query: LinkQuery = {}): string {
     return this.to('overview', query);

@@ -3,6 +3,7 @@ import { mountDashboardController } from './dashboard.controller';
 import { mountDashboardOperateController } from './dashboard-operate.controller';
 import { mountDashboardCallbacksController } from './dashboard-callbacks.controller';
 import { mountDashboardOverviewController } from './dashboard-overview.controller';
+import { mountDashboardEventsController } from './dashboard-events.controller';
 import { DASHBOARD_OPTIONS, DuraflowDashboardOptions, resolveDashboardOptions } from './dashboard.options';
 import { DashboardReader } from './dashboard-reader';
 import { DashboardReplies } from './dashboard-replies';
@@ -32,8 +33,13 @@ export class DuraflowDashboardModule {
     return {
       module: DuraflowDashboardModule,
       imports: resolved.imports,
-      controllers: [mountDashboardController(resolved), mountDashboardOperateController(resolved),
-        mountDashboardCallbacksController(resolved), mountDashboardOverviewController(resolved)],
+      controllers: [
+        mountDashboardController(resolved),
+        mountDashboardOperateController(resolved),
+        mountDashboardCallbacksController(resolved),
+        mountDashboardOverviewController(resolved),
+        mountDashboardEventsController(resolved),
+      ],
       providers: [
         { provide: DASHBOARD_OPTIONS, useValue: resolved },
         DashboardReader,

@@ -11,7 +11,7 @@ export interface ViewContext {
   now: Date;
 }
 
-export type Section = 'overview' | 'tasks' | 'dead-letters';
+export type Section = 'overview' | 'tasks' | 'dead-letters' | 'events';
 
 const STYLE = new Html(DASHBOARD_STYLESHEET);
 const SCRIPT = new Html(DASHBOARD_CLIENT_SCRIPT);
@@ -42,7 +42,8 @@ export function layout(
       links &&
       html`<a href="${links.overview()}" ${ariaCurrent(current('overview'))}>Overview</a>
     <a href="${links.home()}" ${ariaCurrent(current('tasks'))}>Tasks</a>
-    <a href="${links.deadLetters()}" ${ariaCurrent(current('dead-letters'))}>Dead letters</a>`
+    <a href="${links.deadLetters()}" ${ariaCurrent(current('dead-letters'))}>Dead letters</a>
+    <a href="${links.events()}" ${ariaCurrent(current('events'))}>Events</a>`
     }
   </nav>
   ${options.loginUrl && html`<a href="${options.loginUrl}">Sign in</a>`}
