@@ -1,6 +1,7 @@
 import { TestingModule } from '@nestjs/testing';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import {
+  aesGcmCodec,
   CallbackAlreadyCompletedError,
   CallbackClosedError,
   CallbackHandle,
@@ -18,6 +19,7 @@ import {
   workflow,
 } from '@duraflow/nestjs';
 import { resolveDuraflowOptions } from '../libs/duraflow/src/config/resolved-options';
+import { effectKey } from '../libs/duraflow/src/util/effect-key';
 import { SUBMIT_ONLY, useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
 
@@ -133,6 +135,25 @@ describe('callbacks', () => {
     expect(await callbackRows(task.id)).toHaveLength(1);
   });
 
+  it('opens the same callback, with its first expiry, when its step runs again after a crash between the row and the checkpoint', async () => {
+    const submitter = await startApp(SUBMIT_ONLY);
+    const task = await submitter.get(WorkflowService).submit('cb-approval', { timeoutMs: 60_000 });
+    const id = effectKey(task.id, 'callback:approval');
+    // What a run that died after opening the callback, before its step's checkpoint, left behind.
+    await bed.db.client.query(
+      `INSERT INTO task_callbacks (id, task_id, key, expires_at) VALUES ($1, $2, 'approval', '2099-01-01T00:00:00Z')`,
+      [id, task.id],
+    );
+
+    await startApp();
+    await eventually('the task waits for its callback', () => waitingForCallback(task.id));
+
+    expect(seen.get(task.id)).toEqual([expect.objectContaining({ id, expiresAt: '2099-01-01T00:00:00.000Z' })]);
+    expect(await callbackRows(task.id)).toHaveLength(1);
+    const wait = (await bed.rows.steps(task.id)).find((step) => step.kind === 'signal');
+    expect(wait!.wake_at).toEqual(new Date('2099-01-01T00:00:00Z'));
+  });
+
   it('lets exactly one of many racing completions win; the others are told it was completed already', async () => {
     const app = await startApp();
     const workflows = app.get(WorkflowService);
@@ -211,6 +232,25 @@ describe('callbacks', () => {
     expect(done.error).toMatchObject({ code: 'CALLBACK_TIMEOUT' });
     expect(await bed.rows.compensatedStepKeys(task.id)).toEqual(['reserve']);
     expect(undone).toContain('reserve');
+  });
+
+  it('stores the payload through the codec: not in plaintext in PostgreSQL, the run gets it decoded', async () => {
+    const app = await startApp({ codec: aesGcmCodec({ keys: { k1: randomBytes(32) }, current: 'k1' }) });
+    const workflows = app.get(WorkflowService);
+    const task = await workflows.submit('cb-approval', {});
+    await eventually('the task waits for its callback', () => waitingForCallback(task.id));
+
+    await workflows.completeCallback(seen.get(task.id)![0].id, { secretWord: 'swordfish' });
+
+    expect(await workflows.waitFor(task.id, { timeoutMs: 10_000 })).toMatchObject({ output: { body: { secretWord: 'swordfish' } } });
+    const stored = await bed.db.client.query(
+      `SELECT (SELECT string_agg(payload::text, '') FROM task_callbacks WHERE task_id = $1) AS callbacks,
+              (SELECT string_agg(payload::text, '') FROM task_signals WHERE task_id = $1) AS signals,
+              (SELECT string_agg(output::text, '') FROM step_runs WHERE task_id = $1) AS steps`,
+      [task.id],
+    );
+    for (const text of Object.values(stored.rows[0])) expect(text).not.toContain('swordfish');
+    expect(await workflows.listCallbacks(task.id)).toEqual([expect.objectContaining({ payload: { secretWord: 'swordfish' } })]);
   });
 
   it('keeps the signal name of callbacks to itself: workflows.signal refuses it', async () => {
