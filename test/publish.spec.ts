@@ -11,6 +11,7 @@ import {
   WorkflowContext,
   WorkflowService,
 } from '@duraflow/nestjs';
+import { EventRetention } from '../libs/duraflow/src/events/event-retention';
 import { useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
 
@@ -57,7 +58,25 @@ const alert = workflow(
   async (ctx) => {
     ran.push({ workflow: 'alert', input: ctx.input });
   },
-  { on: ['duraflow.task.failed', 'duraflow.task.cancelled'] },
+  { on: ['duraflow.task.failed', 'duraflow.task.cancelled', 'duraflow.dead_letter.created'] },
+);
+const leaky = workflow(
+  'leaky',
+  async (ctx) => {
+    await ctx.step.run('charge', () => ({ charged: 1 }));
+    await ctx.step.run('ship', () => {
+      throw new Error('no truck');
+    });
+  },
+  {
+    compensations: {
+      charge: () => {
+        throw new Error('the refund API is down');
+      },
+    },
+    compensation: { retries: 0 },
+    step: { retries: 0 },
+  },
 );
 
 describe('publish: events that start workflows', () => {
@@ -67,7 +86,7 @@ describe('publish: events that start workflows', () => {
 
   beforeAll(async () => {
     app = await bed.start({
-      duraflow: { workflows: [audit, strict, boom, parked, alert], maxRetries: 0 },
+      duraflow: { workflows: [audit, strict, boom, parked, alert, leaky], maxRetries: 0 },
       providers: [FulfilWorkflow],
     });
     workflows = app.get(WorkflowService);
@@ -151,6 +170,23 @@ describe('publish: events that start workflows', () => {
     expect(listed.map((e) => [e.id, e.payload, e.deliveries])).toEqual([[result.eventId, { hello: 'world' }, []]]);
   });
 
+  it('deletes the events past their retention with their deliveries, and keeps the newer ones', async () => {
+    const old = await workflows.publish('order.cancelled', { orderId: 'o-old' });
+    const recent = await workflows.publish('order.cancelled', { orderId: 'o-recent' });
+    await bed.db.client.query(`UPDATE duraflow_published_events SET created_at = now() - interval '8 days' WHERE id = $1`, [old.eventId]);
+    expect(await app.get(EventRetention).deleteExpired()).toBe(1);
+    const { rows } = await bed.db.client.query(
+      `SELECT e.id, count(d.*)::int AS deliveries FROM duraflow_published_events e LEFT JOIN duraflow_event_deliveries d ON d.event_id = e.id
+       WHERE e.id = ANY($1::uuid[]) GROUP BY e.id`,
+      [[old.eventId, recent.eventId]],
+    );
+    expect(rows).toEqual([{ id: recent.eventId, deliveries: 1 }]);
+    const orphans = await bed.db.client.query(`SELECT count(*)::int AS n FROM duraflow_event_deliveries WHERE event_id = $1`, [
+      old.eventId,
+    ]);
+    expect(orphans.rows[0].n).toBe(0);
+  });
+
   it('refuses a bad name, a name of Duraflow, a payload that is not JSON and a bad key, writing nothing', async () => {
     const countEvents = async () => (await bed.db.client.query(`SELECT count(*)::int AS n FROM duraflow_published_events`)).rows[0].n;
     const before = await countEvents();
@@ -206,5 +242,13 @@ describe('publish: events that start workflows', () => {
       `SELECT count(*)::int AS n FROM duraflow_published_events WHERE name = 'duraflow.task.completed'`,
     );
     expect(rows[0].n).toBe(0);
+  });
+  it('starts a workflow subscribed to duraflow.dead_letter.created when a compensation fails for good', async () => {
+    const task = await workflows.submit('leaky', {});
+    await eventually('the alert for the dead letter ran', () =>
+      ran.some((r) => r.workflow === 'alert' && (r.input as Record<string, unknown>).deadLetterId !== undefined),
+    );
+    const alert = ran.find((r) => r.workflow === 'alert' && (r.input as Record<string, unknown>).deadLetterId !== undefined)!;
+    expect(alert.input).toMatchObject({ taskId: task.id, stepKey: 'charge', workflowName: 'leaky' });
   });
 });

@@ -73,6 +73,7 @@ import { EventGroupStore } from './events/event-group.store';
 import { EventGroupCloser } from './events/event-group-closer';
 import { EventPublisher } from './events/event-publisher';
 import { EventReader } from './events/event-reader';
+import { EventRetention } from './events/event-retention';
 import { DURAFLOW_CLOCK } from './domain/engine-clock';
 import { SYSTEM_CLOCK } from './util/engine-clock';
 import { DURAFLOW_STEP_FAULTS, NO_STEP_FAULTS } from './execution/step-faults';
@@ -111,6 +112,7 @@ import { DURAFLOW_STEP_FAULTS, NO_STEP_FAULTS } from './execution/step-faults';
     EventGroupCloser,
     EventPublisher,
     EventReader,
+    EventRetention,
     ScheduleControl,
     DuraflowDatabase,
     PayloadCoder,
