@@ -186,8 +186,11 @@ describe('callback urls over HTTP', () => {
       headers: key,
     });
     expect(created.status).toBe(201);
+    // The url, as an operator finds it: the output of the step callback:decision.
     const step = await eventually('the callback is open', async () =>
-      (await bed.rows.steps(created.body.id)).find((row) => row.step_key === 'callback:decision' && row.status === 'completed'),
+      ((await http(engine, 'GET', `/tasks/${created.body.id}/steps`, { headers: key })).body as Array<Record<string, any>>).find(
+        (row) => row.stepKey === 'callback:decision' && row.status === 'completed',
+      ),
     );
     const url = `${engine.httpUrl}${(step.output.url as string).slice('https://engine.example.com'.length)}`;
 
