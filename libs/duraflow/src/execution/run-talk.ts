@@ -8,7 +8,7 @@ import { InvalidPrimitiveCallError, RunAbortedError, StreamClosedError, StreamLi
 import { WorkflowContext } from '../domain/workflow-context';
 import { TaskLease } from '../lease/task-lease';
 import { RunEventStore } from '../persistence/run-event.store';
-import { ChunkBatch, chunksJson, ChunkWrite, PendingChunk, StreamStore } from '../persistence/stream.store';
+import { ChunkBatch, chunksJson, KnownChunks, PendingChunk, StreamStore } from '../persistence/stream.store';
 import { describeError } from '../util/describe-error';
 import { OutputLimits, outputToJson, toJson } from '../util/json';
 import { checkStorableJson } from '../validation/storable-text';
@@ -30,14 +30,24 @@ interface StepChunks {
   chunks: PendingChunk[];
 }
 
+/** Body chunks written in one statement at most; a run with more waiting waits for them to be written. */
+const FLUSH_BATCH = 500;
+const QUEUE_BOUND = 2_000;
+
 /**
  * `ctx.setEvent`, `ctx.writeStream` and `ctx.closeStream` of one live run.
  *
  * In the workflow's body each call takes the next position of the run's body (a counter the
- * run's code moves the same way on every run of the task, as it takes its primitives' keys) and
- * is written at once, fenced on the claim: an event only over a value of an earlier position,
- * a chunk only if its position wrote none yet. So a recovered run going through its recorded
- * path again neither brings back an older value nor repeats a chunk.
+ * run's code moves the same way on every run of the task, as it takes its primitives' keys).
+ * An event is written at once, fenced on the claim, only over a value of an earlier position: a
+ * recovered run going through its recorded path again never brings back an older value.
+ *
+ * A body chunk is queued and written in the background, in order, many in one statement while
+ * the one before commits (group commit), fenced on the claim; its origin is its position, and a
+ * position that wrote its chunk in an earlier run writes nothing again. The queue is written
+ * before the run's next event, close, checkpoint, wait and end (live-run.ts drains it): a crash
+ * before then loses chunks no reader saw, and the replay writes them. States: idle, flushing
+ * (one statement in flight, more queued), failed (the next call and the drain rethrow).
  *
  * Inside a step a chunk waits in the attempt until the step completes and is written in the
  * step's checkpoint statement: a failed attempt's chunks, or those of an attempt cut by a
@@ -48,7 +58,10 @@ export class RunTalk {
   private position = 0;
   private readonly closed = new Set<string>();
   private readonly buffered = new Map<string, StepChunks>();
-  private total: Promise<number> | undefined;
+  private readonly queue: PendingChunk[] = [];
+  private flushing: Promise<void> | undefined;
+  private failure: unknown;
+  private known: Promise<KnownChunks> | undefined;
   /** Set when a write could not reach the database: the run must not decide anything. */
   persistenceFailure: unknown;
 
@@ -66,30 +79,32 @@ export class RunTalk {
     checkStorableJson(json, `The value of event "${key}"`);
     const position = ++this.position;
     const stored = this.parts.coder.encodeJson(this.run.taskId, 'event', json ?? null);
+    await this.drain(); // the chunks written before it are seen before it
     await this.write(() => this.parts.events.set(this.run.taskId, this.lease.claimToken, key, stored, position));
   }
 
   async writeStream(key: string, chunk: unknown): Promise<void> {
     checkTalkKey('stream', key);
+    if (this.failure) throw this.failure;
     const json = toJson(chunk, `A chunk of stream "${key}"`) ?? 'null';
     checkStorableJson(json, `A chunk of stream "${key}"`);
     const bytes = Buffer.byteLength(json, 'utf8');
     const { maxChunkBytes, maxChunksPerTask } = this.parts.limits;
     if (bytes > maxChunkBytes) throw new StreamLimitError(this.run.taskId, key, 'maxChunkBytes', bytes, maxChunkBytes);
-    const chunkJson = this.parts.coder.encodeJson(this.run.taskId, 'stream', json);
+    const pending = { key, chunkJson: this.parts.coder.encodeJson(this.run.taskId, 'stream', json), origin: '' };
     const step = runScopeStorage.getStore()?.step;
-    if (step) return this.bufferInStep(step.key, step.context.attempt, { key, chunkJson, origin: '' });
-    const position = ++this.position;
+    if (step) return this.bufferInStep(step.key, step.context.attempt, pending);
+    pending.origin = `b:${++this.position}`;
     if (this.closed.has(key)) throw new StreamClosedError(this.run.taskId, key);
-    let result: ChunkWrite | undefined;
-    const pending = { key, chunkJson, origin: `b:${position}` };
-    await this.write(async () => {
-      result = await this.parts.streams.appendBodyChunk(this.run.taskId, this.lease.claimToken, pending, maxChunksPerTask);
-      return result.owned;
-    });
-    if (result?.outcome === 'closed') throw new StreamClosedError(this.run.taskId, key);
-    if (result?.outcome === 'limit') throw new StreamLimitError(this.run.taskId, key, 'maxChunksPerTask', result.total, maxChunksPerTask);
-    if (result?.outcome === 'written') this.total = Promise.resolve(result.total + 1);
+    const known = await this.knownChunks();
+    if (known.bodyOrigins.has(pending.origin)) return; // an earlier run of the task wrote it
+    if (known.total + this.waitingInSteps() >= maxChunksPerTask) {
+      throw new StreamLimitError(this.run.taskId, key, 'maxChunksPerTask', known.total, maxChunksPerTask);
+    }
+    known.total++;
+    this.queue.push(pending);
+    this.flushing ??= this.flushQueue();
+    if (this.queue.length >= QUEUE_BOUND) await this.drain();
   }
 
   async closeStream(key: string): Promise<void> {
@@ -97,7 +112,14 @@ export class RunTalk {
     this.outsideStep(`ctx.closeStream("${key}")`);
     this.position++;
     this.closed.add(key);
+    await this.drain();
     await this.write(() => this.parts.streams.close(this.run.taskId, this.lease.claimToken, key));
+  }
+
+  /** Resolves once every queued body chunk is written; rethrows what stopped the writing. */
+  async drain(): Promise<void> {
+    while (this.flushing) await this.flushing;
+    if (this.failure) throw this.failure;
   }
 
   /** The chunks the attempt `attempt` of step `stepKey` wrote, to go in its checkpoint's statement; undefined when none. */
@@ -106,7 +128,7 @@ export class RunTalk {
     this.buffered.delete(stepKey);
     if (!entry || entry.attempt !== attempt || !entry.chunks.length) return undefined;
     const count = entry.chunks.length;
-    this.total = this.total?.then((n) => n + count);
+    void this.known?.then((known) => (known.total += count));
     return { json: chunksJson(entry.chunks), count };
   }
 
@@ -116,12 +138,33 @@ export class RunTalk {
     if (!entry || entry.attempt !== attempt) this.buffered.set(stepKey, (entry = { attempt, chunks: [] }));
     chunk.origin = `s:${stepKey}#${entry.chunks.length + 1}`;
     entry.chunks.push(chunk);
-    this.total ??= this.lease.retry(() => this.parts.streams.total(this.run.taskId));
-    const kept = await this.total;
-    const waiting = [...this.buffered.values()].reduce((n, e) => n + e.chunks.length, 0);
-    if (kept + waiting > this.parts.limits.maxChunksPerTask) {
+    const { total } = await this.knownChunks();
+    if (total + this.waitingInSteps() > this.parts.limits.maxChunksPerTask) {
       entry.chunks.splice(entry.chunks.indexOf(chunk), 1);
-      throw new StreamLimitError(this.run.taskId, chunk.key, 'maxChunksPerTask', kept, this.parts.limits.maxChunksPerTask);
+      throw new StreamLimitError(this.run.taskId, chunk.key, 'maxChunksPerTask', total, this.parts.limits.maxChunksPerTask);
+    }
+  }
+
+  private waitingInSteps(): number {
+    let n = 0;
+    for (const entry of this.buffered.values()) n += entry.chunks.length;
+    return n;
+  }
+
+  private knownChunks(): Promise<KnownChunks> {
+    return (this.known ??= this.lease.retry(() => this.parts.streams.known(this.run.taskId)));
+  }
+
+  private async flushQueue(): Promise<void> {
+    try {
+      while (this.queue.length && !this.failure) {
+        const batch = this.queue.splice(0, FLUSH_BATCH);
+        await this.write(() => this.parts.streams.appendBodyChunks(this.run.taskId, this.lease.claimToken, batch));
+      }
+    } catch (error) {
+      this.failure = error;
+    } finally {
+      this.flushing = undefined;
     }
   }
 

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { TaskError } from '../domain/entities/agent-task.entity';
-import { DuraflowError, OutputTooLargeError } from '../domain/errors';
+import { DuraflowError, OutputTooLargeError, PayloadUnreadableError } from '../domain/errors';
 import { RunOutcome } from '../domain/run-outcome';
 import { AgentTask } from '../domain/entities/agent-task.entity';
 import { TaskLease } from '../lease/task-lease';
@@ -34,6 +34,9 @@ export class TaskExecutor {
   async execute(claimed: ClaimedTask, lease: TaskLease, slot: RunSlot): Promise<RunOutcome> {
     const { task } = claimed;
     if (task.rollbackReason) return this.saga.rollback(task, lease, task.rollbackReason);
+    // An input no configured key opens fails this task alone (PAYLOAD_UNREADABLE), before its run is built.
+    const unreadable = unreadableInput(task);
+    if (unreadable) return this.outcomes.fail(task, lease, slot, false, { ...describeError(unreadable), code: unreadable.code });
     const run = await this.runs.open(claimed, lease);
     await lease.confirmIfOld(); // a claim that waited (prefetch, a stalled loop) is confirmed before user code
     if (lease.stoppedBecause) return 'stopped';
@@ -51,6 +54,7 @@ export class TaskExecutor {
     }
     run.kernel.close();
     await flushLog(run);
+    if (run.persistenceFailure) return this.unrecorded(task, run.persistenceFailure); // its stream chunks could not be written
     // The workflow caught the suspension and returned: the task waits all the same.
     if (run.kernel.suspendedUntil) return 'suspended';
     const diverged = run.kernel.guard.finish();
@@ -83,6 +87,17 @@ export class TaskExecutor {
  */
 async function flushLog(run: LiveRun): Promise<void> {
   await run.flushLog().catch(() => undefined);
+}
+
+/** The codec's error when the task's input cannot be decoded (codec/decoded-rows.ts decodes it when read). */
+function unreadableInput(task: AgentTask): PayloadUnreadableError | null {
+  try {
+    void task.input;
+    return null;
+  } catch (error) {
+    if (error instanceof PayloadUnreadableError) return error;
+    throw error;
+  }
 }
 
 /** The task's error for a run that failed: the step that failed for good, or the workflow's own error. */

@@ -26,12 +26,10 @@ export interface StreamState {
   closed: boolean;
 }
 
-/** What a body chunk's write did: written, present already (a replay), or refused (closed, limit). */
-export interface ChunkWrite {
-  owned: boolean;
-  outcome: 'written' | 'present' | 'closed' | 'limit';
-  /** The chunks the task keeps (all its streams) before this write. */
+/** What a run knows of its task's chunks when it first writes one: how many, and which body positions wrote theirs. */
+export interface KnownChunks {
   total: number;
+  bodyOrigins: Set<string>;
 }
 
 /** A step's chunks written with its checkpoint. */
@@ -88,26 +86,27 @@ function notifyTalk(task: string, written: string): string {
 export class StreamStore {
   constructor(private readonly db: DuraflowDatabase) {}
 
-  /** A chunk of the run's body: written unless its origin is there already, the stream is closed, or the task keeps `maxPerTask`. */
-  async appendBodyChunk(taskId: string, claimToken: string, chunk: PendingChunk, maxPerTask: number): Promise<ChunkWrite> {
-    const { rows } = await this.db.query(
+  /** Chunks of the run's body, in order, while the claim owns the task (each origin once): false when it no longer does. */
+  async appendBodyChunks(taskId: string, claimToken: string, chunks: PendingChunk[]): Promise<boolean> {
+    const { rows } = await this.db.query<{ owned: boolean }>(
       `WITH owner AS (${ownedTaskRow('$1', '$2')}),
-       present AS (SELECT 1 FROM task_stream_chunks WHERE task_id = $1 AND origin = $5),
-       closed AS (SELECT 1 FROM task_streams WHERE task_id = $1 AND key = $3 AND closed_at IS NOT NULL),
-       total AS (SELECT coalesce(sum(last_seq), 0)::int AS n FROM task_streams WHERE task_id = $1),
-       gate AS (
-         SELECT 1 FROM owner
-         WHERE NOT EXISTS (SELECT 1 FROM present) AND NOT EXISTS (SELECT 1 FROM closed) AND (SELECT n FROM total) < $6
-       ),
-       ${appendChunksCtes('$1', 'gate', '$4')}
-       SELECT EXISTS (SELECT 1 FROM owner) AS owned, EXISTS (SELECT 1 FROM present) AS present,
-              EXISTS (SELECT 1 FROM closed) AS closed, (SELECT n FROM total) AS total, ${notifyTalk('$1', 'chunks')} AS written`,
-      [taskId, claimToken, chunk.key, chunksJson([chunk]), chunk.origin, maxPerTask],
-      'duraflow_stream_body_chunk',
+       ${appendChunksCtes('$1', 'owner', '$3')}
+       SELECT EXISTS (SELECT 1 FROM owner) AS owned, ${notifyTalk('$1', 'chunks')} AS notified`,
+      [taskId, claimToken, chunksJson(chunks)],
+      'duraflow_stream_body_chunks',
     );
-    const row = rows[0];
-    const outcome = row.present ? 'present' : row.closed ? 'closed' : Number(row.written) > 0 ? 'written' : 'limit';
-    return { owned: row.owned === true, outcome, total: row.total };
+    return rows[0]?.owned === true;
+  }
+
+  /** The chunks the task keeps, and the origins of those its runs' bodies wrote (a replay writes them not again). */
+  async known(taskId: string): Promise<KnownChunks> {
+    const { rows } = await this.db.query(
+      `SELECT (SELECT coalesce(sum(last_seq), 0)::int FROM task_streams WHERE task_id = $1) AS total,
+              (SELECT coalesce(array_agg(origin), '{}') FROM task_stream_chunks WHERE task_id = $1 AND origin LIKE 'b:%') AS origins`,
+      [taskId],
+      'duraflow_stream_known',
+    );
+    return { total: rows[0].total, bodyOrigins: new Set(rows[0].origins) };
   }
 
   /** A step's checkpoint (as `upsertCompletedStep`) with its chunks, in one statement: the chunks land if and only if the row does. */
@@ -146,16 +145,6 @@ export class StreamStore {
       'duraflow_stream_close',
     );
     return rows[0]?.owned === true;
-  }
-
-  /** The chunks the task keeps, all its streams together. */
-  async total(taskId: string): Promise<number> {
-    const { rows } = await this.db.query(
-      `SELECT coalesce(sum(last_seq), 0)::int AS n FROM task_streams WHERE task_id = $1`,
-      [taskId],
-      'duraflow_stream_total',
-    );
-    return rows[0].n;
   }
 
   /** The stream's chunks after `after`, in order, at most `limit`. */
