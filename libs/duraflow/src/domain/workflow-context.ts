@@ -76,8 +76,8 @@ export interface WorkflowContext<TInput = any> {
   /**
    * Appends `chunk` (JSON) to stream `key` (`workflows.readStream(runId, key)`). Inside a step the
    * chunk is written with the step's checkpoint (a step run again after a crash never repeats
-   * one); in the body it is written at once, once per position in the body (a replay repeats
-   * none). Bounded by the `streams` option (StreamLimitError); after closeStream StreamClosedError.
+   * one); in the body it is queued and group committed in order before the run's next event,
+   * close, checkpoint, wait or end, once per position in the body (a replay repeats none). Bounded by the `streams` option (StreamLimitError); after closeStream StreamClosedError.
    */
   writeStream(key: string, chunk: unknown): Promise<void>;
   /** Closes stream `key`: its readers end once they have read every chunk. A call of the workflow's body only. */
