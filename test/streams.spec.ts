@@ -1,4 +1,5 @@
 import {
+  aesGcmCodec,
   InvalidListOptionsError,
   StreamChunk,
   TaskNotFoundError,
@@ -7,7 +8,7 @@ import {
   WorkflowService,
   workflow,
 } from '@duraflow/nestjs';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
 
@@ -68,6 +69,14 @@ const limited = workflow('streams-limited', async (ctx: WorkflowContext<{ where:
 const afterClose = workflow('streams-after-close', async (ctx: WorkflowContext) => {
   await ctx.closeStream('tokens');
   await ctx.writeStream('tokens', 'late');
+});
+
+/** A secret in an event, a body chunk and a step's chunk. */
+const secret = workflow('streams-secret', async (ctx: WorkflowContext) => {
+  await ctx.setEvent('card', { number: 'SECRET-4242' });
+  await ctx.writeStream('tokens', 'SECRET-body');
+  await ctx.step.run('s', () => ctx.writeStream('tokens', { in: 'SECRET-step' }));
+  await ctx.closeStream('tokens');
 });
 
 async function startApp() {
@@ -160,6 +169,26 @@ describe('streams', () => {
     const workflows = await startApp();
     expect(() => workflows.readStream(randomUUID(), 'tokens', { after: -1 })).toThrow(InvalidListOptionsError);
     await expect(readAll(workflows, randomUUID())).rejects.toBeInstanceOf(TaskNotFoundError);
+  });
+
+  it('stores events and chunks encoded with a codec (no plaintext in PostgreSQL) and reads them back decoded', async () => {
+    const app = await bed.start({
+      duraflow: {
+        workflows: [secret],
+        codec: aesGcmCodec({ keys: { k1: randomBytes(32) }, current: 'k1' }),
+        worker: { shutdownTimeoutMs: 100 },
+      },
+    });
+    const workflows = app.get(WorkflowService);
+    const task = await workflows.submit('streams-secret');
+    expect((await readAll(workflows, task.id)).map((chunk) => chunk.value)).toEqual(['SECRET-body', { in: 'SECRET-step' }]);
+    expect(await workflows.getEvent(task.id, 'card')).toEqual({ number: 'SECRET-4242' });
+    const { rows } = await bed.db.client.query(
+      `SELECT value::text AS stored FROM task_events WHERE task_id = $1 UNION ALL SELECT chunk::text FROM task_stream_chunks WHERE task_id = $1`,
+      [task.id],
+    );
+    expect(rows).toHaveLength(3);
+    for (const row of rows) expect(row.stored).not.toContain('SECRET');
   });
 
   it('deletes the chunks and streams with their task (retention)', async () => {
