@@ -10,6 +10,7 @@ import {
   WorkflowService,
   workflow,
 } from '@duraflow/nestjs';
+import { exportRecordedRuns, replayCheck } from '@duraflow/nestjs/replay';
 import { codecFromEnv } from '../libs/duraflow/src/codec/codec-from-env';
 import { useTestBed } from './support/test-bed';
 
@@ -168,6 +169,34 @@ describe('encryption at rest (aesGcmCodec)', () => {
     expect((await workflows.getSteps(before.id))[0].output).toEqual({ heard: 'from before' });
     const after = await workflows.submit('codec-child', { note: 'after' });
     expect((await workflows.waitFor(after.id, { timeoutMs: 30_000 })).output).toEqual({ child: 'after' });
+  });
+
+  it('a fork re-encodes the steps it copies under its own id; the replay check and export-runs read with the codec', async () => {
+    const codec = codecK1();
+    const app = await startApp({ codec });
+    const workflows = app.get(WorkflowService);
+    const { task } = await runEverything(workflows);
+
+    const fork = await workflows.fork(task.id, { fromStep: 'flaky' });
+    const forked = await workflows.waitFor(fork.id, { timeoutMs: 30_000 });
+    expect(forked.status).toBe(TaskStatus.COMPLETED);
+    expect(forked.output).toEqual({ done: `${MARKER}-step`, fromChild: `${MARKER}-to-child` });
+    const copied = await workflows.getSteps(fork.id);
+    expect(copied.find((step) => step.stepKey === 'first')?.output).toEqual({ stepSaw: `${MARKER}-step` });
+    expect(copied.find((step) => step.kind === 'signal')?.output).toEqual({ secret: MARKER });
+    expect(await tablesHolding(bed.db.client, MARKER)).toEqual({});
+
+    const exported = await exportRecordedRuns(bed.db.url, { includeFinished: true, workflowNames: ['codec-everything'] }, codec);
+    const run = exported.runs.find((recorded) => recorded.taskId === task.id)!;
+    expect(run.input).toEqual({ secret: MARKER });
+    expect(run.steps.find((step) => step.stepKey === 'first')?.output).toEqual({ stepSaw: `${MARKER}-step` });
+    const report = await replayCheck({ workflows: WORKFLOWS, databaseUrl: bed.db.url, codec, query: { includeFinished: true } });
+    expect(report.errors).toEqual([]);
+    expect(report.diverged).toEqual([]);
+    expect(report.ok).toBeGreaterThanOrEqual(2);
+    // Without the codec what is recorded is ciphertext.
+    const blind = await exportRecordedRuns(bed.db.url, { includeFinished: true, workflowNames: ['codec-everything'] });
+    expect(blind.runs.find((recorded) => recorded.taskId === task.id)!.input).toMatchObject({ $enc: 'aes-256-gcm', k: 'k1' });
   });
 
   it('refuses a key that is not 32 bytes and a current key that is not one of the keys, at boot', () => {
