@@ -192,7 +192,7 @@ describe('callback urls over HTTP', () => {
         (row) => row.stepKey === 'callback:decision' && row.status === 'completed',
       ),
     );
-    const url = `${engine.httpUrl}${(step.output.url as string).slice('https://engine.example.com'.length)}`;
+    const url = `${engine.httpUrl}${(step!.output.url as string).slice('https://engine.example.com'.length)}`;
 
     expect(await post(url.replace(/\.[^.]+$/, '.forged'), '{}')).toMatchObject({ status: 404 });
     const misdirected = await rawRequest(url, {

@@ -18,6 +18,7 @@ import {
   WorkflowService,
   workflow,
 } from '@duraflow/nestjs';
+import { createDuraflowTestEnv } from '@duraflow/nestjs/testing';
 import { resolveDuraflowOptions } from '../libs/duraflow/src/config/resolved-options';
 import { effectKey } from '../libs/duraflow/src/util/effect-key';
 import { SUBMIT_ONLY, useTestBed } from './support/test-bed';
@@ -219,6 +220,23 @@ describe('callbacks', () => {
     await expect(workflows.completeCallback(row.id, 'late')).rejects.toBeInstanceOf(CallbackClosedError);
     await expect(workflows.completeCallback(row.id, 'late')).rejects.toMatchObject({ reason: 'expired' });
     expect((await callbackRows(task.id))[0]).toEqual(row);
+  });
+
+  it('times out on the engine clock of the testing kit: not before advanceTime passes the expiry, refused (410) after it', async () => {
+    const env = await createDuraflowTestEnv({ options: { workflows: WORKFLOWS, callbacks: CALLBACKS } });
+    try {
+      const task = await env.workflows.submit('cb-approval', { timeoutMs: 86_400_000 });
+      await env.runUntilIdle();
+      await env.advanceTime('23h');
+      expect((await env.workflows.get(task.id))!.status).toBe(TaskStatus.PENDING);
+
+      await env.advanceTime('2h');
+
+      expect((await env.workflows.get(task.id))!).toMatchObject({ status: 'completed', output: { timedOut: true } });
+      await expect(env.workflows.completeCallback(seen.get(task.id)![0].id, 'late')).rejects.toMatchObject({ reason: 'expired' });
+    } finally {
+      await env.close();
+    }
   });
 
   it('rolls the task back when the timeout is not caught (the saga undoes the completed steps)', async () => {
