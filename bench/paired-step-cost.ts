@@ -25,6 +25,8 @@ export interface PairedStepCost {
   step: MeasuredStep;
   /** More module options (the workflows, worker and reaper are set here). */
   options?: Partial<DuraflowModuleOptions>;
+  /** Called before each run with whether it is the one with the thing measured (a module-wide switch, e.g. a codec's). */
+  beforeRun?: (withIt: boolean) => void;
 }
 
 export function runPairedStepCost(measure: PairedStepCost): void {
@@ -57,6 +59,7 @@ async function main(measure: PairedStepCost): Promise<void> {
     });
     const workflows = app.get(WorkflowService);
     const run = async (name: string, steps: number) => {
+      measure.beforeRun?.(name === 'cost-on');
       const task = await workflows.submit(name, { steps });
       await workflows.waitFor(task.id, { timeoutMs: 120_000 });
       return durations.get(task.id)!;
