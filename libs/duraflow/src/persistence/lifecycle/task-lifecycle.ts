@@ -20,11 +20,13 @@ import { countLiteral, varcharArrayLiteral } from '../literals';
  *
  * Moves (file: what runs it):
  *   create          -> pending                        create-tasks.ts: submit, submitMany, a child, a schedule's tick; fork-task.ts: a fork
+ *                                                     (a published event's tasks too; from SQL, duraflow_submit of migration 4000 writes the same row)
  *   claim           pending (runnable, claimable) -> running        claim-tasks.ts, claim-limited-tasks.ts
  *   renew           running -> running (heartbeat_at)              renew-claims.ts
  *   release         running -> pending (no retry counted)          renew-claims.ts: shutdown, a task claimed ahead too long
  *   suspend         running -> pending until its wake-up           settle-wait.ts, start-child.ts (runChild)
  *   wake            pending (waiting) -> pending, runnable now     send-signal.ts (a child's end: the trigger of migration 200)
+ *                                                                  complete-callback.ts (a callback's signal, through send-signal.ts)
  *   hold            running -> pending, held                       hold-task.ts
  *   resume          pending, held -> pending                       hold-task.ts: resume, resumeMany (in batches: bulk-batches.ts)
  *   complete        running -> completed                           finish-tasks.ts
@@ -39,6 +41,8 @@ import { countLiteral, varcharArrayLiteral } from '../literals';
  *   resolve         partial_rollback -> rolled_back                resolve-dead-letter.ts
  *   retry           failed | cancelled (not compensated) -> pending, runnable now   retry-tasks.ts: workflows.retry, retryMany
  *   delete          terminal -> gone (retention)                   delete-expired-tasks.ts
+ * Any move into a terminal status publishes `duraflow.task.<status>` while a workflow subscribes to it
+ * (the trigger of migration 4000, in the move's own transaction; it changes no task row itself).
  *
  * Row locks: a statement that locks several task rows locks them in id order (fencing.ts,
  * `ownedTaskRows`), but for the tree of a cancel, locked deepest first: a child that ends locks
