@@ -41,6 +41,10 @@ describe('events and streams across a worker killed with SIGKILL', () => {
       expect(seen.map((chunk) => chunk.value)).toEqual(expected);
       expect(seen.map((chunk) => chunk.seq)).toEqual(expected.map((_, index) => index + 1));
       expect(await bed.workflows.getEvent(submitted.id, 'progress', { timeoutMs: 0 })).toEqual({ done: steps - 1 });
+      // The step in flight at the kill (each step sleeps 600 ms after its effect) ran again on the survivor: its
+      // chunks were written once, by the run that checkpointed it.
+      const effects = (await bed.effects(submitted.id)).map((effect) => effect.step_key);
+      expect(effects.length).toBeGreaterThan(steps);
     }),
     90_000,
   );
