@@ -45,8 +45,16 @@ export const FLOW_WORKFLOWS: Record<string, FunctionalWorkflowDefinition> = {
   }),
 };
 
+/** `steps` steps whose body waits `waitMs` (an HTTP call, a query elsewhere): the concurrency curve's waiting runs. */
+export const WAITING_WORKFLOW = 'bench-waiting';
+
+export const waitingWorkflow = workflow<NoopInput & { waitMs: number }, void>(WAITING_WORKFLOW, async (ctx) => {
+  for (let n = 1; n <= ctx.input.steps; n++)
+    await ctx.step.run(`s${n}`, () => new Promise<void>((resolve) => setTimeout(resolve, ctx.input.waitMs)));
+});
+
 /** The workflows of a bench worker process. */
-export const WORKER_WORKFLOWS: FunctionalWorkflowDefinition[] = [noopWorkflow, recoverWorkflow];
+export const WORKER_WORKFLOWS: FunctionalWorkflowDefinition[] = [noopWorkflow, recoverWorkflow, waitingWorkflow];
 
 /**
  * Where a probe workflow reports, by sample number, the `performance.now()` of the first and

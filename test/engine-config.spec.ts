@@ -34,7 +34,7 @@ describe('the engine configuration (environment variables)', () => {
       worker: true,
       nodeId: undefined,
       migrate: true,
-      concurrency: 10,
+      concurrency: 100,
       maxInputBytes: 1_048_576,
       shutdownTimeoutMs: 10_000,
       prefetch: 'auto',

@@ -36,6 +36,12 @@ export class TaskClaimer {
    * completion committed does not cost a claim that can only find the limit still full.
    */
   private readonly saturated = new Set<string>();
+  /**
+   * A poll came: the saturated limited workflows may have work again. With a plain claim to send,
+   * they are probed in its round trip (`claimProbing`) rather than each claimed: an idle poll is
+   * one transaction, whatever the number of limited workflows.
+   */
+  private probeSaturated = false;
 
   constructor(
     private readonly registry: WorkflowRegistry,
@@ -51,6 +57,12 @@ export class TaskClaimer {
   /** A task ended or was submitted (here or anywhere), or a poll came: every limited workflow may be claimed again. */
   mayHaveRoom(): void {
     this.saturated.clear();
+  }
+
+  /** A poll: what `mayHaveRoom` does, the saturated limited workflows asked about in the next plain claim's round trip when there is one. */
+  polled(): void {
+    if (this.unlimited.length) this.probeSaturated = true;
+    else this.mayHaveRoom();
   }
 
   /** Sorts the registered workflows by claim, and registers the limits in the database (retried on the next claim if it fails). */
@@ -73,13 +85,24 @@ export class TaskClaimer {
   async claim(workerId: string, limit: number): Promise<ClaimedTask[]> {
     if (!this.limited.length) return this.transitions.claim(workerId, this.unlimited, limit);
     if (!this.registered) await this.register();
+    const claimed: ClaimedTask[] = [];
+    const probing = this.probeSaturated && this.saturated.size > 0;
+    this.probeSaturated = false;
+    if (probing) {
+      const probed = this.limited.filter((flow) => this.saturated.has(flow.workflowName));
+      const versions = probed.map(({ workflowName: name }) => ({ name, versions: this.limitedVersions.get(name) ?? [1] }));
+      const plain = await this.transitions.claimProbing(workerId, this.unlimited, limit, versions);
+      for (const name of plain.runnable) this.saturated.delete(name);
+      claimed.push(...plain.claimed);
+    }
     const groups: Array<FlowLimits | ClaimableWorkflow[]> = this.unlimited.length ? [this.unlimited, ...this.limited] : [...this.limited];
     const first = this.turn++ % groups.length;
-    const claimed: ClaimedTask[] = [];
     for (let i = 0; i < groups.length && claimed.length < limit; i++) {
       const group = groups[(first + i) % groups.length];
       const want = limit - claimed.length;
       if (Array.isArray(group)) {
+        // Already claimed, with the probe.
+        if (probing) continue;
         claimed.push(...(await this.transitions.claim(workerId, group, want)));
       } else if (!this.saturated.has(group.workflowName)) {
         const got = await this.flows.claimLimitedTasks(workerId, group, this.limitedVersions.get(group.workflowName) ?? [1], want);

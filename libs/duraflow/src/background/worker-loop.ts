@@ -72,7 +72,7 @@ export class WorkerLoop {
       quiet: () => this.pool.size === 0 && this.notifications.listening,
       poll: () => {
         this.handBackLongWaiting();
-        this.claimer.mayHaveRoom();
+        this.claimer.polled();
         this.requestClaim();
       },
     });

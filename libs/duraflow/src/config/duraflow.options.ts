@@ -21,7 +21,12 @@ export interface DuraflowRedisOptions {
 export interface DuraflowWorkerOptions {
   /** false = a submit-only node: no claiming, no execution. Default true. */
   enabled?: boolean;
-  /** Tasks run at once by this process. Default 10. */
+  /**
+   * Tasks run at once by this process. Default 100: a run mostly waits on round trips (its
+   * checkpoints, group-committed across runs), so a burst is served at the rate the database
+   * commits, not one run's latency at a time; the event loop lag and `maxQueuedTasks` still hold
+   * the worker back (docs/workers.md, "How many at once").
+   */
   concurrency?: number;
   /** Fallback poll when no NOTIFY arrives (and for `scheduledAt`). Default 500 ms. */
   pollIntervalMs?: number;
@@ -224,7 +229,7 @@ const MIB = 1024 * 1024;
 export const DURAFLOW_DEFAULTS = Object.freeze({
   worker: Object.freeze({
     enabled: true,
-    concurrency: 10,
+    concurrency: 100,
     pollIntervalMs: 500,
     maxIdlePollIntervalMs: 30_000,
     prefetch: 'auto' as number | 'auto',

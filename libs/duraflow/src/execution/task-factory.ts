@@ -14,6 +14,10 @@ import { checkSubmitInput, checkSubmitManyOptions, checkSubmitOptions, CheckedSu
 import { concurrencyKeyOf } from '../validation/flow-limits';
 import { checkVersionOption } from '../validation/version-option';
 import { forkOfRow } from './fork-of-row';
+import { GroupCommit } from './group-commit';
+
+/** At most this many pooled submits share one statement. */
+const CREATES_PER_STATEMENT = 100;
 
 /** The options a task is created with, as a caller may pass them (checked by the factory). */
 export interface TaskOptions {
@@ -132,6 +136,22 @@ export class TaskFactory {
   create(task: NewTask, executor?: SqlExecutor): Promise<CreatedTask> {
     return this.transitions.create(task, executor);
   }
+
+  /**
+   * The create move on the pool, group-committed (group-commit.ts) as checkpoints are: a lone
+   * submit is written at once, alone; the submits that arrive while a statement is in flight share
+   * the next one (one round trip, one commit, one NOTIFY), so many callers enqueue at the rate of
+   * a few commits, not one each. Resolves when its task's statement committed.
+   */
+  createOnPool(task: NewTask): Promise<CreatedTask> {
+    return this.pooledCreates.submit(task);
+  }
+
+  private readonly pooledCreates = new GroupCommit<NewTask, CreatedTask>({
+    write: (tasks) => this.transitions.createTogether(tasks),
+    maxBatch: CREATES_PER_STATEMENT,
+    start: 'now',
+  });
 
   /** The create move of a fork (`prepare` with a fork's origin) with the copy of its original's steps, in one transaction. */
   fork(task: NewFork): Promise<ForkOutcome> {

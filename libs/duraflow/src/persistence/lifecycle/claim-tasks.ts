@@ -1,8 +1,9 @@
 import { AgentTask } from '../../domain/entities/agent-task.entity';
-import { SqlExecutor } from '../duraflow-database';
+import { QueryResult } from 'pg';
+import { DuraflowDatabase, SqlExecutor } from '../duraflow-database';
 import { countLiteral, textLiteral } from '../literals';
 import { TASK_COLUMNS_OF_T, toAgentTask } from '../row-mappers';
-import { claimableCondition, ClaimableWorkflows, MOVE, runnable, runnableOrder } from './task-lifecycle';
+import { claimableCondition, ClaimableWorkflows, claimableVersions, MOVE, runnable, runnableOrder } from './task-lifecycle';
 
 /** A task this worker claimed, with the fencing token every later write must carry. */
 export interface ClaimedTask {
@@ -58,9 +59,43 @@ export const CLAIMED_COLUMNS = `${TASK_COLUMNS_OF_T}, t.claim_token, picked.fres
  * query protocol carries no parameters, so the values are written in as literals.
  */
 export async function claimTasks(db: SqlExecutor, workerId: string, workflows: ClaimableWorkflows, limit: number): Promise<ClaimedTask[]> {
-  const { rows } = await db.query(
-    `/* duraflow_claim_tasks */ ${CLAIM_SETTINGS};
-     UPDATE agent_tasks t
+  const { rows } = await db.query(`${CLAIM_TAG} ${CLAIM_SETTINGS};\n${claimStatement(workerId, workflows, limit)}`);
+  return toClaimedTasks(rows);
+}
+
+/** What names the plain claim's round trip in pg_stat_statements, pg_stat_activity and the bench's counts. */
+const CLAIM_TAG = '/* duraflow_claim_tasks */';
+
+/**
+ * The plain claim, and in the same round trip and transaction a probe: which of `probed` (limited
+ * workflows, claimed by their own statement) have a runnable task, each an index probe of
+ * idx_agent_tasks_flow_pending (the limited claim's rows: pending, keyed). An idle worker's poll
+ * thus asks about every workflow it runs in one transaction, and sends a limited claim only for
+ * a workflow the probe found work for. The probe runs under the claim's settings, before it.
+ */
+export async function claimTasksProbing(
+  db: DuraflowDatabase,
+  workerId: string,
+  workflows: ClaimableWorkflows,
+  limit: number,
+  probed: ReadonlyArray<{ name: string; versions: readonly number[] }>,
+): Promise<{ claimed: ClaimedTask[]; runnable: string[] }> {
+  const probe = probed
+    .map(
+      ({ name, versions }) =>
+        `SELECT ${textLiteral(name)}::text AS workflow_name WHERE EXISTS (SELECT 1 FROM agent_tasks a
+           WHERE a.workflow_name = ${textLiteral(name)} AND a.concurrency_key IS NOT NULL AND ${runnable('a')} AND ${claimableVersions('a', versions)})`,
+    )
+    .join(' UNION ALL ');
+  const results = (await db.onConnection((client) =>
+    client.query(`${CLAIM_TAG} ${CLAIM_SETTINGS};\n${probe};\n${claimStatement(workerId, workflows, limit)}`),
+  )) as unknown as QueryResult[];
+  return { claimed: toClaimedTasks(results[2].rows), runnable: results[1].rows.map((row) => row.workflow_name as string) };
+}
+
+/** The claim's UPDATE: its rows an ordered walk of idx_agent_tasks_claim (under CLAIM_SETTINGS). */
+function claimStatement(workerId: string, workflows: ClaimableWorkflows, limit: number): string {
+  return `UPDATE agent_tasks t
      SET ${MOVE.claim(textLiteral(workerId))}
      FROM (
        SELECT a.id, (a.started_at IS NULL AND a.forked_from IS NULL) AS fresh FROM agent_tasks a
@@ -70,9 +105,7 @@ export async function claimTasks(db: SqlExecutor, workerId: string, workflows: C
        FOR UPDATE SKIP LOCKED
      ) picked
      WHERE t.id = picked.id
-     RETURNING ${CLAIMED_COLUMNS}`,
-  );
-  return toClaimedTasks(rows);
+     RETURNING ${CLAIMED_COLUMNS}`;
 }
 
 /** The rows a claim returned, in the runnable order (UPDATE … RETURNING keeps no order). */

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { TASK_SUBMITTED_CHANNEL } from '../../domain/duraflow.constants';
 import { AgentTask } from '../../domain/entities/agent-task.entity';
 import { SqlExecutor } from '../duraflow-database';
@@ -90,6 +91,61 @@ export async function createTask(executor: SqlExecutor, task: NewTask): Promise<
     }
   }
   throw new Error(`Could not insert or find the task with idempotency key "${task.idempotencyKey}"; try again.`);
+}
+
+/**
+ * The create move for tasks of concurrent callers (group commit: execution/task-factory.ts), in
+ * one statement and one commit, with one NOTIFY per workflow of them runnable now: each row as
+ * INSERT_TASK writes it (the same columns and defaults; a child with no tags takes its parent's).
+ * Every task is given its id here when it has none, so the rows returned are matched to their
+ * task; a task whose idempotency key another task holds (or another task of the same batch took
+ * first) comes back null, and its caller goes through `createTask` (which finds the holder).
+ */
+export async function createTasksTogether(executor: SqlExecutor, tasks: NewTask[]): Promise<Array<CreatedTask | null>> {
+  const ids = tasks.map((task) => task.id ?? randomUUID());
+  const { rows } = await executor.query(
+    `WITH inserted AS (
+       INSERT INTO agent_tasks (id, workflow_name, input, priority, scheduled_at, max_retries, idempotency_key, trace_context, workflow_version,
+                                concurrency_key, parent_task_id, parent_step_key, forked_from, forked_from_step, tags)
+       SELECT r.id, r.workflow_name, r.input, r.priority, r.scheduled_at, r.max_retries, r.idempotency_key, r.trace_context, r.workflow_version,
+              r.concurrency_key, r.parent_task_id, r.parent_step_key, r.forked_from, r.forked_from_step,
+              coalesce(r.tags, (SELECT p.tags FROM agent_tasks p WHERE p.id = r.parent_task_id), '{}'::jsonb)
+       FROM unnest($1::uuid[], $2::varchar[], $3::jsonb[], $4::int[], $5::timestamptz[], $6::int[], $7::varchar[], $8::jsonb[], $9::int[],
+                   $10::varchar[], $11::uuid[], $12::varchar[], $13::uuid[], $14::varchar[], $15::jsonb[])
+            WITH ORDINALITY AS r(id, workflow_name, input, priority, scheduled_at, max_retries, idempotency_key, trace_context, workflow_version,
+                                 concurrency_key, parent_task_id, parent_step_key, forked_from, forked_from_step, tags, n)
+       ORDER BY r.n
+       ON CONFLICT (workflow_name, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+       RETURNING ${TASK_COLUMNS}
+     ), notified AS (
+       SELECT pg_notify('${TASK_SUBMITTED_CHANNEL}', w.workflow_name)
+       FROM (SELECT DISTINCT workflow_name FROM inserted WHERE scheduled_at IS NULL OR scheduled_at <= duraflow_now()) AS w
+     )
+     SELECT inserted.* FROM inserted, (SELECT count(*) FROM notified) AS sent`,
+    [
+      ids,
+      tasks.map((task) => task.workflowName),
+      tasks.map((task) => task.inputJson),
+      tasks.map((task) => task.priority),
+      tasks.map((task) => task.scheduledAt),
+      tasks.map((task) => task.maxRetries),
+      tasks.map((task) => task.idempotencyKey),
+      tasks.map((task) => task.traceContextJson),
+      tasks.map((task) => task.workflowVersion),
+      tasks.map((task) => task.concurrencyKey),
+      tasks.map((task) => task.parentTaskId),
+      tasks.map((task) => task.parentStepKey),
+      tasks.map((task) => task.forkedFrom?.taskId ?? null),
+      tasks.map((task) => task.forkedFrom?.fromStep ?? null),
+      tasks.map((task) => (task.tags === null ? null : JSON.stringify(task.tags))),
+    ],
+    'duraflow_insert_tasks_together',
+  );
+  const byId = new Map(rows.map((row) => [row.id as string, row]));
+  return ids.map((id) => {
+    const row = byId.get(id);
+    return row ? { task: toAgentTask(row), created: true, sameInput: true } : null;
+  });
 }
 
 /** Many tasks of one workflow, all with the same options and no idempotency key (submitMany). */

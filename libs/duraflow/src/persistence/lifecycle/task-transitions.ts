@@ -15,8 +15,8 @@ import {
   cancelTask,
   takeOverForCancelRollback,
 } from './cancel-tasks';
-import { ClaimedTask, claimTasks } from './claim-tasks';
-import { CreatedTask, createTask, createTasks, NewTask, NewTasks } from './create-tasks';
+import { ClaimedTask, claimTasks, claimTasksProbing } from './claim-tasks';
+import { CreatedTask, createTask, createTasks, createTasksTogether, NewTask, NewTasks } from './create-tasks';
 import { deleteExpiredTasks, ExpiryRule } from './delete-expired-tasks';
 import { ForkOutcome, forkTask, NewFork } from './fork-task';
 import { beginRollback, completeTasks, failTask, finishRollback } from './finish-tasks';
@@ -58,6 +58,22 @@ export class TaskTransitions {
     return this.coding.created(created, task.inputJson, executor);
   }
 
+  /**
+   * create, for the tasks of concurrent callers on the pool, in one statement (one commit, one
+   * NOTIFY per workflow); a task whose idempotency key is held goes through `create` (finds the holder).
+   */
+  async createTogether(tasks: NewTask[]): Promise<CreatedTask[]> {
+    if (tasks.length === 1) return [await this.create(tasks[0])];
+    const encoded = tasks.map((task) => this.coding.newTask(task));
+    // A statement that fails fails for every task in it: each is then created alone, so each caller gets its own outcome.
+    const created = await createTasksTogether(this.db, encoded).catch(() => encoded.map(() => null));
+    return Promise.all(
+      created.map(async (result, index) =>
+        this.coding.created(result ?? (await createTask(this.db, encoded[index])), tasks[index].inputJson, this.db),
+      ),
+    );
+  }
+
   /** create, for many tasks of one workflow in one statement. */
   async createMany(batch: NewTasks, executor: SqlExecutor = this.db): Promise<AgentTask[]> {
     return this.coding.tasks(await createTasks(executor, this.coding.newTasks(batch)));
@@ -78,6 +94,17 @@ export class TaskTransitions {
   /** claim: the plain claim (the limited one: FlowLimitsStore). */
   async claim(workerId: string, workflows: ClaimableWorkflows, limit: number): Promise<ClaimedTask[]> {
     return this.coding.claimed(await claimTasks(this.db, workerId, workflows, limit));
+  }
+
+  /** claim, the plain one, with a probe of limited workflows in its round trip: the names of those with a runnable task. */
+  async claimProbing(
+    workerId: string,
+    workflows: ClaimableWorkflows,
+    limit: number,
+    probed: ReadonlyArray<{ name: string; versions: readonly number[] }>,
+  ): Promise<{ claimed: ClaimedTask[]; runnable: string[] }> {
+    const { claimed, runnable } = await claimTasksProbing(this.db, workerId, workflows, limit, probed);
+    return { claimed: this.coding.claimed(claimed), runnable };
   }
 
   /** renew: the claim tokens that still own their task. */

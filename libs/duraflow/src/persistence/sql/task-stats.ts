@@ -75,13 +75,18 @@ interface StatsRow {
   durations: DurationHistogram;
 }
 
+/** The end of the last hour the rollup may add at `now` (ms since the epoch): nothing new to roll before the next one. */
+export function lastClosedHour(now: Date): number {
+  return floorTo(now.getTime() - ROLLUP_GRACE_MS, HOUR_MS);
+}
+
 /**
  * Adds the hours that ended since the last run to `duraflow_task_rollup` (at most 24 per call;
  * the reaper's leader calls it again while it returns true), and prunes hours older than 8 days.
  * The state row is locked for the call: two nodes never add the same hour twice.
  */
 export async function rollUpTaskStats(executor: SqlExecutor, now = new Date()): Promise<{ rolledUntil: Date; more: boolean }> {
-  const closed = floorTo(now.getTime() - ROLLUP_GRACE_MS, HOUR_MS);
+  const closed = lastClosedHour(now);
   await executor.query(`INSERT INTO duraflow_task_rollup_state (id, rolled_until) VALUES (1, $1) ON CONFLICT (id) DO NOTHING`, [
     new Date(floorTo(now.getTime() - ROLLUP_KEEPS_MS, HOUR_MS)),
   ]);

@@ -49,7 +49,13 @@ export class TaskSubmitter {
 
   async submit(name: string, input: unknown, options: SubmitOptions = {}, manager?: EntityManager): Promise<SubmitResult> {
     const task = await this.factory.prepare(name, input, options ?? {});
-    const { task: stored, created, sameInput } = await this.factory.create(task, this.db.forManager(manager ?? options?.manager));
+    const executor = this.db.forManager(manager ?? options?.manager);
+    // Outside a caller's transaction, concurrent submits share round trips (group commit).
+    const {
+      task: stored,
+      created,
+      sameInput,
+    } = await (executor === this.db ? this.factory.createOnPool(task) : this.factory.create(task, executor));
     if (!sameInput) throw new IdempotencyKeyConflictError(name, task.idempotencyKey!, stored.id);
     return { task: stored, created };
   }
