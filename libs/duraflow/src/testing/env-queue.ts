@@ -17,27 +17,26 @@ export interface EnvQueueState {
 export class EnvQueue {
   constructor(private readonly client: Client) {}
 
+  /** One statement: the counts and the next wake-up, as of one snapshot. */
   async state(): Promise<EnvQueueState> {
     const { rows } = await this.client.query(
       `SELECT count(*) FILTER (WHERE t.status = 'running')::int AS running,
               count(*) FILTER (WHERE ${runnable('t')} AND t.held_at IS NULL)::int AS runnable,
-              COALESCE(array_agg(DISTINCT t.workflow_name) FILTER (WHERE t.status = 'running' OR (${runnable('t')} AND t.held_at IS NULL)), '{}') AS busy
+              COALESCE(array_agg(DISTINCT t.workflow_name) FILTER (WHERE t.status = 'running' OR (${runnable('t')} AND t.held_at IS NULL)), '{}') AS busy,
+              (EXTRACT(EPOCH FROM min(t.scheduled_at) FILTER (
+                 WHERE t.status = 'pending' AND t.deleted_at IS NULL AND t.held_at IS NULL
+                   AND t.scheduled_at > duraflow_now() AND t.scheduled_at < $1)) * 1000)::float8 AS next_wake_up
        FROM agent_tasks t
        WHERE t.status IN ('running', 'pending')`,
-    );
-    return { running: rows[0].running, runnable: rows[0].runnable, busyWorkflows: rows[0].busy, nextWakeUp: await this.nextWakeUp() };
-  }
-
-  /** The earliest wake-up of a waiting task after the engine's clock (a wait with no deadline has none). */
-  async nextWakeUp(): Promise<number | undefined> {
-    const { rows } = await this.client.query(
-      `SELECT (EXTRACT(EPOCH FROM min(t.scheduled_at)) * 1000)::float8 AS next
-       FROM agent_tasks t
-       WHERE t.status = 'pending' AND t.deleted_at IS NULL AND t.held_at IS NULL
-         AND t.scheduled_at > duraflow_now() AND t.scheduled_at < $1`,
       [LATEST_DUE_TIME],
     );
-    return rows[0].next === null ? undefined : Number(rows[0].next);
+    const row = rows[0];
+    return {
+      running: row.running,
+      runnable: row.runnable,
+      busyWorkflows: row.busy,
+      nextWakeUp: row.next_wake_up === null ? undefined : Number(row.next_wake_up),
+    };
   }
 
   async setClockOffset(offsetMs: number): Promise<void> {

@@ -17,7 +17,7 @@ import { WorkflowService } from '../services/workflow.service';
 import { Duration, durationMs } from './duration';
 import { FailStepOptions, FaultPlan } from './fault-plan';
 import { createEnvDatabase, EnvDatabase } from './test-database';
-import { EnvQueue } from './env-queue';
+import { EnvQueue, EnvQueueState } from './env-queue';
 import { VirtualClock } from './virtual-clock';
 
 /** A provider replaced for the test, as `Test.createTestingModule(...).overrideProvider(provide)` takes it. */
@@ -117,9 +117,9 @@ export class DuraflowTestEnv {
    */
   async runUntilIdle(): Promise<void> {
     for (let skips = 0; ; skips++) {
-      await this.settle();
+      const settled = await this.settle();
       if (!this.settings.skipTime || skips >= MAX_SKIPS) return;
-      const next = await this.nextTimer(false);
+      const next = this.nextTimer(settled, false);
       if (next === undefined) return;
       await this.moveClockTo(next);
     }
@@ -132,12 +132,12 @@ export class DuraflowTestEnv {
    */
   async advanceTime(duration: Duration): Promise<void> {
     const target = this.clock.now() + durationMs(duration);
-    await this.settle();
+    let settled = await this.settle();
     for (;;) {
-      const next = await this.nextTimer(true);
+      const next = this.nextTimer(settled, true);
       if (next === undefined || next > target) break;
       await this.moveClockTo(next);
-      await this.settle();
+      settled = await this.settle();
     }
     await this.moveClockTo(target);
     await this.settle();
@@ -186,10 +186,9 @@ export class DuraflowTestEnv {
   }
 
   /** Until nothing runs or is due (crash recoveries done); throws after idleTimeoutMs saying what is busy. */
-  private async settle(): Promise<void> {
+  private async settle(): Promise<EnvQueueState> {
     const deadline = Date.now() + this.settings.idleTimeoutMs;
-    let quiet = 0;
-    while (quiet < 2) {
+    for (;;) {
       this.wakeWorker();
       await Promise.allSettled([...this.recoveries]);
       const state = await this.queue.state();
@@ -200,20 +199,21 @@ export class DuraflowTestEnv {
         this.recoveries.size > 0 ||
         (this.clock.nextSleepEnd() ?? Infinity) <= soon ||
         (state.nextWakeUp ?? Infinity) <= soon;
-      quiet = busy ? 0 : quiet + 1;
+      // Every move of a task is one transaction: a state with nothing running or due is idle.
+      if (!busy) return state;
       if (busy && Date.now() > deadline) {
         throw new Error(
           `runUntilIdle: after ${this.settings.idleTimeoutMs} ms, ${state.running} task(s) still run and ${state.runnable} are due ` +
             `(${state.busyWorkflows.join(', ')}). Is each workflow among the environment's providers, and does none loop for ever?`,
         );
       }
-      await new Promise((resolve) => setTimeout(resolve, busy ? 5 : 2));
+      await new Promise((resolve) => setTimeout(resolve, 5));
     }
   }
 
   /** The next time something waits for: a task's wake-up, a backoff's end, or (`withTicks`) a schedule's tick. */
-  private async nextTimer(withTicks: boolean): Promise<number | undefined> {
-    const times = [await this.queue.nextWakeUp(), this.clock.nextSleepEnd()];
+  private nextTimer(state: EnvQueueState, withTicks: boolean): number | undefined {
+    const times = [state.nextWakeUp, this.clock.nextSleepEnd()];
     if (withTicks) times.push(this.get(ScheduleTicker).nextTick()?.getTime());
     const defined = times.filter((time): time is number => time !== undefined);
     return defined.length ? Math.min(...defined) : undefined;
