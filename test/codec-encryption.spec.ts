@@ -60,7 +60,17 @@ const failing = workflow('codec-failing', async (ctx: WorkflowContext<{ secret: 
   });
 });
 
-const WORKFLOWS = [child, everything, failing];
+const onEvent = workflow('codec-on-event', async (ctx: WorkflowContext<{ secret: string }>) => ({ got: ctx.input.secret }), {
+  on: 'codec.secret',
+});
+
+const approval = workflow('codec-callback', async (ctx: WorkflowContext) => {
+  const callback = await ctx.createCallback('approval');
+  return { body: await ctx.waitForCallback(callback) };
+});
+
+const CALLBACKS = { baseUrl: 'https://hooks.example.com/api', secret: 'a-callback-secret-of-at-least-32-bytes!!' };
+const WORKFLOWS = [child, everything, failing, onEvent, approval];
 
 function startApp(duraflow: DuraflowModuleOptions = {}) {
   return bed.start({ duraflow: { workflows: WORKFLOWS, worker: { shutdownTimeoutMs: 200 }, ...duraflow } });
@@ -97,11 +107,23 @@ async function runEverything(workflows: WorkflowService) {
 
 describe('encryption at rest (aesGcmCodec)', () => {
   it('stores no payload in plaintext in any table, while the APIs return the plaintext', async () => {
-    const app = await startApp({ codec: codecK1() });
+    const app = await startApp({ codec: codecK1(), callbacks: CALLBACKS });
     const workflows = app.get(WorkflowService);
     const { task, done } = await runEverything(workflows);
+    const waiting = await workflows.submit('codec-callback', {});
+    let callbacks = await workflows.listCallbacks(waiting.id);
+    for (let i = 0; i < 200 && !callbacks.length; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      callbacks = await workflows.listCallbacks(waiting.id);
+    }
+    await workflows.completeCallback(callbacks[0].id, { secret: MARKER });
+    expect((await workflows.waitFor(waiting.id, { timeoutMs: 30_000 })).output).toEqual({ body: { secret: MARKER } });
+    expect((await workflows.listCallbacks(waiting.id))[0]).toMatchObject({ status: 'completed' });
     const failed = await workflows.submit('codec-failing', { secret: MARKER });
     const failedTask = await workflows.waitFor(failed.id, { timeoutMs: 30_000 });
+    const published = await workflows.publish('codec.secret', { secret: MARKER });
+    const started = published.deliveries.find((delivery) => delivery.workflowName === 'codec-on-event')!;
+    expect((await workflows.waitFor(started.taskId!, { timeoutMs: 30_000 })).output).toEqual({ got: MARKER });
 
     expect(done.status).toBe(TaskStatus.COMPLETED);
     expect(done.input).toEqual({ secret: MARKER });
