@@ -1,6 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import {
   CallbackHandle,
+  DuraflowCallbacksModule,
+  DuraflowModule,
+  InvalidDuraflowOptionsError,
   DuraflowDashboardModule,
   DuraflowModuleOptions,
   WorkflowContext,
@@ -142,6 +145,33 @@ describe('callback urls over HTTP', () => {
       expect(await post(onServer(app, seen.get(taskId)!.url), '{}')).toMatchObject({ status: 410, body: { code: 'CALLBACK_CLOSED' } });
       expect(await snapshot(taskId)).toEqual(before);
     }
+  });
+
+  it('with forRootAsync, DuraflowCallbacksModule mounts the route; a path other than the options’ stops the boot', async () => {
+    const asyncModule = () =>
+      DuraflowModule.forRootAsync({
+        useFactory: () => ({
+          callbacks: { baseUrl: BASE_URL, secret: SECRET, path: '/hooks' },
+          workflows: [approval],
+          worker: { pollIntervalMs: 50, shutdownTimeoutMs: 100 },
+        }),
+      });
+    const app = await bed.serve({ duraflowModule: asyncModule(), imports: [DuraflowCallbacksModule.forRoot({ path: '/hooks' })] });
+    const task = await app.app.get(WorkflowService).submit('http-approval', {});
+    await eventually('the task waits for its callback', async () =>
+      (await bed.rows.steps(task.id)).some((step) => step.kind === 'signal' && step.status === 'waiting'),
+    );
+    const { url } = seen.get(task.id)!;
+    expect(url.startsWith(`${BASE_URL}/hooks/`)).toBe(true);
+
+    expect((await post(app.url + url.slice(BASE_URL.length), '{"via":"async"}')).status).toBe(202);
+    expect(await app.app.get(WorkflowService).waitFor(task.id, { timeoutMs: 10_000 })).toMatchObject({
+      output: { body: { via: 'async' } },
+    });
+
+    const refused = await bed.bootFailure({ duraflowModule: asyncModule(), imports: [DuraflowCallbacksModule.forRoot()] });
+    expect(refused).toBeInstanceOf(InvalidDuraflowOptionsError);
+    expect((refused as Error).message).toContain('"/duraflow/callbacks"');
   });
 
   it('lets exactly one of two racing POSTs win: one 202, one 409', async () => {

@@ -165,7 +165,19 @@ import { DURAFLOW_STEP_FAULTS, NO_STEP_FAULTS } from './execution/step-faults';
     DuraflowMetrics,
     RunObserver,
   ],
-  exports: [WorkflowService, WorkerService, ReaperService, SagaService, WorkflowRegistry, DuraflowMetrics, WorkflowInsights, RunTalkOverviews],
+  exports: [
+    WorkflowService,
+    WorkerService,
+    ReaperService,
+    SagaService,
+    WorkflowRegistry,
+    DuraflowMetrics,
+    WorkflowInsights,
+    RunTalkOverviews,
+    // For DuraflowCallbacksModule's route (forRootAsync): the callbacks' options and completions.
+    RESOLVED_DURAFLOW_OPTIONS,
+    TaskCallbacks,
+  ],
 })
 export class DuraflowModule extends DuraflowConfigurableModule {
   /** `forRoot()` with every default is a working setup: a worker, no Redis, decorated workflows only. */
