@@ -9,6 +9,7 @@ import {
   WorkflowService,
   workflow,
 } from '@duraflow/nestjs';
+import { createDuraflowTestEnv } from '@duraflow/nestjs/testing';
 import { Gate } from './fixtures/steps/gate';
 import { useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
@@ -205,17 +206,21 @@ describe('durable sleep', () => {
     expect(app.get(WorkerService).stats()).toMatchObject({ stopped: 1 });
   });
 
-  it('cancels a sleeping task at once; it never wakes', async () => {
-    const app = await startApp();
-    const workflows = app.get(WorkflowService);
-    const task = await workflows.submit('napper', { ms: 500 });
-    await eventually('the task suspended', async () => (await napState(task.id)) === 'waiting');
+  it('cancels a sleeping task at once; it never wakes, however long after (testing kit: a day passes)', async () => {
+    const env = await createDuraflowTestEnv({ options: { workflows: [napper] } });
+    try {
+      const task = await env.workflows.submit('napper', { ms: 3_600_000 });
+      await env.runUntilIdle();
+      expect((await env.getSteps(task.id)).find((step) => step.stepKey === 'nap')?.status).toBe('waiting');
 
-    const cancelled = await workflows.cancel(task.id);
+      const cancelled = await env.workflows.cancel(task.id);
 
-    expect(cancelled.status).toBe(TaskStatus.CANCELLED);
-    await new Promise((resolve) => setTimeout(resolve, 800));
-    expect(await bed.rows.task(task.id)).toMatchObject({ status: 'cancelled' });
-    expect(runs(task.id, 'after')).toBe(0);
+      expect(cancelled.status).toBe(TaskStatus.CANCELLED);
+      await env.advanceTime('1d');
+      expect((await env.workflows.get(task.id))!.status).toBe(TaskStatus.CANCELLED);
+      expect(runs(task.id, 'after')).toBe(0);
+    } finally {
+      await env.close();
+    }
   });
 });

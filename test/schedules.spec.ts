@@ -16,6 +16,7 @@ import {
   WorkflowContext,
   WorkflowService,
 } from '@duraflow/nestjs';
+import { createDuraflowTestEnv } from '@duraflow/nestjs/testing';
 import { CronSchedule } from '../libs/duraflow/src/schedules/cron-schedule';
 import { TEST_DURAFLOW_OPTIONS, TestBed, useTestBed } from './support/test-bed';
 import { eventually, sleep } from './support/waiting';
@@ -244,6 +245,27 @@ describe('schedules', () => {
         nextTicks.mockRestore();
       }
       expect(await scheduledTasks(bed, 'far-off')).toEqual([]);
+    });
+
+    it('starts that far-off tick on its day, once (testing kit: the clock moved 61 days)', async () => {
+      const day = new Date(Date.now() + 60 * 86_400_000);
+      const cron = `0 0 ${Math.min(day.getUTCDate(), 28)} ${day.getUTCMonth() + 1} *`;
+      const schedule: ScheduleDefinition = { name: 'far-off', workflow: 'sync', cron, input: { source: 'far' } };
+      const env = await createDuraflowTestEnv({ options: { workflows: [sync], schedules: [schedule] } });
+      try {
+        const [listed] = await env.workflows.listSchedules();
+        await env.advanceTime(listed.nextTickAt!.getTime() - env.now().getTime() - 60_000);
+        expect((await env.workflows.list()).items).toEqual([]);
+
+        await env.advanceTime('61d');
+
+        const { items } = await env.workflows.list();
+        expect(items.map((task) => [task.idempotencyKey, task.status, task.output])).toEqual([
+          [`schedule:far-off:${listed.nextTickAt!.toISOString()}`, TaskStatus.COMPLETED, { synced: 'far' }],
+        ]);
+      } finally {
+        await env.close();
+      }
     });
 
     it('stops ticking when the application shuts down', async () => {
