@@ -44,12 +44,16 @@ jest.setTimeout(120_000);
 
 const NIGHTLY: ScheduleDefinition = { name: 'nightly-report', workflow: 'many-steps', cron: '0 3 * * *', input: { steps: 2 } };
 
-/** Starts a child and waits for it: its run's page links the child from its timeline. */
-const familyWorkflow = workflow('family', async (ctx: WorkflowContext) => {
-  await ctx.step.run('prepare', () => ({ ready: true }));
-  await ctx.runChild('child', 'many-steps', { steps: 2 });
-  await ctx.step.run('finish', () => ({ done: true }));
-});
+/** Starts a child and waits for it: its run's page links the child from its timeline. An event starts it too. */
+const familyWorkflow = workflow(
+  'family',
+  async (ctx: WorkflowContext) => {
+    await ctx.step.run('prepare', () => ({ ready: true }));
+    await ctx.runChild('child', 'many-steps', { steps: 2 });
+    await ctx.step.run('finish', () => ({ done: true }));
+  },
+  { on: 'family.requested' },
+);
 
 describe('the overview and the workflow pages', () => {
   const bed = useTestBed();
@@ -298,7 +302,13 @@ describe('the overview and the workflow pages', () => {
     expect(label).toMatch(/3 lane\(s\), 1 retried, 2 compensated$/);
     expect(await page.$$eval('svg.run-timeline rect.c-undo', (marks) => marks.length)).toBe(2);
     expect(await page.$$eval('svg.run-timeline rect.c-bad', (bars) => bars.length)).toBe(1);
+    await page.$eval('svg.run-timeline', (svg: any) => svg.scrollIntoView());
     await checkAndShoot(page, 'task-timeline');
+
+    // The workflow's page lists the event that starts it.
+    await page.goto(`${app.url}${MOUNT}/workflows/family`);
+    expect(await cellsOf(page, '#subscriptions + table tbody tr')).toEqual([['family.requested', 'each', 'one task per event']]);
+    expect(await violationsInBothSchemes(page)).toEqual({ light: [], dark: [] });
     expect(errors).toEqual([]);
     await page.close();
   });

@@ -87,6 +87,7 @@ export {
   TaskOverview,
   WorkflowOverview,
   WorkflowStepStats,
+  WorkflowSubscription,
   WorkflowVersionStatus,
 } from './domain/task-overview';
 export { WorkerService } from './services/worker.service';

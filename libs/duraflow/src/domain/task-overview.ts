@@ -84,3 +84,13 @@ export interface WorkflowVersionStatus {
   /** The workers (worker ids) running tasks of this version now. */
   workers: string[];
 }
+
+/** An event that starts the workflow (`@Workflow(name, { on })`), as the nodes that register it wrote it. */
+export interface WorkflowSubscription {
+  eventName: string;
+  mode: 'each' | 'debounce' | 'batch';
+  periodMs: number | null;
+  maxWaitMs: number | null;
+  maxSize: number | null;
+  timeoutMs: number | null;
+}

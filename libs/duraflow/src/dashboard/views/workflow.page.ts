@@ -50,7 +50,8 @@ ${
   <tbody>${workflow.schedules.map((schedule) => scheduleRow(context, workflow.name, schedule))}</tbody>
 </table>`
     : html`<p class="panel muted">No schedule starts it.</p>`
-}`,
+}
+${subscriptionsSection(workflow)}`,
   });
 }
 
@@ -85,6 +86,27 @@ ${
 </table>`
     : html`<p class="panel muted">No concurrency or rate limit.</p>`
 }`;
+}
+
+/** The events that start it; no section when none does. */
+function subscriptionsSection(workflow: WorkflowDescription): Html {
+  if (!workflow.subscriptions.length) return html``;
+  return html`<h2 id="subscriptions">Events that start it</h2>
+<table>
+  <thead><tr><th scope="col">Event</th><th scope="col">Mode</th><th scope="col">Settings</th></tr></thead>
+  <tbody>${workflow.subscriptions.map(
+    (entry) => html`<tr>
+    <td><code>${entry.eventName}</code></td><td>${entry.mode}</td>
+    <td>${
+      entry.mode === 'debounce'
+        ? `quiet period ${formatDuration(entry.periodMs)}${entry.maxWaitMs ? `, at most ${formatDuration(entry.maxWaitMs)}` : ''}`
+        : entry.mode === 'batch'
+          ? `up to ${entry.maxSize ?? '—'} events or ${formatDuration(entry.timeoutMs)}`
+          : 'one task per event'
+    }</td>
+  </tr>`,
+  )}</tbody>
+</table>`;
 }
 
 function scheduleRow(context: ViewContext, workflow: string, schedule: ScheduleInfo): Html {

@@ -1,5 +1,5 @@
 import { PATCH_MARKER_PREFIX } from '../../domain/reserved-keys';
-import { WorkflowStepStats } from '../../domain/task-overview';
+import { WorkflowStepStats, WorkflowSubscription } from '../../domain/task-overview';
 import type { SqlExecutor } from '../duraflow-database';
 import { held } from '../lifecycle/task-lifecycle';
 
@@ -77,4 +77,33 @@ export async function readUnfinishedVersions(executor: SqlExecutor, workflow: st
     'duraflow_read_unfinished_versions',
   );
   return rows.map((row) => ({ ...row, workers: row.workers ?? [] }));
+}
+
+/** The events that start the workflow; none on a schema without event subscriptions (an older database). */
+export async function readWorkflowSubscriptions(executor: SqlExecutor, workflow: string): Promise<WorkflowSubscription[]> {
+  try {
+    const { rows } = await executor.query<{
+      event_name: string;
+      mode: WorkflowSubscription['mode'];
+      period_ms: number | null;
+      max_wait_ms: number | null;
+      max_size: number | null;
+      timeout_ms: number | null;
+    }>(
+      `SELECT event_name, mode, period_ms, max_wait_ms, max_size, timeout_ms
+       FROM duraflow_event_subscriptions WHERE workflow_name = $1 ORDER BY event_name`,
+      [workflow],
+    );
+    return rows.map((row) => ({
+      eventName: row.event_name,
+      mode: row.mode,
+      periodMs: row.period_ms,
+      maxWaitMs: row.max_wait_ms,
+      maxSize: row.max_size,
+      timeoutMs: row.timeout_ms,
+    }));
+  } catch (error) {
+    if ((error as { code?: unknown }).code === '42P01') return [];
+    throw error;
+  }
 }

@@ -29,39 +29,47 @@ const ROLLUP_KEEPS_MS = 8 * 24 * HOUR_MS;
 
 /** The bucket of a finished task's duration, in SQL (null for a task that never started or was cancelled). */
 const DURATION_BUCKET = `CASE WHEN started_at IS NOT NULL AND status <> 'cancelled' THEN
-    LEAST(${LAST_BUCKET}, GREATEST(1, floor(${BUCKETS_PER_DOUBLING} * ln(GREATEST(1, extract(epoch FROM completed_at - started_at) * 1000)) / ln(2))::int + 1))
+    LEAST(${LAST_BUCKET}, GREATEST(1, floor(${BUCKETS_PER_DOUBLING} * ln(GREATEST(1, date_part('epoch', completed_at - started_at) * 1000)) / ln(2))::int + 1))
   END`;
 
 /**
  * Per slot of `$3` seconds and workflow, the tasks created and finished in [$1, $2). Two range
  * scans: idx_agent_tasks_created for the created ones, idx_agent_tasks_completed for the finished.
  */
-const TASK_STATS = `WITH created AS (
-    SELECT floor(extract(epoch FROM created_at) / $3)::bigint AS slot, workflow_name, count(*)::int AS started
+const TASK_STATS = `WITH ended AS (
+    SELECT floor(date_part('epoch', completed_at) / $3)::bigint AS slot, workflow_name, status, ${DURATION_BUCKET} AS bucket
+    FROM agent_tasks WHERE completed_at >= $1 AND completed_at < $2
+  ), parts AS (
+    SELECT floor(date_part('epoch', created_at) / $3)::bigint AS slot, workflow_name, count(*)::int AS started,
+           0 AS completed, 0 AS failed, 0 AS rolled_back, 0 AS cancelled, NULL::jsonb AS durations
     FROM agent_tasks WHERE created_at >= $1 AND created_at < $2
     GROUP BY 1, 2
-  ), ended AS (
-    SELECT floor(extract(epoch FROM completed_at) / $3)::bigint AS slot, workflow_name, status, ${DURATION_BUCKET} AS bucket
-    FROM agent_tasks WHERE completed_at >= $1 AND completed_at < $2
-  ), finished AS (
-    SELECT slot, workflow_name,
-           count(*) FILTER (WHERE status = 'completed')::int AS completed,
-           count(*) FILTER (WHERE status IN ('failed', 'partial_rollback'))::int AS failed,
-           count(*) FILTER (WHERE status = 'rolled_back')::int AS rolled_back,
-           count(*) FILTER (WHERE status = 'cancelled')::int AS cancelled
+    UNION ALL
+    SELECT slot, workflow_name, 0,
+           count(*) FILTER (WHERE status = 'completed')::int,
+           count(*) FILTER (WHERE status IN ('failed', 'partial_rollback'))::int,
+           count(*) FILTER (WHERE status = 'rolled_back')::int,
+           count(*) FILTER (WHERE status = 'cancelled')::int,
+           NULL
     FROM ended GROUP BY 1, 2
-  ), histogram AS (
-    SELECT slot, workflow_name, jsonb_object_agg(bucket, n) AS durations
+    UNION ALL
+    SELECT slot, workflow_name, 0, 0, 0, 0, 0, jsonb_object_agg(bucket, n)
     FROM (SELECT slot, workflow_name, bucket, count(*)::int AS n FROM ended WHERE bucket IS NOT NULL GROUP BY 1, 2, 3) AS b
     GROUP BY 1, 2
   )
-  SELECT COALESCE(c.slot, f.slot) AS slot, COALESCE(c.workflow_name, f.workflow_name) AS workflow_name,
-         COALESCE(c.started, 0) AS started, COALESCE(f.completed, 0) AS completed, COALESCE(f.failed, 0) AS failed,
-         COALESCE(f.rolled_back, 0) AS rolled_back, COALESCE(f.cancelled, 0) AS cancelled,
-         COALESCE(h.durations, '{}'::jsonb) AS durations
-  FROM created c
-  FULL JOIN finished f ON f.slot = c.slot AND f.workflow_name = c.workflow_name
-  LEFT JOIN histogram h ON h.slot = COALESCE(c.slot, f.slot) AND h.workflow_name = COALESCE(c.workflow_name, f.workflow_name)`;
+  -- Summed by grouping, never joined: the three parts meet on (slot, workflow) in one hash aggregate.
+  SELECT slot, workflow_name, sum(started)::int AS started, sum(completed)::int AS completed, sum(failed)::int AS failed,
+         sum(rolled_back)::int AS rolled_back, sum(cancelled)::int AS cancelled,
+         COALESCE((array_agg(durations) FILTER (WHERE durations IS NOT NULL))[1], '{}'::jsonb) AS durations
+  FROM parts GROUP BY slot, workflow_name`;
+
+/** Per workflow, the queue now: the unfinished tasks only (idx_agent_tasks_status_created), so it grows with the backlog, not the table. */
+const QUEUE_NOW = `SELECT workflow_name,
+         count(*) FILTER (WHERE ${runnable('t')})::int AS queue,
+         count(*) FILTER (WHERE t.status = 'running')::int AS running,
+         min(${runnableSince('t')}) FILTER (WHERE ${runnable('t')}) AS oldest
+  FROM agent_tasks t WHERE t.status IN ('pending', 'running') AND t.deleted_at IS NULL
+  GROUP BY 1`;
 
 interface StatsRow {
   /** Start of the slot, in ms since the epoch. */
@@ -125,35 +133,35 @@ export async function readTaskOverview(executor: SqlExecutor, window: OverviewWi
   const state = await executor.query<{ rolled_until: Date }>(`SELECT rolled_until FROM duraflow_task_rollup_state WHERE id = 1`);
   const rolledUntil = state.rows[0]?.rolled_until ?? null;
   const rawFrom = window === 'hour' ? from : Math.max(from, Math.min(rolledUntil?.getTime() ?? from, floorTo(to, HOUR_MS)));
-  const rows: StatsRow[] = [];
-  if (rawFrom > from) {
-    const rolled = await executor.query<Omit<StatsRow, 'at'> & { hour: Date }>(
-      `SELECT hour, workflow_name, started, completed, failed, rolled_back, cancelled, durations
-       FROM duraflow_task_rollup WHERE hour >= $1 AND hour < $2`,
-      [new Date(from), new Date(rawFrom)],
-      'duraflow_read_task_rollup',
-    );
-    rows.push(...rolled.rows.map((row) => ({ ...row, at: row.hour.getTime() })));
-  }
-  const raw = await executor.query<Omit<StatsRow, 'at'> & { slot: string }>(
-    TASK_STATS,
-    [new Date(rawFrom), new Date(to + 1), SLOT_MS / 1000],
-    'duraflow_read_task_stats',
-  );
-  rows.push(...raw.rows.map((row) => ({ ...row, at: Number(row.slot) * SLOT_MS })));
-  const queue = await executor.query<{ workflow_name: string; queue: number; running: number; oldest: Date | null }>(
-    `SELECT workflow_name,
-            count(*) FILTER (WHERE ${runnable('t')})::int AS queue,
-            count(*) FILTER (WHERE t.status = 'running')::int AS running,
-            min(${runnableSince('t')}) FILTER (WHERE ${runnable('t')}) AS oldest
-     FROM agent_tasks t WHERE t.status IN ('pending', 'running') AND t.deleted_at IS NULL
-     GROUP BY 1`,
-    [],
-    'duraflow_read_queue_depth',
-  );
-  const names = [...new Set([...rows.map((row) => row.workflow_name), ...queue.rows.map((row) => row.workflow_name)])].sort();
+  // Three independent reads: on a pool they run at once, each on its own connection.
+  const [rolled, raw, queue] = await Promise.all([
+    rawFrom > from
+      ? executor.query<Omit<StatsRow, 'at'> & { hour: Date }>(
+          `SELECT hour, workflow_name, started, completed, failed, rolled_back, cancelled, durations
+           FROM duraflow_task_rollup WHERE hour >= $1 AND hour < $2`,
+          [new Date(from), new Date(rawFrom)],
+          'duraflow_read_task_rollup',
+        )
+      : { rows: [] },
+    executor.query<Omit<StatsRow, 'at'> & { slot: string }>(
+      TASK_STATS,
+      [new Date(rawFrom), new Date(to + 1), SLOT_MS / 1000],
+      'duraflow_read_task_stats',
+    ),
+    executor.query<{ workflow_name: string; queue: number; running: number; oldest: Date | null }>(
+      QUEUE_NOW,
+      [],
+      'duraflow_read_queue_depth',
+    ),
+  ]);
+  const rows: StatsRow[] = [
+    ...rolled.rows.map((row) => ({ ...row, at: row.hour.getTime() })),
+    ...raw.rows.map((row) => ({ ...row, at: Number(row.slot) * SLOT_MS })),
+  ];
+  const byWorkflow = groupByWorkflow(rows);
+  const names = [...new Set([...byWorkflow.keys(), ...queue.rows.map((row) => row.workflow_name)])].sort();
   const series = (name: string | null): WorkflowOverview => {
-    const mine = name === null ? rows : rows.filter((row) => row.workflow_name === name);
+    const mine = name === null ? rows : (byWorkflow.get(name) ?? []);
     const queued = name === null ? queue.rows : queue.rows.filter((row) => row.workflow_name === name);
     const oldest = queued.map((row) => row.oldest?.getTime()).filter((time): time is number => time !== undefined);
     return {
@@ -209,6 +217,16 @@ function summarize(rows: StatsRow[], from: number, intervals: number, intervalMs
       p95Ms: percentile(all.durations, 0.95),
     },
   };
+}
+
+function groupByWorkflow(rows: StatsRow[]): Map<string, StatsRow[]> {
+  const byWorkflow = new Map<string, StatsRow[]>();
+  for (const row of rows) {
+    const list = byWorkflow.get(row.workflow_name);
+    if (list) list.push(row);
+    else byWorkflow.set(row.workflow_name, [row]);
+  }
+  return byWorkflow;
 }
 
 function zeroCounts(): TaskOutcomeCounts {

@@ -3,10 +3,10 @@ import { WorkflowRegistry } from '../../discovery/workflow.registry';
 import { UnknownWorkflowError } from '../../domain/errors';
 import { FlowLimitStats } from '../../domain/flow-control';
 import { ScheduleInfo } from '../../domain/schedule-options';
-import { OverviewWindow, TaskOverview, WorkflowStepStats, WorkflowVersionStatus } from '../../domain/task-overview';
+import { OverviewWindow, TaskOverview, WorkflowStepStats, WorkflowSubscription, WorkflowVersionStatus } from '../../domain/task-overview';
 import { DuraflowDatabase } from '../../persistence/duraflow-database';
 import { FlowLimitsStore } from '../../persistence/flow-limits.store';
-import { readUnfinishedVersions, readWorkflowStepStats } from '../../persistence/sql/read-workflow-insights';
+import { readUnfinishedVersions, readWorkflowStepStats, readWorkflowSubscriptions } from '../../persistence/sql/read-workflow-insights';
 import { readTaskOverview } from '../../persistence/sql/task-stats';
 import { ScheduleReader } from '../../schedules/schedule-reader';
 
@@ -26,6 +26,8 @@ export interface WorkflowDescription {
   limits: FlowLimitStats[];
   /** The schedules that start it. */
   schedules: ScheduleInfo[];
+  /** The events that start it (`@Workflow(name, { on })`). */
+  subscriptions: WorkflowSubscription[];
 }
 
 /** Reads that look across tasks, for the person on call: the overview's charts and a workflow's page. */
@@ -45,11 +47,12 @@ export class WorkflowInsights {
   async describe(name: string): Promise<WorkflowDescription> {
     const registered = this.registry.versions(name);
     if (!registered.length) throw new UnknownWorkflowError(name, this.registry.names());
-    const [unfinished, steps, limits, schedules] = await Promise.all([
+    const [unfinished, steps, limits, schedules, subscriptions] = await Promise.all([
       readUnfinishedVersions(this.db, name),
       readWorkflowStepStats(this.db, name, new Date(Date.now() - STEP_STATS_SINCE_MS), STEP_STATS_TASKS),
       this.flowLimits.readLimits([name]),
       this.schedules.list(),
+      readWorkflowSubscriptions(this.db, name),
     ]);
     const versions = new Set([...registered, ...unfinished.map((entry) => entry.version)]);
     return {
@@ -70,6 +73,7 @@ export class WorkflowInsights {
       steps,
       limits,
       schedules: schedules.filter((schedule) => schedule.workflow === name),
+      subscriptions,
     };
   }
 }
