@@ -13,7 +13,7 @@ import { NewTask } from '../persistence/lifecycle/create-tasks';
 import { checkPublish } from './publish.checks';
 import { EventGroupCloser } from './event-group-closer';
 import { EventSubscriptionRegistry } from './event-subscription.registry';
-import { EventSubscriptionStore, StoredSubscription } from './event-subscription.store';
+import { StoredSubscription } from './event-subscription.store';
 import { PublishedEventStore } from './published-event.store';
 import { groupKeyOf } from './group-key';
 
@@ -40,7 +40,6 @@ export class EventPublisher {
     private readonly factory: TaskFactory,
     private readonly workflows: WorkflowRegistry,
     private readonly subscriptions: EventSubscriptionRegistry,
-    private readonly subscriptionStore: EventSubscriptionStore,
     private readonly store: PublishedEventStore,
     private readonly closer: EventGroupCloser,
   ) {}
@@ -63,11 +62,8 @@ export class EventPublisher {
     const event = await this.store.insertEvent(executor, { id, name, payloadJson: stored, idempotencyKey });
     if (!event.created) return { eventId: event.id, created: false, deliveries: await this.store.deliveriesOf(executor, event.id) };
     const deliveries: EventDelivery[] = [];
-    for (const subscription of await this.subscriptionStore.subscriptionsOf(executor, name)) {
-      const delivery = await this.deliver(executor, id, name, subscription, payload);
-      await this.store.recordDelivery(executor, id, delivery);
-      deliveries.push(delivery);
-    }
+    for (const subscription of event.subscriptions) deliveries.push(await this.deliver(executor, id, name, subscription, payload));
+    await this.store.recordDeliveries(executor, id, deliveries);
     return { eventId: id, created: true, deliveries };
   }
 

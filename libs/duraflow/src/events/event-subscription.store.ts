@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { DuraflowDatabase, SqlExecutor } from '../persistence/duraflow-database';
+import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { RegisteredSubscription } from './event-subscription.registry';
 
 /** A subscription as `duraflow_event_subscriptions` holds it: what every publish (TypeScript or SQL) delivers by. */
@@ -56,22 +56,18 @@ export class EventSubscriptionStore {
       column((r) => r.s.timeoutMs),
     ]);
   }
+}
 
-  /** The subscriptions of event `name`, in workflow-name order (the order the SQL publish delivers in). */
-  async subscriptionsOf(executor: SqlExecutor, name: string): Promise<StoredSubscription[]> {
-    const { rows } = await executor.query(
-      `SELECT workflow_name, mode, key_field, key_in_code, workflow_version, max_retries
-       FROM duraflow_event_subscriptions WHERE event_name = $1 ORDER BY workflow_name`,
-      [name],
-      'duraflow_event_subscriptions_of',
-    );
-    return rows.map((row) => ({
-      workflowName: row.workflow_name,
-      mode: row.mode,
-      keyField: row.key_field,
-      keyInCode: row.key_in_code,
-      workflowVersion: row.workflow_version,
-      maxRetries: row.max_retries,
-    }));
-  }
+/** The columns a publish reads of a subscription (the publisher's insert selects them, in workflow-name order as `duraflow_publish`). */
+export const SUBSCRIPTION_COLUMNS = 'workflow_name, mode, key_field, key_in_code, workflow_version, max_retries';
+
+export function toStoredSubscription(row: Record<string, any>): StoredSubscription {
+  return {
+    workflowName: row.workflow_name,
+    mode: row.mode,
+    keyField: row.key_field,
+    keyInCode: row.key_in_code,
+    workflowVersion: row.workflow_version,
+    maxRetries: row.max_retries,
+  };
 }

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { EventDelivery, EventRefusal } from '../domain/event-options';
 import { SqlExecutor } from '../persistence/duraflow-database';
+import { StoredSubscription, SUBSCRIPTION_COLUMNS, toStoredSubscription } from './event-subscription.store';
 
 /** An event as the publisher inserts it: its payload already through the PayloadCoder. */
 export interface NewEvent {
@@ -17,28 +18,51 @@ export interface NewEvent {
  */
 @Injectable()
 export class PublishedEventStore {
-  /** The event's id and whether this call recorded it (false: an earlier publish holds the name and key). */
-  async insertEvent(executor: SqlExecutor, event: NewEvent): Promise<{ id: string; created: boolean }> {
+  /**
+   * The event's id and whether this call recorded it (false: an earlier publish holds the name and
+   * key), with the subscriptions of its name when it did: one statement (a row per subscription,
+   * or one of NULLs when none; no row when nothing was inserted).
+   */
+  async insertEvent(
+    executor: SqlExecutor,
+    event: NewEvent,
+  ): Promise<{ id: string; created: boolean; subscriptions: StoredSubscription[] }> {
     const inserted = await executor.query(
-      `INSERT INTO duraflow_published_events (id, name, payload, idempotency_key) VALUES ($1, $2, $3::jsonb, $4)
-       ON CONFLICT (name, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`,
+      `WITH inserted AS (
+         INSERT INTO duraflow_published_events (id, name, payload, idempotency_key) VALUES ($1, $2, $3::jsonb, $4)
+         ON CONFLICT (name, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id
+       )
+       SELECT s.${SUBSCRIPTION_COLUMNS.split(', ').join(', s.')}
+       FROM inserted LEFT JOIN duraflow_event_subscriptions s ON s.event_name = $2 ORDER BY s.workflow_name`,
       [event.id, event.name, event.payloadJson, event.idempotencyKey],
       'duraflow_insert_event',
     );
-    if (inserted.rowCount) return { id: event.id, created: true };
+    if (inserted.rowCount) {
+      const subscriptions = inserted.rows.filter((row) => row.workflow_name !== null).map(toStoredSubscription);
+      return { id: event.id, created: true, subscriptions };
+    }
     // ON CONFLICT waited for the holder of the key to commit, so its row is visible now.
     const { rows } = await executor.query(`SELECT id FROM duraflow_published_events WHERE name = $1 AND idempotency_key = $2`, [
       event.name,
       event.idempotencyKey,
     ]);
-    return { id: rows[0].id, created: false };
+    return { id: rows[0].id, created: false, subscriptions: [] };
   }
 
-  async recordDelivery(executor: SqlExecutor, eventId: string, delivery: EventDelivery): Promise<void> {
+  /** The deliveries of one event, in one statement. */
+  async recordDeliveries(executor: SqlExecutor, eventId: string, deliveries: EventDelivery[]): Promise<void> {
+    if (!deliveries.length) return;
     await executor.query(
-      `INSERT INTO duraflow_event_deliveries (event_id, workflow_name, task_id, group_id, refusal) VALUES ($1, $2, $3, $4, $5::jsonb)`,
-      [eventId, delivery.workflowName, delivery.taskId, delivery.groupId, delivery.refusal && JSON.stringify(delivery.refusal)],
-      'duraflow_record_delivery',
+      `INSERT INTO duraflow_event_deliveries (event_id, workflow_name, task_id, group_id, refusal)
+       SELECT $1, * FROM unnest($2::varchar[], $3::uuid[], $4::uuid[], $5::jsonb[])`,
+      [
+        eventId,
+        deliveries.map((d) => d.workflowName),
+        deliveries.map((d) => d.taskId),
+        deliveries.map((d) => d.groupId),
+        deliveries.map((d) => d.refusal && JSON.stringify(d.refusal)),
+      ],
+      'duraflow_record_deliveries',
     );
   }
 
