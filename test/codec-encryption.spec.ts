@@ -177,6 +177,18 @@ describe('encryption at rest (aesGcmCodec)', () => {
     expect(() => movedField!.output).toThrow(expect.objectContaining({ code: 'PAYLOAD_UNREADABLE' }));
   });
 
+  it('an idempotent submit compares the inputs decoded: the same input finds the task, another is refused', async () => {
+    const app = await startApp({ codec: codecK1(), worker: { enabled: false } });
+    const workflows = app.get(WorkflowService);
+    const first = await workflows.submit('codec-child', { note: 'once', n: 1.0 }, { idempotencyKey: 'k-once' });
+    const again = await workflows.submit('codec-child', { n: 1, note: 'once' }, { idempotencyKey: 'k-once' });
+    expect(again.id).toBe(first.id);
+    await expect(workflows.submit('codec-child', { note: 'other' }, { idempotencyKey: 'k-once' })).rejects.toMatchObject({
+      code: 'IDEMPOTENCY_KEY_CONFLICT',
+    });
+    expect(await bed.rows.count('agent_tasks')).toBe(1);
+  });
+
   it('reads rows written before the codec was turned on', async () => {
     const plain = await startApp();
     const before = await plain.get(WorkflowService).submit('codec-child', { note: 'from before' });
