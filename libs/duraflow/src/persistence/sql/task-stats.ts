@@ -184,27 +184,30 @@ export async function readTaskOverview(executor: SqlExecutor, window: OverviewWi
 }
 
 function summarize(rows: StatsRow[], from: number, intervals: number, intervalMs: number): Pick<WorkflowOverview, 'intervals' | 'totals'> {
+  // Histograms as arrays indexed by bucket: a row's counts are added in one tight loop per target.
   const buckets = Array.from({ length: intervals }, (_, index) => ({
     counts: zeroCounts(),
-    durations: {} as DurationHistogram,
+    durations: new Float64Array(LAST_BUCKET + 1),
     start: from + index * intervalMs,
   }));
-  const all = { counts: zeroCounts(), durations: {} as DurationHistogram };
+  const all = { counts: zeroCounts(), durations: new Float64Array(LAST_BUCKET + 1) };
   for (const row of rows) {
-    const index = Math.floor((row.at - from) / intervalMs);
-    const bucket = buckets[index];
+    const bucket = buckets[Math.floor((row.at - from) / intervalMs)];
     if (!bucket) continue;
-    for (const target of [bucket, all]) {
-      addCounts(target.counts, row);
-      addHistogram(target.durations, row.durations);
+    addCounts(bucket.counts, row);
+    addCounts(all.counts, row);
+    for (const key in row.durations) {
+      const count = Number(row.durations[key]);
+      bucket.durations[Number(key)] += count;
+      all.durations[Number(key)] += count;
     }
   }
   const intervalsOut: OverviewInterval[] = buckets.map((bucket) => ({
     ...bucket.counts,
     start: new Date(bucket.start),
     end: new Date(bucket.start + intervalMs),
-    p50Ms: percentile(bucket.durations, 0.5),
-    p95Ms: percentile(bucket.durations, 0.95),
+    p50Ms: quantileOf(bucket.durations, 0.5),
+    p95Ms: quantileOf(bucket.durations, 0.95),
   }));
   const { completed, failed, rolledBack } = all.counts;
   const ended = completed + failed + rolledBack;
@@ -213,10 +216,24 @@ function summarize(rows: StatsRow[], from: number, intervals: number, intervalMs
     totals: {
       ...all.counts,
       failureRate: ended ? (failed + rolledBack) / ended : null,
-      p50Ms: percentile(all.durations, 0.5),
-      p95Ms: percentile(all.durations, 0.95),
+      p50Ms: quantileOf(all.durations, 0.5),
+      p95Ms: quantileOf(all.durations, 0.95),
     },
   };
+}
+
+/** The `q` quantile of a histogram (index: bucket): the geometric middle of the bucket that holds it; null when it is empty. */
+function quantileOf(counts: Float64Array, q: number): number | null {
+  let total = 0;
+  for (let bucket = 1; bucket <= LAST_BUCKET; bucket++) total += counts[bucket];
+  if (!total) return null;
+  const rank = Math.max(1, Math.ceil(q * total));
+  let seen = 0;
+  for (let bucket = 1; bucket <= LAST_BUCKET; bucket++) {
+    seen += counts[bucket];
+    if (seen >= rank) return Math.round(2 ** ((bucket - 0.5) / BUCKETS_PER_DOUBLING) * 10) / 10;
+  }
+  return null;
 }
 
 function groupByWorkflow(rows: StatsRow[]): Map<string, StatsRow[]> {
@@ -239,26 +256,6 @@ function addCounts(counts: TaskOutcomeCounts, row: StatsRow): void {
   counts.failed += row.failed;
   counts.rolledBack += row.rolled_back;
   counts.cancelled += row.cancelled;
-}
-
-export function addHistogram(into: DurationHistogram, from: DurationHistogram): void {
-  for (const [bucket, count] of Object.entries(from)) into[bucket] = (into[bucket] ?? 0) + Number(count);
-}
-
-/** The `q` quantile of a histogram: the geometric middle of the bucket that holds it; null when it is empty. */
-export function percentile(histogram: DurationHistogram, q: number): number | null {
-  const entries = Object.entries(histogram)
-    .map(([bucket, count]) => [Number(bucket), Number(count)] as const)
-    .sort((a, b) => a[0] - b[0]);
-  const total = entries.reduce((sum, [, count]) => sum + count, 0);
-  if (!total) return null;
-  const rank = Math.max(1, Math.ceil(q * total));
-  let seen = 0;
-  for (const [bucket, count] of entries) {
-    seen += count;
-    if (seen >= rank) return Math.round(2 ** ((bucket - 0.5) / BUCKETS_PER_DOUBLING) * 10) / 10;
-  }
-  return null;
 }
 
 function floorTo(time: number, unit: number): number {
