@@ -13,6 +13,7 @@
  * bench/README.md, "Testing kit".
  */
 import 'reflect-metadata';
+import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { TaskStatus, WorkflowContext, workflow } from '@duraflow/nestjs';
 import { createDuraflowTestEnv, DuraflowTestEnv, Duration } from '@duraflow/nestjs/testing';
@@ -91,6 +92,7 @@ async function main(): Promise<void> {
     const env = await createDuraflowTestEnv(OPTIONS);
     try {
       rows.push([label, ms(await thousandSleepers(env, minutes, advance))]);
+      console.error(`${label}: ${rows[rows.length - 1][1]}`);
     } finally {
       await env.close();
     }
@@ -98,6 +100,7 @@ async function main(): Promise<void> {
 
   console.log('| testing kit | time |\n|---|---:|');
   for (const [label, value] of rows) console.log(`| ${label} | ${value} |`);
+  console.log(`\n(${os.cpus().length} cores, shared with whatever else runs on this machine)`);
 }
 
 main().catch((error) => {

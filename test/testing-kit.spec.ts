@@ -182,6 +182,20 @@ describe('the testing kit', () => {
   });
 });
 
+describe('the testing kit, refusing', () => {
+  it('says which workflow keeps runUntilIdle from settling, and what a duration is', async () => {
+    const env = await createDuraflowTestEnv({ options: { workflows: [pair] }, idleTimeoutMs: 300 });
+    try {
+      env.stubStep('kit-pair', 'first', () => new Promise(() => undefined)); // a step that never returns
+      await env.workflows.submit('kit-pair', {});
+      await expect(env.runUntilIdle()).rejects.toThrow(/1 task\(s\) still ran and 0 were due \(kit-pair\)/);
+      await expect(env.advanceTime('a day' as never)).rejects.toThrow(/Not a duration: a day/);
+    } finally {
+      await env.close();
+    }
+  });
+});
+
 describe('schedules under the testing kit', () => {
   it('starts one task per tick the advance crosses, in order', async () => {
     events = [];

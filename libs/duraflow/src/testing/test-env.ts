@@ -42,7 +42,7 @@ export interface DuraflowTestEnvOptions {
   entities?: Function[];
   /** When only timers are left, `runUntilIdle` moves the clock to the next one (a sleep's end, a timeout, a backoff; not a schedule's tick). Default false. */
   skipTime?: boolean;
-  /** How long (real time) `runUntilIdle` waits for the tasks to settle before it throws, saying which are busy. Default 15 s. */
+  /** How long (real time) `runUntilIdle` waits while nothing changes (as many tasks running, as many due) before it throws, saying which are busy. Default 15 s. */
   idleTimeoutMs?: number;
   /** What Nest logs. Default: errors and warnings. */
   logger?: LogLevel[] | LoggerService | false;
@@ -185,9 +185,10 @@ export class DuraflowTestEnv {
     this.recoveries.add(recovery);
   }
 
-  /** Until nothing runs or is due (crash recoveries done); throws after idleTimeoutMs saying what is busy. */
+  /** Until nothing runs or is due (crash recoveries done); throws after idleTimeoutMs without progress, saying what is busy. */
   private async settle(): Promise<EnvQueueState> {
-    const deadline = Date.now() + this.settings.idleTimeoutMs;
+    let deadline = Date.now() + this.settings.idleTimeoutMs;
+    let seen = '';
     for (;;) {
       this.wakeWorker();
       await Promise.allSettled([...this.recoveries]);
@@ -201,9 +202,13 @@ export class DuraflowTestEnv {
         (state.nextWakeUp ?? Infinity) <= soon;
       // Every move of a task is one transaction: a state with nothing running or due is idle.
       if (!busy) return state;
-      if (busy && Date.now() > deadline) {
+      const progress = `${state.running}/${state.runnable}`;
+      if (progress !== seen) {
+        seen = progress;
+        deadline = Date.now() + this.settings.idleTimeoutMs;
+      } else if (Date.now() > deadline) {
         throw new Error(
-          `runUntilIdle: after ${this.settings.idleTimeoutMs} ms, ${state.running} task(s) still run and ${state.runnable} are due ` +
+          `runUntilIdle: for ${this.settings.idleTimeoutMs} ms, ${state.running} task(s) still ran and ${state.runnable} were due ` +
             `(${state.busyWorkflows.join(', ')}). Is each workflow among the environment's providers, and does none loop for ever?`,
         );
       }
