@@ -158,6 +158,9 @@ describe('key rotation and unreadable payloads', () => {
     expect(page.status).toBe(200);
     expect(html).toContain('[cannot decrypt]');
     expect(html).not.toContain('zq-hidden-note');
+    const value = await fetch(`${app.url}/ops/duraflow/tasks/${sealed.id}/values/input`, { headers: OPERATOR_HEADERS });
+    expect(value.status).toBe(200);
+    expect(await value.text()).toBe('"[cannot decrypt]"');
   });
 
   it('the engine reads its codec from DURAFLOW_CODEC_KEYS: HTTP answers plaintext, the database holds none; an unreadable task is a 500 PAYLOAD_UNREADABLE', async () => {

@@ -1,3 +1,4 @@
+import { viewable } from '../codec/decoded-rows';
 import { Body, Controller, Get, Injectable, MessageEvent, Param, Post, Query, Res, Sse, Type, UseFilters, UseGuards } from '@nestjs/common';
 import { Observable } from 'rxjs';
 import { isHeld, isTerminalStatus } from '../domain/task-status';
@@ -98,7 +99,8 @@ export class DashboardController {
     @RequestLinks() links: DashboardLinks,
     @Res() response: unknown,
   ): Promise<void> {
-    const task = isValueKind(kind) ? await this.workflows.get(id) : null;
+    // A value no configured key opens is shown as "[cannot decrypt]" (codec/decoded-rows.ts).
+    const task = isValueKind(kind) ? viewable(await this.workflows.get(id)) : null;
     if (!task || !isValueKind(kind))
       return this.replies.send(response, this.replies.missing(links, id, 'No such value', `Task ${id} has no ${kind}.`));
     this.replies.send(response, { kind: 'json', body: JSON.stringify(task[kind] ?? null), filename: `task-${task.id}-${kind}.json` });
@@ -113,7 +115,7 @@ export class DashboardController {
     @RequestLinks() links: DashboardLinks,
     @Res() response: unknown,
   ): Promise<void> {
-    const step = isValueKind(kind) ? await this.workflows.getStep(id, key) : null;
+    const step = isValueKind(kind) ? viewable(await this.workflows.getStep(id, key)) : null;
     if (!step || !isValueKind(kind))
       return this.replies.send(
         response,
