@@ -12,6 +12,7 @@ import {
 } from '@duraflow/nestjs';
 import { exportRecordedRuns, replayCheck } from '@duraflow/nestjs/replay';
 import { codecFromEnv } from '../libs/duraflow/src/codec/codec-from-env';
+import { EngineConfigError, loadEngineConfig } from '../src/config/engine.config';
 import { useTestBed } from './support/test-bed';
 
 /*
@@ -242,5 +243,18 @@ describe('encryption at rest (aesGcmCodec)', () => {
     );
     expect(codecFromEnv({ DURAFLOW_CODEC_KEYS: `k1:${key1.toString('base64')}` })?.currentKeyId).toBe('k1');
     expect(codecFromEnv({})).toBeUndefined();
+  });
+
+  it("the engine's configuration takes DURAFLOW_CODEC_KEYS and _CURRENT, and never prints a key", () => {
+    const keys = `e2:${randomBytes(32).toString('base64')},e1:${key1.toString('base64')}`;
+    expect(loadEngineConfig({ DURAFLOW_CODEC_KEYS: keys, DURAFLOW_CODEC_CURRENT: 'e2' }).codec).toMatchObject({
+      currentKeyId: 'e2',
+      keyIds: ['e2', 'e1'],
+    });
+    expect(loadEngineConfig({}).codec).toBeUndefined();
+    const short = 'c2hvcnQta2V5LXNlY3JldA==';
+    expect(() => loadEngineConfig({ DURAFLOW_CODEC_KEYS: `e1:${short}` })).toThrow(EngineConfigError);
+    expect(() => loadEngineConfig({ DURAFLOW_CODEC_KEYS: `e1:${short}` })).not.toThrow(new RegExp(short.slice(0, 8)));
+    expect(() => loadEngineConfig({ DURAFLOW_CODEC_KEYS: keys, DURAFLOW_CODEC_CURRENT: 'e3' })).toThrow(/DURAFLOW_CODEC_CURRENT/);
   });
 });
