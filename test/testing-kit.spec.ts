@@ -182,6 +182,22 @@ describe('the testing kit', () => {
   });
 });
 
+describe('retention under the testing kit', () => {
+  it("removes a finished task once its retention passed on the engine's clock, not before", async () => {
+    const env = await createDuraflowTestEnv({ options: { workflows: [pair], retention: { completed: 7 * 24 * HOUR } } });
+    try {
+      const task = await env.workflows.submit('kit-pair', {});
+      await env.runUntilIdle();
+      await env.advanceTime('6d');
+      expect((await env.workflows.get(task.id))?.status).toBe(TaskStatus.COMPLETED);
+      await env.advanceTime('2d');
+      expect(await env.workflows.get(task.id)).toBeNull();
+    } finally {
+      await env.close();
+    }
+  });
+});
+
 describe('the testing kit, refusing', () => {
   it('says which workflow keeps runUntilIdle from settling, and what a duration is', async () => {
     const env = await createDuraflowTestEnv({ options: { workflows: [pair] }, idleTimeoutMs: 300 });
