@@ -15,7 +15,7 @@
  * throughput of each workload relative to its concurrency-10 figure, and the run p95, against
  * concurrency on a log axis). Not part of `npm run bench`:
  *
- *   node -r ./test/support/swc-register.js bench/concurrency-curve.ts [--quick] [--svg docs/images/concurrency-curve.svg]
+ *   node -r ./test/support/swc-register.js bench/concurrency-curve.ts [--runs 3] [--quick] [--svg docs/images/concurrency-curve.svg]
  *
  * Figures in bench/README.md ("Concurrency curve (issue 33)") and docs/workers.md.
  */
@@ -53,6 +53,9 @@ interface Cell {
 }
 
 const quick = process.argv.includes('--quick');
+const runsArg = process.argv.indexOf('--runs');
+/** Whole runs of the grid, one after the other: each cell's figures are the median (and min–max) over them. */
+const RUNS = runsArg > 0 ? Number(process.argv[runsArg + 1]) : 1;
 const svgArg = process.argv.indexOf('--svg');
 const SVG_PATH = path.resolve(svgArg > 0 ? process.argv[svgArg + 1] : 'docs/images/concurrency-curve.svg');
 const CONCURRENCIES: Array<number | 'default'> = quick ? [10, 100, 'default'] : [10, 25, 50, 100, 200, 500, 'default'];
@@ -120,15 +123,29 @@ async function drain(db: BenchDatabase, worker: BenchWorkerProcess, workload: Wo
   };
 }
 
-function table(cells: Cell[]): string {
+/** Each cell's median over the runs (by throughput), with the throughput's min and max. */
+function medians(cells: Cell[]): Array<Cell & { min: number; max: number }> {
+  const groups = new Map<string, Cell[]>();
+  for (const cell of cells) {
+    const key = `${cell.workload}|${cell.concurrency}`;
+    groups.set(key, [...(groups.get(key) ?? []), cell]);
+  }
+  return [...groups.values()].map((group) => {
+    const sorted = [...group].sort((a, b) => a.tasksPerSecond - b.tasksPerSecond);
+    return { ...sorted[Math.floor((sorted.length - 1) / 2)], min: sorted[0].tasksPerSecond, max: sorted[sorted.length - 1].tasksPerSecond };
+  });
+}
+
+function table(cells: Array<Cell & { min: number; max: number }>): string {
   const lines = [
-    '| workload | concurrency | tasks/s | steps/s | run p50 | run p95 | burst p95 | worker CPU |',
+    '| workload | concurrency | tasks/s (min–max) | steps/s | run p50 | run p95 | burst p95 | worker CPU |',
     '|---|---|---|---|---|---|---|---|',
   ];
   for (const cell of cells) {
     const concurrency = cell.concurrency === 'default' ? `default (${DURAFLOW_DEFAULTS.worker.concurrency})` : String(cell.concurrency);
+    const spread = RUNS > 1 ? ` (${Math.round(cell.min)}–${Math.round(cell.max)})` : '';
     lines.push(
-      `| ${cell.workload} | ${concurrency} | ${Math.round(cell.tasksPerSecond)} | ${cell.stepsPerSecond ? Math.round(cell.stepsPerSecond) : '–'} | ` +
+      `| ${cell.workload} | ${concurrency} | ${Math.round(cell.tasksPerSecond)}${spread} | ${cell.stepsPerSecond ? Math.round(cell.stepsPerSecond) : '–'} | ` +
         `${cell.runP50Ms.toFixed(1)} ms | ${cell.runP95Ms.toFixed(1)} ms | ${Math.round(cell.burstP95Ms)} ms | ${Math.round(cell.workerCpuPercent)} % |`,
     );
   }
@@ -213,25 +230,27 @@ async function main(): Promise<void> {
   const db = await createBenchDatabase();
   const cells: Cell[] = [];
   try {
-    for (const concurrency of CONCURRENCIES) {
-      progress(`concurrency ${concurrency}: booting a worker process`);
-      const worker = await bootWorker(db, concurrency);
-      try {
-        for (const workload of WORKLOADS) {
-          progress(`concurrency ${concurrency}: ${workload.tasks} ${workload.name} tasks`);
-          cells.push(await drain(db, worker, workload, concurrency));
+    for (let run = 1; run <= RUNS; run++) {
+      for (const concurrency of CONCURRENCIES) {
+        progress(`run ${run} of ${RUNS}, concurrency ${concurrency}: booting a worker process`);
+        const worker = await bootWorker(db, concurrency);
+        try {
+          for (const workload of WORKLOADS) {
+            progress(`run ${run}, concurrency ${concurrency}: ${workload.tasks} ${workload.name} tasks`);
+            cells.push(await drain(db, worker, workload, concurrency));
+          }
+        } finally {
+          await worker.stop();
         }
-      } finally {
-        await worker.stop();
       }
     }
   } finally {
     await db.drop();
   }
-  const ordered = WORKLOADS.flatMap((workload) => cells.filter((cell) => cell.workload === workload.name));
+  const ordered = WORKLOADS.flatMap((workload) => medians(cells).filter((cell) => cell.workload === workload.name));
   process.stdout.write(`${table(ordered)}\n`);
   const load = (await import('node:os')).loadavg().map((n) => n.toFixed(1));
-  const title = `Duraflow concurrency curve, ${new Date().toISOString().slice(0, 16)} UTC, load average ${load.join(' ')}`;
+  const title = `Duraflow concurrency curve, ${RUNS === 1 ? 'one run' : `median of ${RUNS} runs`}, ${new Date().toISOString().slice(0, 16)} UTC, load average ${load.join(' ')}`;
   mkdirSync(path.dirname(SVG_PATH), { recursive: true });
   writeFileSync(SVG_PATH, svg(ordered, title));
   process.stdout.write(`\n${title}\nplot: ${SVG_PATH}\n`);
