@@ -12,6 +12,7 @@ import { DuraflowDatabase, SqlExecutor } from '../persistence/duraflow-database'
 import { NewTask } from '../persistence/lifecycle/create-tasks';
 import { checkPublish } from './publish.checks';
 import { EventGroupCloser } from './event-group-closer';
+import { EventSubscriptionExplorer } from './event-subscription.explorer';
 import { EventSubscriptionRegistry } from './event-subscription.registry';
 import { StoredSubscription } from './event-subscription.store';
 import { PublishedEventStore } from './published-event.store';
@@ -42,6 +43,7 @@ export class EventPublisher {
     private readonly subscriptions: EventSubscriptionRegistry,
     private readonly store: PublishedEventStore,
     private readonly closer: EventGroupCloser,
+    private readonly explorer: EventSubscriptionExplorer,
   ) {}
 
   /**
@@ -49,6 +51,7 @@ export class EventPublisher {
    */
   async publish(name: string, payload: unknown, options: PublishOptions = {}): Promise<PublishResult> {
     const checked = checkPublish(name, payload, options ?? {}, this.options);
+    await this.explorer.ensureSaved();
     const work = (executor: SqlExecutor) => this.record(executor, name, checked.payloadJson, checked.idempotencyKey);
     const result = options?.manager ? await work(this.db.forManager(options.manager)) : await this.db.transaction(work);
     if (result.deliveries.some((d) => d.groupId !== null)) this.closer.poke();

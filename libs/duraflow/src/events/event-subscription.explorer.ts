@@ -5,6 +5,7 @@ import { WorkflowMetadataAccessor } from '../discovery/workflow-metadata.accesso
 import { findWorkflowProviders } from '../discovery/workflow-providers';
 import { WorkflowRegistry } from '../discovery/workflow.registry';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
+import { SchemaNotReadyError } from '../domain/errors';
 import { WorkflowEventOptions } from '../domain/event-options';
 import { isReplayBoot } from '../replay/replay-boot';
 import { checkSubscription } from './event-subscription.checks';
@@ -21,6 +22,7 @@ import { EventSubscriptionStore } from './event-subscription.store';
 @Injectable()
 export class EventSubscriptionExplorer implements OnModuleInit, OnApplicationBootstrap {
   private readonly logger = new Logger('Duraflow');
+  private saved = false;
 
   constructor(
     private readonly discovery: DiscoveryService,
@@ -52,18 +54,22 @@ export class EventSubscriptionExplorer implements OnModuleInit, OnApplicationBoo
   async onApplicationBootstrap(): Promise<void> {
     if (isReplayBoot() || !this.workflows.names().length) return;
     try {
-      await this.store.save(this.workflows.names(), this.registry.all());
+      await this.ensureSaved();
     } catch (error) {
-      // Never stops the host app: a database without the events migration only lacks events.
+      // Never stops the host app. A database without the migrations (a submit-only node may boot
+      // on one): written at this node's first publish once they ran, as its other calls heal.
+      if (error instanceof SchemaNotReadyError) return;
       this.logger.warn(
-        `Could not write this node's event subscriptions (${error instanceof Error ? error.message : String(error)}); run the migrations, then restart ` +
-          `so publishes know them.`,
+        `Could not write this node's event subscriptions (${error instanceof Error ? error.message : String(error)}); ` +
+          `they are written at this node's first publish, or when it restarts.`,
       );
     }
   }
 
-  /** Writes the subscriptions again (a test or an operator after the migrations ran). */
-  save(): Promise<void> {
-    return this.store.save(this.workflows.names(), this.registry.all());
+  /** Writes this node's subscriptions once (at boot, or at the first publish if the boot's write failed). */
+  async ensureSaved(): Promise<void> {
+    if (this.saved || isReplayBoot() || !this.workflows.names().length) return;
+    await this.store.save(this.workflows.names(), this.registry.all());
+    this.saved = true;
   }
 }
