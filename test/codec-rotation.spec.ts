@@ -121,6 +121,22 @@ describe('key rotation and unreadable payloads', () => {
     expect(await rowsUnderKey('k1')).toBe(1);
   });
 
+  it('duraflow tasks reads with DURAFLOW_CODEC_KEYS, and without them shows a sealed error as such', async () => {
+    const app = await startApp(aesGcmCodec({ keys: { k1: key1 }, current: 'k1' }));
+    const { failedId } = await runTasks(app.get(WorkflowService), ['cli']);
+    const env = { DATABASE_URL: bed.db.url, DURAFLOW_CODEC_KEYS: `k1:${b64(key1)}` };
+
+    const shown = await duraflowCli(['tasks', 'show', failedId, '--json'], env);
+    expect(shown.code).toBe(0);
+    const report = JSON.parse(shown.stdout);
+    expect(report.task.input).toEqual({ note: 'cli-broken' });
+    expect(report.task.error.message).toContain('refused cli-broken');
+    const blind = await duraflowCli(['tasks', 'list', '--status', 'failed'], { DATABASE_URL: bed.db.url });
+    expect(blind.code).toBe(0);
+    expect(blind.stdout).toContain('[encrypted');
+    expect(blind.stdout).not.toContain('refused cli-broken');
+  });
+
   it('a key that opens nothing: the read is a typed error, the worker fails those tasks and runs the others', async () => {
     const writer = await startApp(aesGcmCodec({ keys: { k1: key1 }, current: 'k1' }), { worker: { enabled: false } });
     const sealed = await writer.get(WorkflowService).submit('rotate-echo', { note: 'under k1' }, { maxRetries: 0 });

@@ -1,6 +1,7 @@
 import { UUID_PATTERN } from '../domain/duraflow.constants';
 import { codecFromEnv } from '../codec/codec-from-env';
 import { viewable } from '../codec/decoded-rows';
+import { AgentTask } from '../domain/entities/agent-task.entity';
 import { TaskNotFoundError } from '../domain/errors';
 import { decodeCursor, keysetPage, listLimit } from '../persistence/cursor';
 import { DeadLetterStore } from '../persistence/dead-letter.store';
@@ -111,12 +112,12 @@ async function listTasks(args: TasksArguments, { db, options, coder }: CliDataba
     after: args.after ? decodeCursor(args.after) : undefined,
   });
   const { items, nextCursor } = keysetPage(page, (row) => row.task);
-  return { items: items.map((task) => toTaskListItem(viewable(task, ['error']))), nextCursor };
+  return { items: items.map((task) => toTaskListItem(sealedErrorShown(viewable(task, ['error'])))), nextCursor };
 }
 
 async function showTask(id: string, { db, options, coder }: CliDatabase): Promise<TaskShowReport> {
   if (!UUID_PATTERN.test(id)) throw new TaskNotFoundError(id);
-  const task = viewable(await new TaskStore(db, coder).findTask(id));
+  const task = sealedErrorShown(viewable(await new TaskStore(db, coder).findTask(id)));
   if (!task) throw new TaskNotFoundError(id);
   delete task.claimToken;
   const maxBytes = options.maxListPageBytes;
@@ -131,4 +132,12 @@ async function showTask(id: string, { db, options, coder }: CliDatabase): Promis
     signals: { items: signals.signals, more: signals.more },
     deadLetters: { items: deadLetters.rows.map((row) => viewable(row.deadLetter, ['error'])), more: deadLetters.more },
   };
+}
+
+/** An error sealed by a codec the command was not given (no DURAFLOW_CODEC_KEYS): its readable parts, and a message saying so. */
+function sealedErrorShown<T extends AgentTask | null>(task: T): T {
+  if (task?.error && typeof task.error.message !== 'string') {
+    task.error = { ...task.error, message: '[encrypted: set DURAFLOW_CODEC_KEYS to read it]' };
+  }
+  return task;
 }
