@@ -3,6 +3,7 @@ import { DataSource } from 'typeorm';
 import { TestingModule } from '@nestjs/testing';
 import {
   InvalidEventNameError,
+  InvalidEventSubscriptionError,
   InvalidPublishError,
   NotSerializableError,
   TaskStatus,
@@ -250,5 +251,23 @@ describe('publish: events that start workflows', () => {
     );
     const alert = ran.find((r) => r.workflow === 'alert' && (r.input as Record<string, unknown>).deadLetterId !== undefined)!;
     expect(alert.input).toMatchObject({ taskId: task.id, stepKey: 'charge', workflowName: 'leaky' });
+  });
+  it('refuses to boot with a subscription that is wrong, saying what to fix', async () => {
+    const both = workflow('both', async () => undefined, {
+      on: 'x.happened',
+      debounce: { key: 'id', periodMs: 1_000 },
+      batch: { maxSize: 10, timeoutMs: 1_000 },
+    });
+    const unknownOwn = workflow('unknown-own', async () => undefined, { on: 'duraflow.task.exploded' });
+    const badSize = workflow('bad-size', async () => undefined, { on: 'x.happened', batch: { maxSize: 0, timeoutMs: 1_000 } });
+    for (const [definition, reason] of [
+      [both, /not both/],
+      [unknownOwn, /not one of Duraflow's own events/],
+      [badSize, /batch\.maxSize/],
+    ] as const) {
+      const error = await bed.bootFailure({ duraflow: { workflows: [definition] } });
+      expect(error).toBeInstanceOf(InvalidEventSubscriptionError);
+      expect((error as Error).message).toMatch(reason);
+    }
   });
 });
