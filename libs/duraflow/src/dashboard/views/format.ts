@@ -1,6 +1,6 @@
 import { html, Html } from './html';
 
-/** Every time is shown in UTC, to the millisecond: operators compare them with logs. */
+/** Every time is rendered in UTC, to the millisecond (operators compare them with logs); the page's script shows it in the viewer's zone. */
 export function formatTime(time: Date | string | null | undefined): string {
   if (!time) return '—';
   const date = time instanceof Date ? time : new Date(time);
