@@ -6,6 +6,7 @@ import {
   InvalidEventSubscriptionError,
   InvalidPublishError,
   NotSerializableError,
+  PayloadCodec,
   TaskStatus,
   Workflow,
   workflow,
@@ -269,5 +270,55 @@ describe('publish: events that start workflows', () => {
       expect(error).toBeInstanceOf(InvalidEventSubscriptionError);
       expect((error as Error).message).toMatch(reason);
     }
+  });
+});
+
+/** A codec that wraps each payload with the context it was encoded for, and refuses another context. */
+const wrappingCodec: PayloadCodec = {
+  name: 'test-wrap',
+  encode: (value, context) => ({ wrapped: Buffer.from(JSON.stringify([context.taskId, context.field, value])).toString('base64') }),
+  decode: (stored, context) => {
+    if (stored === null || typeof stored !== 'object' || !('wrapped' in stored)) return stored;
+    const [taskId, field, value] = JSON.parse(Buffer.from(String(stored.wrapped), 'base64').toString());
+    if (taskId !== context.taskId || field !== context.field) throw new Error('encoded for another task or field');
+    return value;
+  },
+};
+
+const secretRuns: unknown[] = [];
+const secretDebounced = workflow('secret-reindex', async (ctx) => void secretRuns.push(ctx.input), {
+  on: 'secret.changed',
+  debounce: { key: 'docId', periodMs: 100 },
+});
+const secretBatched = workflow('secret-digest', async (ctx) => void secretRuns.push(ctx.input), {
+  on: 'secret.changed',
+  batch: { maxSize: 2, timeoutMs: 60_000 },
+});
+
+describe('publish with a codec', () => {
+  const bed = useTestBed();
+
+  it('stores the payload encoded, and the debounce and batch tasks get it decoded', async () => {
+    const app = await bed.start({
+      duraflow: { codec: wrappingCodec, workflows: [secretDebounced, secretBatched], events: { groupPollIntervalMs: 20 } },
+    });
+    const workflows = app.get(WorkflowService);
+    const first = await workflows.publish('secret.changed', { docId: 'd', secret: 's3cr3t-1' });
+    await workflows.publish('secret.changed', { docId: 'd', secret: 's3cr3t-2' });
+    const { rows } = await bed.db.client.query(`SELECT payload::text AS text FROM duraflow_published_events`);
+    expect(rows).toHaveLength(2);
+    for (const row of rows) expect(row.text).not.toContain('s3cr3t');
+    expect((await workflows.listEvents({ limit: 2 })).map((event) => event.payload)).toEqual([
+      { docId: 'd', secret: 's3cr3t-2' },
+      { docId: 'd', secret: 's3cr3t-1' },
+    ]);
+    await eventually('the debounce and the batch ran', () => secretRuns.length === 2);
+    expect(secretRuns).toContainEqual({ docId: 'd', secret: 's3cr3t-2' });
+    const batch = secretRuns.find((input) => (input as { events?: unknown }).events) as { events: Array<{ id: string; payload: unknown }> };
+    expect(batch.events.map((event) => event.payload)).toEqual([
+      { docId: 'd', secret: 's3cr3t-1' },
+      { docId: 'd', secret: 's3cr3t-2' },
+    ]);
+    expect(batch.events[0].id).toBe(first.eventId);
   });
 });
