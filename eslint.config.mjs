@@ -84,6 +84,12 @@ export default tseslint.config(
     },
   },
   {
+    // The public facade (`workflows.*`): one documented delegation per method of the contract, to
+    // the jobs in services/workflows/, events/ and schedules/. Its length is its API's, not logic.
+    files: ['libs/duraflow/src/services/workflow.service.ts'],
+    rules: { 'max-lines': ['error', { max: 450 }] },
+  },
+  {
     // A migration is one schema change, read top to bottom; its trigger's move is named in task-lifecycle.ts.
     files: ['libs/duraflow/src/migrations/**/*.ts'],
     rules: { 'max-lines-per-function': 'off', 'duraflow/task-lifecycle': 'off' },

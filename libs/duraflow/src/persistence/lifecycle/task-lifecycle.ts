@@ -156,7 +156,8 @@ export const MOVE = {
     `status = 'running', rollback_reason = 'cancelled', worker_id = ${workerId}, claim_token = gen_random_uuid(), heartbeat_at = now(), ` +
     `started_at = COALESCE(${t}.started_at, duraflow_now()), completed_at = NULL, updated_at = duraflow_now()`,
   /** The reaper's move of a stale running task (and the recover move's): `status` and `completedAt` SQL expressions decided per row (a retry counted, a rollback begun: the statement's payload). */
-  reap: (status: string, completedAt: string) => `status = ${status}, completed_at = ${completedAt}, ${CLAIM_CLEARED}, updated_at = duraflow_now()`,
+  reap: (status: string, completedAt: string) =>
+    `status = ${status}, completed_at = ${completedAt}, ${CLAIM_CLEARED}, updated_at = duraflow_now()`,
   /**
    * failed | cancelled (not compensated) -> pending, runnable now: its retry counter reset, its
    * error and rollback reason cleared, the status it left and its error appended to `history`.
