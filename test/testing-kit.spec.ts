@@ -260,6 +260,31 @@ describe('callbacks under the testing kit', () => {
   });
 });
 
+const reindex = workflow('kit-reindex', async (ctx: WorkflowContext<{ docId: string; rev: number }>) => ctx.input.rev, {
+  on: 'kit.doc.changed',
+  debounce: { key: 'docId', periodMs: HOUR, maxWaitMs: 24 * HOUR },
+});
+
+describe('the testing kit with events', () => {
+  let env: DuraflowTestEnv;
+  beforeEach(async () => {
+    env = await createDuraflowTestEnv({ options: { workflows: [reindex] } });
+  });
+  afterEach(() => env.close());
+
+  it("starts a debounced workflow once its key has been quiet for the period on the engine's clock, not before", async () => {
+    await env.workflows.publish('kit.doc.changed', { docId: 'a', rev: 1 });
+    await env.advanceTime('50m');
+    await env.workflows.publish('kit.doc.changed', { docId: 'a', rev: 2 });
+    await env.advanceTime('59m');
+    expect((await env.workflows.list({ workflowName: 'kit-reindex' })).items).toHaveLength(0);
+    await env.advanceTime('2m');
+    const started = (await env.workflows.list({ workflowName: 'kit-reindex' })).items;
+    expect(started).toHaveLength(1);
+    expect((await status(env, started[0].id)).output).toBe(2);
+  });
+});
+
 describe('test environments', () => {
   it('never see each other’s tasks or clocks, and close() drops the database', async () => {
     const one = await createDuraflowTestEnv({ options: { workflows: [sleeper] } });

@@ -29,7 +29,7 @@ export class EventGroupStore {
   async takeDue(tx: SqlExecutor, workflows: string[], limit: number): Promise<DueGroup[]> {
     const { rows } = await tx.query(
       `SELECT id, workflow_name, mode, last_event_id FROM duraflow_event_groups
-       WHERE started_at IS NULL AND due_at <= now() AND workflow_name = ANY($1::varchar[])
+       WHERE started_at IS NULL AND due_at <= duraflow_now() AND workflow_name = ANY($1::varchar[])
        ORDER BY due_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
       [workflows, limit],
       'duraflow_take_due_groups',

@@ -116,7 +116,7 @@ export class EventTriggers1700000004000 implements MigrationInterface {
           WHERE t.workflow_name = duraflow_submit.workflow_name AND t.idempotency_key = duraflow_submit.idempotency_key;
           RETURN created;
         END IF;
-        IF duraflow_submit.scheduled_at IS NULL OR duraflow_submit.scheduled_at <= now() THEN
+        IF duraflow_submit.scheduled_at IS NULL OR duraflow_submit.scheduled_at <= duraflow_now() THEN
           PERFORM pg_notify('duraflow_task_submitted', duraflow_submit.workflow_name);
         END IF;
         RETURN created;
@@ -142,27 +142,27 @@ export class EventTriggers1700000004000 implements MigrationInterface {
         JOIN duraflow_event_subscriptions s ON s.event_name = e.name AND s.workflow_name = p_workflow
         WHERE e.id = p_event_id;
         FOR attempt IN 1..3 LOOP
-          INSERT INTO duraflow_event_groups AS g (workflow_name, mode, group_key, event_count, last_event_id, due_at)
-          VALUES (p_workflow, sub.mode, p_key, 1, p_event_id,
-                  now() + make_interval(secs => (CASE WHEN sub.mode = 'debounce' THEN sub.period_ms ELSE sub.timeout_ms END) / 1000.0))
+          INSERT INTO duraflow_event_groups AS g (workflow_name, mode, group_key, event_count, last_event_id, opened_at, due_at)
+          VALUES (p_workflow, sub.mode, p_key, 1, p_event_id, duraflow_now(),
+                  duraflow_now() + make_interval(secs => (CASE WHEN sub.mode = 'debounce' THEN sub.period_ms ELSE sub.timeout_ms END) / 1000.0))
           ON CONFLICT (workflow_name, group_key) WHERE sealed_at IS NULL DO UPDATE
             SET event_count = g.event_count + 1, last_event_id = EXCLUDED.last_event_id,
                 due_at = CASE WHEN g.mode = 'debounce'
-                              THEN least(now() + make_interval(secs => sub.period_ms / 1000.0),
+                              THEN least(duraflow_now() + make_interval(secs => sub.period_ms / 1000.0),
                                          g.opened_at + make_interval(secs => sub.max_wait_ms / 1000.0))
                               ELSE g.due_at END
-            WHERE g.due_at > now()
+            WHERE g.due_at > duraflow_now()
           RETURNING g.* INTO joined;
           IF joined.id IS NOT NULL THEN
             IF joined.mode = 'batch' AND joined.event_count >= sub.max_size THEN
-              UPDATE duraflow_event_groups SET sealed_at = now(), due_at = now() WHERE id = joined.id;
+              UPDATE duraflow_event_groups SET sealed_at = duraflow_now(), due_at = duraflow_now() WHERE id = joined.id;
               PERFORM pg_notify('duraflow_event_group_due', p_workflow);
             END IF;
             RETURN joined.id;
           END IF;
           -- The open group is past due: it is sealed for its closer, and the event opens the next.
-          UPDATE duraflow_event_groups SET sealed_at = now()
-          WHERE workflow_name = p_workflow AND group_key = p_key AND sealed_at IS NULL AND due_at <= now();
+          UPDATE duraflow_event_groups SET sealed_at = duraflow_now()
+          WHERE workflow_name = p_workflow AND group_key = p_key AND sealed_at IS NULL AND due_at <= duraflow_now();
         END LOOP;
         RAISE EXCEPTION 'duraflow_join_event_group: could not join or open a group of workflow % key %', p_workflow, p_key;
       END $$`);

@@ -11,6 +11,10 @@ export interface EnvQueueState {
   busyWorkflows: string[];
   /** The earliest wake-up of a waiting task after the engine's clock (a wait with no deadline has none). */
   nextWakeUp: number | undefined;
+  /** Debounces and batches due by the engine's clock whose task has not started. */
+  dueGroups: number;
+  /** The earliest due time of a debounce or batch still to come. */
+  nextGroupDue: number | undefined;
 }
 
 /** The environment's reads of its own database (past the library) and its clock's one write. */
@@ -25,7 +29,10 @@ export class EnvQueue {
               COALESCE(array_agg(DISTINCT t.workflow_name) FILTER (WHERE t.status = 'running' OR (${runnable('t')} AND t.held_at IS NULL)), '{}') AS busy,
               (EXTRACT(EPOCH FROM min(t.scheduled_at) FILTER (
                  WHERE t.status = 'pending' AND t.deleted_at IS NULL AND t.held_at IS NULL
-                   AND t.scheduled_at > duraflow_now() AND t.scheduled_at < $1)) * 1000)::float8 AS next_wake_up
+                   AND t.scheduled_at > duraflow_now() AND t.scheduled_at < $1)) * 1000)::float8 AS next_wake_up,
+              (SELECT count(*)::int FROM duraflow_event_groups g WHERE g.started_at IS NULL AND g.due_at <= duraflow_now()) AS due_groups,
+              (SELECT (EXTRACT(EPOCH FROM min(g.due_at)) * 1000)::float8 FROM duraflow_event_groups g
+               WHERE g.started_at IS NULL AND g.due_at > duraflow_now()) AS next_group_due
        FROM agent_tasks t
        WHERE t.status IN ('running', 'pending')`,
       [LATEST_DUE_TIME],
@@ -36,6 +43,8 @@ export class EnvQueue {
       runnable: row.runnable,
       busyWorkflows: row.busy,
       nextWakeUp: row.next_wake_up === null ? undefined : Number(row.next_wake_up),
+      dueGroups: row.due_groups,
+      nextGroupDue: row.next_group_due === null ? undefined : Number(row.next_group_due),
     };
   }
 

@@ -10,6 +10,7 @@ import { DURAFLOW_STEP_FAULTS, StepBody, StepPoint } from '../execution/step-fau
 import { WakeUpTimer } from '../notifications/wake-up-timer';
 import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
 import { ScheduleTicker } from '../schedules/schedule-ticker';
+import { EventGroupCloser } from '../events/event-group-closer';
 import { ReaperService } from '../services/reaper.service';
 import { SignalReceipt } from '../services/workflows/task-control';
 import { CallbackReceipt } from '../services/workflows/task-callbacks';
@@ -192,7 +193,9 @@ export class DuraflowTestEnv {
     for (;;) {
       this.wakeWorker();
       await Promise.allSettled([...this.recoveries]);
-      const state = await this.queue.state();
+      let state = await this.queue.state();
+      // A debounce or batch due by the engine's clock starts now, as its closer's next pass would.
+      if (state.dueGroups > 0 && (await this.get(EventGroupCloser).closeDue()) > 0) state = await this.queue.state();
       const soon = this.clock.now() + SHORT_TIMER_MS;
       const busy =
         state.runnable > 0 ||
@@ -216,9 +219,9 @@ export class DuraflowTestEnv {
     }
   }
 
-  /** The next time something waits for: a task's wake-up, a backoff's end, or (`withTicks`) a schedule's tick. */
+  /** The next time something waits for: a task's wake-up, a debounce's or batch's due time, a backoff's end, or (`withTicks`) a schedule's tick. */
   private nextTimer(state: EnvQueueState, withTicks: boolean): number | undefined {
-    const times = [state.nextWakeUp, this.clock.nextSleepEnd()];
+    const times = [state.nextWakeUp, state.nextGroupDue, this.clock.nextSleepEnd()];
     if (withTicks) times.push(this.get(ScheduleTicker).nextTick()?.getTime());
     const defined = times.filter((time): time is number => time !== undefined);
     return defined.length ? Math.min(...defined) : undefined;
