@@ -285,6 +285,36 @@ describe('the testing kit with events', () => {
   });
 });
 
+const metered = workflow('kit-metered', async (ctx: WorkflowContext<{ n: number }>) => ctx.input.n, {
+  rateLimit: { limit: 2, periodMs: HOUR },
+});
+
+describe('the testing kit with a rate limit', () => {
+  let env: DuraflowTestEnv;
+  beforeEach(async () => {
+    env = await createDuraflowTestEnv({ options: { workflows: [metered] } });
+  });
+  afterEach(() => env.close());
+
+  it("settles with tasks a full rate-limit window holds back, and starts them as the engine's clock frees places", async () => {
+    const tasks: Array<{ id: string }> = [];
+    for (let n = 0; n < 5; n++) tasks.push(await env.workflows.submit('kit-metered', { n }));
+    const completed = async () => {
+      let count = 0;
+      for (const task of tasks) if ((await status(env, task.id)).status === TaskStatus.COMPLETED) count++;
+      return count;
+    };
+    await env.runUntilIdle();
+    expect(await completed()).toBe(2);
+    await env.advanceTime('59m');
+    expect(await completed()).toBe(2);
+    await env.advanceTime('2m');
+    expect(await completed()).toBe(4);
+    await env.advanceTime('1h');
+    expect(await completed()).toBe(5);
+  });
+});
+
 describe('test environments', () => {
   it('never see each other’s tasks or clocks, and close() drops the database', async () => {
     const one = await createDuraflowTestEnv({ options: { workflows: [sleeper] } });

@@ -198,7 +198,7 @@ export class DuraflowTestEnv {
       if (state.dueGroups > 0 && (await this.get(EventGroupCloser).closeDue()) > 0) state = await this.queue.state();
       const soon = this.clock.now() + SHORT_TIMER_MS;
       const busy =
-        state.runnable > 0 ||
+        state.runnable - state.rateHeld > 0 ||
         state.running > this.clock.sleeping ||
         this.recoveries.size > 0 ||
         (this.clock.nextSleepEnd() ?? Infinity) <= soon ||
@@ -219,9 +219,9 @@ export class DuraflowTestEnv {
     }
   }
 
-  /** The next time something waits for: a task's wake-up, a debounce's or batch's due time, a backoff's end, or (`withTicks`) a schedule's tick. */
+  /** The next time something waits for: a task's wake-up, a debounce's or batch's due time, a place in a full rate-limit window, a backoff's end, or (`withTicks`) a schedule's tick. */
   private nextTimer(state: EnvQueueState, withTicks: boolean): number | undefined {
-    const times = [state.nextWakeUp, state.nextGroupDue, this.clock.nextSleepEnd()];
+    const times = [state.nextWakeUp, state.nextGroupDue, state.rateHeld > 0 ? state.nextRateOpening : undefined, this.clock.nextSleepEnd()];
     if (withTicks) times.push(this.get(ScheduleTicker).nextTick()?.getTime());
     const defined = times.filter((time): time is number => time !== undefined);
     return defined.length ? Math.min(...defined) : undefined;
