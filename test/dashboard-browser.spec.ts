@@ -61,11 +61,15 @@ async function openTab(options: { signedIn?: boolean; url?: string } = {}): Prom
   return { page, errors };
 }
 
+/** The page in the light and in the dark colour scheme (`<name>.png`, `<name>-dark.png`). */
 async function screenshot(page: Page, name: string): Promise<void> {
-  const path = join(SCREENSHOTS, `${name}.png`);
-  await page.evaluate(() => new Promise((painted) => window.requestAnimationFrame(() => window.requestAnimationFrame(painted))));
-  await page.screenshot({ path, fullPage: true });
-  expect(statSync(path).size).toBeGreaterThan(1000);
+  for (const scheme of ['dark', 'light'] as const) {
+    const path = join(SCREENSHOTS, scheme === 'dark' ? `${name}-dark.png` : `${name}.png`);
+    await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: scheme }]);
+    await page.evaluate(() => new Promise((painted) => window.requestAnimationFrame(() => window.requestAnimationFrame(painted))));
+    await page.screenshot({ path, fullPage: true });
+    expect(statSync(path).size).toBeGreaterThan(1000);
+  }
 }
 
 /** Presses Tab until the focused element matches `selector` (what a keyboard user does). */
