@@ -391,7 +391,7 @@ describe('the engine HTTP API', () => {
     const options = engine.app.get<DuraflowModuleOptions>(DURAFLOW_MODULE_OPTIONS);
     expect(options.redis).toBeUndefined();
     expect(options).toMatchObject({
-      worker: { enabled: true, concurrency: 10, pollIntervalMs: 50 },
+      worker: { enabled: true, concurrency: 100, pollIntervalMs: 50 },
       heartbeatIntervalMs: 200,
       reaper: { intervalMs: 10_000, staleAfterMs: 30_000 },
     });
