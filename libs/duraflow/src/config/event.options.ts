@@ -5,7 +5,7 @@ import { checkInteger } from './option-checks';
 export interface DuraflowEventOptions {
   /** How often a node with a debounced or batched workflow looks for groups due (ms). Default 250. */
   groupPollIntervalMs?: number;
-  /** Published events (and their deliveries) older than this are deleted by the reaper's leader (ms). Default 7 days. */
+  /** Published events (and their deliveries) older than this are deleted by the worker nodes, every 15 minutes (ms). Default 7 days. */
   retentionMs?: number;
 }
 
