@@ -3,7 +3,7 @@ import { PayloadCoder } from '../codec/payload-coder';
 import { DuraflowDatabase } from './duraflow-database';
 import { ownedTaskRow } from './lifecycle/fencing';
 import { storableJson } from '../validation/storable-text';
-import { CompletedStep, UPSERT_COMPLETED_STEP } from './step.store';
+import { CompletedStep, completedStepParams, UPSERT_COMPLETED_STEP } from './step.store';
 
 /** The levels of `ctx.log`. */
 export type RunLogLevel = 'debug' | 'info' | 'warn' | 'error';
@@ -105,10 +105,7 @@ export class RunLogStore {
       `WITH s AS (${UPSERT_COMPLETED_STEP} RETURNING id),
        ${appendLogsCtes('$1', 's', '$9', '$10', '$11')}
        SELECT EXISTS (SELECT 1 FROM s) AS written`,
-      [
-        ...[step.taskId, step.stepKey, step.claimToken, step.outputJson, step.compensationFn, step.attempt, step.startedAt],
-        ...[step.completionSeq, logs.json, logs.maxPerTask, DROPPED_LINES_MESSAGE],
-      ],
+      [...completedStepParams(step), logs.json, logs.maxPerTask, DROPPED_LINES_MESSAGE],
       'duraflow_step_completed_logs',
     );
     return rows[0]?.written === true;

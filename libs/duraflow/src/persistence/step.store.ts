@@ -42,6 +42,11 @@ export interface CompletedStep {
   completionSeq: number;
 }
 
+/** $1–$8 of UPSERT_COMPLETED_STEP / INSERT_COMPLETED_STEP, in their order (statements that extend them number theirs from $9). */
+export function completedStepParams(s: CompletedStep): unknown[] {
+  return [s.taskId, s.stepKey, s.claimToken, s.outputJson, s.compensationFn, s.attempt, s.startedAt, s.completionSeq];
+}
+
 /** A failed attempt of a step, as its run writes it (fenced on the run's claim). */
 export interface FailedStepAttempt {
   taskId: string;
@@ -148,7 +153,7 @@ export class StepStore {
     const { rowCount } = await this.db.query(
       `${UPSERT_COMPLETED_STEP}
        RETURNING id`,
-      [step.taskId, step.stepKey, step.claimToken, step.outputJson, step.compensationFn, step.attempt, step.startedAt, step.completionSeq],
+      completedStepParams(step),
       'duraflow_step_completed',
     );
     return rowCount > 0;
@@ -164,20 +169,7 @@ export class StepStore {
     if (steps.length === 1) {
       // A lone checkpoint (an idle process): the simplest plan, the lowest latency.
       const [step] = steps;
-      const { rowCount } = await this.db.query(
-        INSERT_COMPLETED_STEP,
-        [
-          step.taskId,
-          step.stepKey,
-          step.claimToken,
-          step.outputJson,
-          step.compensationFn,
-          step.attempt,
-          step.startedAt,
-          step.completionSeq,
-        ],
-        'duraflow_step_inserted',
-      );
+      const { rowCount } = await this.db.query(INSERT_COMPLETED_STEP, completedStepParams(step), 'duraflow_step_inserted');
       return [rowCount > 0];
     }
     const { rows } = await this.db.query<{ task_id: string; step_key: string }>(

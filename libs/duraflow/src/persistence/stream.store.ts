@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { TASK_TALK_CHANNEL } from '../domain/duraflow.constants';
 import { DuraflowDatabase } from './duraflow-database';
 import { ownedTaskRow } from './lifecycle/fencing';
-import { CompletedStep, UPSERT_COMPLETED_STEP } from './step.store';
+import { CompletedStep, completedStepParams, UPSERT_COMPLETED_STEP } from './step.store';
 
 /** A chunk to write: its stream, its value as stored (JSON text, through the codec) and its origin in the run. */
 export interface PendingChunk {
@@ -115,17 +115,7 @@ export class StreamStore {
       `WITH s AS (${UPSERT_COMPLETED_STEP} RETURNING id),
        ${appendChunksCtes('$1', 's', '$9')}
        SELECT EXISTS (SELECT 1 FROM s) AS written, ${notifyTalk('$1', 'chunks')} AS notified`,
-      [
-        step.taskId,
-        step.stepKey,
-        step.claimToken,
-        step.outputJson,
-        step.compensationFn,
-        step.attempt,
-        step.startedAt,
-        step.completionSeq,
-        chunks.json,
-      ],
+      [...completedStepParams(step), chunks.json],
       'duraflow_step_completed_chunks',
     );
     return rows[0]?.written === true;
