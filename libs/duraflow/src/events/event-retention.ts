@@ -3,6 +3,7 @@ import { ResolvedDuraflowOptions } from '../config/resolved-options';
 import { RESOLVED_DURAFLOW_OPTIONS } from '../domain/duraflow.constants';
 import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { isReplayBoot } from '../replay/replay-boot';
+import { PublishedEventStore } from './published-event.store';
 
 /**
  * How often a node deletes the events past `events.retentionMs` (the first time: this long after
@@ -28,6 +29,7 @@ export class EventRetention implements OnApplicationBootstrap, BeforeApplication
   constructor(
     @Inject(RESOLVED_DURAFLOW_OPTIONS) private readonly options: ResolvedDuraflowOptions,
     private readonly db: DuraflowDatabase,
+    private readonly events: PublishedEventStore,
   ) {}
 
   onApplicationBootstrap(): void {
@@ -50,25 +52,9 @@ export class EventRetention implements OnApplicationBootstrap, BeforeApplication
     const retention = `${this.options.events.retentionMs} milliseconds`;
     let deleted = 0;
     for (;;) {
-      const { rows } = await this.db.query<{ events: number }>(
-        `WITH expired AS (
-           SELECT e.id FROM duraflow_published_events e
-           WHERE e.created_at < now() - $1::interval
-             AND NOT EXISTS (SELECT 1 FROM duraflow_event_deliveries d JOIN duraflow_event_groups g ON g.id = d.group_id
-                             WHERE d.event_id = e.id AND g.started_at IS NULL)
-           ORDER BY e.created_at LIMIT $2 FOR UPDATE SKIP LOCKED
-         ), events AS (
-           DELETE FROM duraflow_published_events WHERE id IN (SELECT id FROM expired) RETURNING id
-         ), groups AS (
-           DELETE FROM duraflow_event_groups WHERE id IN (
-             SELECT id FROM duraflow_event_groups WHERE started_at < now() - $1::interval LIMIT $2 FOR UPDATE SKIP LOCKED)
-         )
-         SELECT count(*)::int AS events FROM events`,
-        [retention, SWEEP_BATCH],
-        'duraflow_delete_expired_events',
-      );
-      deleted += rows[0].events;
-      if (rows[0].events < SWEEP_BATCH) return deleted;
+      const events = await this.events.deleteExpired(this.db, retention, SWEEP_BATCH);
+      deleted += events;
+      if (events < SWEEP_BATCH) return deleted;
     }
   }
 }

@@ -76,6 +76,32 @@ export class PublishedEventStore {
     return rows[0].id;
   }
 
+  /**
+   * Deletes up to `batch` published events older than `retention` (an interval's text) with their
+   * deliveries, never one a group still to start holds, and as many started groups as old; how
+   * many events it deleted. Picked FOR UPDATE SKIP LOCKED: two nodes sweeping never wait.
+   */
+  async deleteExpired(executor: SqlExecutor, retention: string, batch: number): Promise<number> {
+    const { rows } = await executor.query(
+      `WITH expired AS (
+         SELECT e.id FROM duraflow_published_events e
+         WHERE e.created_at < now() - $1::interval
+           AND NOT EXISTS (SELECT 1 FROM duraflow_event_deliveries d JOIN duraflow_event_groups g ON g.id = d.group_id
+                           WHERE d.event_id = e.id AND g.started_at IS NULL)
+         ORDER BY e.created_at LIMIT $2 FOR UPDATE SKIP LOCKED
+       ), events AS (
+         DELETE FROM duraflow_published_events WHERE id IN (SELECT id FROM expired) RETURNING id
+       ), groups AS (
+         DELETE FROM duraflow_event_groups WHERE id IN (
+           SELECT id FROM duraflow_event_groups WHERE started_at < now() - $1::interval LIMIT $2 FOR UPDATE SKIP LOCKED)
+       )
+       SELECT count(*)::int AS events FROM events`,
+      [retention, batch],
+      'duraflow_delete_expired_events',
+    );
+    return rows[0].events;
+  }
+
   async deliveriesOf(executor: SqlExecutor, eventId: string): Promise<EventDelivery[]> {
     const { rows } = await executor.query(
       `SELECT d.workflow_name, coalesce(d.task_id, g.task_id) AS task_id, d.group_id, coalesce(d.refusal, g.refusal) AS refusal

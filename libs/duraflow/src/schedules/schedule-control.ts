@@ -2,7 +2,6 @@ import { Injectable } from '@nestjs/common';
 import { AgentTask } from '../domain/entities/agent-task.entity';
 import { UnknownScheduleError } from '../domain/errors';
 import { TaskFactory } from '../execution/task-factory';
-import { DuraflowDatabase } from '../persistence/duraflow-database';
 import { RegisteredSchedule, ScheduleRegistry } from './schedule.registry';
 import { ScheduleStore } from './schedule.store';
 
@@ -18,7 +17,6 @@ export class ScheduleControl {
   constructor(
     private readonly registry: ScheduleRegistry,
     private readonly store: ScheduleStore,
-    private readonly db: DuraflowDatabase,
     private readonly factory: TaskFactory,
   ) {}
 
@@ -47,9 +45,6 @@ export class ScheduleControl {
   private async setPaused(schedule: RegisteredSchedule, paused: boolean): Promise<void> {
     // The row exists once a node has started its ticker; written here too, for a node that has not.
     await this.store.saveDefinitions([schedule]);
-    await this.db.query(
-      `UPDATE duraflow_schedules SET paused_at = CASE WHEN $2 THEN COALESCE(paused_at, now()) END, updated_at = now() WHERE name = $1`,
-      [schedule.name, paused],
-    );
+    await this.store.setPaused(schedule.name, paused);
   }
 }

@@ -136,6 +136,14 @@ export class ScheduleStore {
     return (await this.factory.create({ ...tick, idempotencyKey: null }, executor)).task;
   }
 
+  /** Pauses (keeping the first pause's time) or resumes a schedule on every node: its row's `paused_at`, read by each tick. */
+  async setPaused(scheduleName: string, paused: boolean): Promise<void> {
+    await this.db.query(
+      `UPDATE duraflow_schedules SET paused_at = CASE WHEN $2 THEN COALESCE(paused_at, now()) END, updated_at = now() WHERE name = $1`,
+      [scheduleName, paused],
+    );
+  }
+
   /** Marks ticks up to `tickAt` done without a task (skipped by the catch-up policy). */
   async skipTicksThrough(scheduleName: string, tickAt: Date): Promise<void> {
     await this.db.query(
