@@ -1,5 +1,6 @@
 import { Controller, Get, Injectable, Param, Post, Query, Res, Type, UseFilters, UseGuards } from '@nestjs/common';
 import { UnknownWorkflowError } from '../domain/errors';
+import { ScheduleInfo } from '../domain/schedule-options';
 import { WorkflowService } from '../services/workflow.service';
 import { WorkflowInsights } from '../services/workflows/workflow-insights';
 import { AllowedHostGuard } from './allowed-host.guard';
@@ -59,7 +60,7 @@ export class DashboardOverviewController {
     @Res() response: unknown,
   ): Promise<void> {
     await this.onWorkflow(response, links, name, async () => {
-      const schedule = (await this.workflows.listSchedules()).find((entry) => entry.name === scheduleName && entry.workflow === name);
+      const schedule = await this.scheduleOf(name, scheduleName);
       if (!schedule || !isScheduleAction(action)) return this.noSuchSchedule(links, name, scheduleName, action);
       return page(confirmSchedulePage(this.replies.context(links), name, schedule, action));
     });
@@ -76,7 +77,7 @@ export class DashboardOverviewController {
     @Res() response: unknown,
   ): Promise<void> {
     await this.replies.act(response, links, [['Back to the workflow', links.workflow(name)]], async () => {
-      const schedule = (await this.workflows.listSchedules()).find((entry) => entry.name === scheduleName && entry.workflow === name);
+      const schedule = await this.scheduleOf(name, scheduleName);
       if (!schedule || !isScheduleAction(action)) return this.noSuchSchedule(links, name, scheduleName, action);
       if (action === 'trigger') return redirect(links.task((await this.workflows.triggerSchedule(scheduleName)).id));
       if (action === 'pause') await this.workflows.pauseSchedule(scheduleName);
@@ -85,6 +86,11 @@ export class DashboardOverviewController {
         `${links.workflow(name)}?notice=schedule-${action === 'pause' ? 'paused' : 'resumed'}#schedule-${encodeURIComponent(scheduleName)}`,
       );
     });
+  }
+
+  /** The workflow's schedule of that name, as listSchedules shows it; undefined when it has none. */
+  private async scheduleOf(workflow: string, scheduleName: string): Promise<ScheduleInfo | undefined> {
+    return (await this.workflows.listSchedules()).find((entry) => entry.name === scheduleName && entry.workflow === workflow);
   }
 
   /** A page about workflow `name`, or "No such workflow" (404) when this application registers none by that name. */
