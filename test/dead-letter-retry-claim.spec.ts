@@ -71,13 +71,21 @@ describe('Dead-letter retry claim', () => {
 
     const retry = saga.retryDeadLetter(deadLetterId);
     await gate.reached;
+    // The worker's own short transactions (claim polls, the reaper) come and go meanwhile; what
+    // the retry would hold lasts as long as the gate stays shut, so only transactions that began
+    // before the gate was reached count.
+    const { rows: reachedAt } = await bed.db.client.query(`SELECT clock_timestamp() AS at`);
+    await new Promise((resolve) => setTimeout(resolve, 500));
     const { rows: open } = await bed.db.client.query(
-      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'`,
+      `SELECT count(*)::int AS n FROM pg_stat_activity
+       WHERE datname = current_database() AND state LIKE 'idle in transaction%' AND xact_start < $1`,
+      [reachedAt[0].at],
     );
     expect(open[0].n).toBe(0);
     const { rows: locks } = await bed.db.client.query(
-      `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
-       WHERE c.relname IN ('agent_tasks', 'step_runs', 'dead_letter_queue') AND l.pid <> pg_backend_pid()`,
+      `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation JOIN pg_stat_activity a ON a.pid = l.pid
+       WHERE c.relname IN ('agent_tasks', 'step_runs', 'dead_letter_queue') AND l.pid <> pg_backend_pid() AND a.xact_start < $1`,
+      [reachedAt[0].at],
     );
     expect(locks[0].n).toBe(0);
     await expect(saga.retryDeadLetter(deadLetterId)).rejects.toBeInstanceOf(DeadLetterBusyError);
