@@ -9,13 +9,16 @@ import {
 } from '@duraflow/nestjs';
 import { TaskStatsRollup } from '../libs/duraflow/src/background/task-stats-rollup';
 import { countDelta, installQueryCounter, queryCounts } from '../bench/query-counter';
+import { captureStoreCall, Statement } from '../bench/sql-capture';
+const { prepareValue } = require('pg/lib/utils') as { prepareValue: (value: unknown) => unknown };
 import { SUBMIT_ONLY, useTestBed } from './support/test-bed';
 import { eventually, sleep } from './support/waiting';
 
 /**
  * Issue 33: an idle poll is one transaction whatever the limited workflows, concurrent submits
  * share their round trips (with idempotency, flow-control keys and tags as a lone submit writes
- * them), the dashboard's rollup sends nothing while no hour closed, and the default concurrency.
+ * them), the dashboard's rollup sends nothing while no hour closed, the default concurrency, and
+ * the fenced writes of many claims find their rows through the primary key whatever the statistics.
  */
 const plain = workflow('perf-plain', async (ctx: WorkflowContext) => ctx.step.run('only', () => 'done'));
 const capped = workflow('perf-capped', async (ctx: WorkflowContext) => ctx.step.run('only', () => 'done'), { concurrency: 2 });
@@ -25,6 +28,11 @@ const keyed = workflow<{ tenant: string; n: number }>('perf-keyed', async (ctx) 
 });
 
 installQueryCounter();
+
+/** Every node of an `EXPLAIN (FORMAT JSON)` plan, depth first. */
+function planNodes(node: Record<string, any>): Array<Record<string, any>> {
+  return [node, ...((node.Plans as Array<Record<string, any>>) ?? []).flatMap(planNodes)];
+}
 
 function counted(names: string[], during: () => Promise<unknown>): Promise<Record<string, number>> {
   const before = queryCounts();
@@ -126,6 +134,65 @@ describe('performance (issue 33)', () => {
     const expected = await read(lone.id);
     expect(expected.concurrency_key).toBe('acme');
     for (const task of together) expect(await read(task.id)).toEqual(expected);
+  });
+
+  it('finds the rows of a batch of claims through the primary key on a table analyzed while nothing ran', async () => {
+    // The trap: statistics gathered while every task was pending say one task runs at most, so a
+    // plan that reads the running tasks by status looks free; with 2,000 running it walks them
+    // all for each claim of the batch (a drain's completions took 5x the claim's time so).
+    const c = bed.db.client;
+    await c.query(`INSERT INTO agent_tasks (workflow_name, input) SELECT 'perf-plain', '{}' FROM generate_series(1, 2000)`);
+    await c.query('ANALYZE agent_tasks');
+    await c.query(
+      `UPDATE agent_tasks SET status = 'running', worker_id = 'w', claim_token = gen_random_uuid(), started_at = now(), heartbeat_at = now()`,
+    );
+    const { rows: claims } = await c.query<{ id: string; claim_token: string }>(
+      `SELECT id, claim_token FROM agent_tasks ORDER BY random() LIMIT 100`,
+    );
+    const ids = claims.map((claim) => claim.id);
+    const tokens = claims.map((claim) => claim.claim_token);
+    const steps = claims.map((claim, n) => ({
+      taskId: claim.id,
+      claimToken: claim.claim_token,
+      stepKey: 'only',
+      outputJson: null,
+      compensationFn: null,
+      attempt: 1,
+      startedAt: new Date(),
+      completionSeq: n,
+    }));
+    const statements: Array<[string, Statement[] | undefined]> = [
+      ['complete', await captureStoreCall('tasks', 'complete', [ids, tokens, ids.map(() => '{"ok":true}')])],
+      ['renew', await captureStoreCall('tasks', 'renew', [ids, tokens])],
+      ['release', await captureStoreCall('tasks', 'release', [ids, tokens])],
+      ['checkpoints', await captureStoreCall('steps', 'insertCompletedSteps', [steps])],
+    ];
+    for (const [move, captured] of statements) {
+      expect(captured).toHaveLength(1);
+      const [statement] = captured!;
+      // As a long-lived pool runs it: a prepared statement on its generic plan.
+      await c.query('BEGIN');
+      try {
+        await c.query(`SET LOCAL plan_cache_mode = force_generic_plan`);
+        await c.query(`PREPARE fenced_batch(${statement.values.map(() => 'unknown').join(', ')}) AS ${statement.text}`);
+        // EXECUTE takes its arguments as literals: each value as node-postgres would send it.
+        const literals = statement.values.map((value) => (value === null ? 'NULL' : c.escapeLiteral(String(prepareValue(value)))));
+        const { rows } = await c.query(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE fenced_batch(${literals.join(', ')})`);
+        const nodes = planNodes(rows[0]['QUERY PLAN'][0].Plan);
+        const reads = nodes.filter((node) => node['Relation Name'] === 'agent_tasks' && node['Node Type'] !== 'ModifyTable');
+        expect({ move, reads: reads.map((node) => `${node['Node Type']} ${node['Index Name'] ?? ''}`.trim()) }).toEqual({
+          move,
+          reads: reads.map(() => 'Index Scan agent_tasks_pkey'),
+        });
+        expect({ move, rowsPassedOver: nodes.reduce((sum, node) => sum + (node['Rows Removed by Join Filter'] ?? 0), 0) }).toEqual({
+          move,
+          rowsPassedOver: 0,
+        });
+      } finally {
+        await c.query('ROLLBACK');
+        await c.query('DEALLOCATE ALL');
+      }
+    }
   });
 
   it("keeps the rollup quiet until the next hour closes (the leader's pass sends nothing in between)", async () => {

@@ -23,10 +23,9 @@ export async function completeTasks(
   const { rows } = await db.query<{ id: string }>(
     `WITH c AS (
        SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[]) AS c(task_id, claim_token, output)
-     ), owned AS (${ownedTaskRows('c', 'NO KEY UPDATE')}), done AS (
-       UPDATE agent_tasks t SET ${MOVE.finish(`'${TaskStatus.COMPLETED}'`)}, output = c.output
-       FROM owned JOIN c ON c.task_id = owned.id AND c.claim_token = owned.claim_token
-       WHERE t.id = owned.id
+     ), owned AS (${ownedTaskRows('c', 'NO KEY UPDATE', ['output'])}), done AS (
+       UPDATE agent_tasks t SET ${MOVE.finish(`'${TaskStatus.COMPLETED}'`)}, output = owned.output
+       FROM owned WHERE t.id = owned.id
        RETURNING t.id
      ), notified AS (
        SELECT pg_notify('${TASK_FINISHED_CHANNEL}', string_agg(id::text, ',')) FROM done HAVING count(*) > 0
