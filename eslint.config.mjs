@@ -108,4 +108,9 @@ export default tseslint.config(
     files: ['**/*.js', '**/*.cjs'],
     languageOptions: { sourceType: 'commonjs', globals: globals.node },
   },
+  {
+    // The peers' side of the side-by-side bench: plain ES modules run by node (bench/peers-compare.ts).
+    files: ['bench/peers/**/*.mjs'],
+    languageOptions: { sourceType: 'module', globals: globals.node },
+  },
 );
