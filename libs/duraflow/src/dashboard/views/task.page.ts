@@ -105,7 +105,7 @@ ${isRetryable(task) && html`<div class="actions"><a class="button" href="${links
   ${valueBlock({ id: 'task-output', label: 'output', preview: previewOf(task.output, options.previewChars), href: links.taskValue(task.id, 'output') })}
 </div>
 <h2>Steps (${steps.length})</h2>
-${runTimelineChart(task, steps, children, context)}
+${runTimelineChart(task, steps, children, details.logs.items, context)}
 ${timelineTable(task, entries, context)}
 ${logsSection(details.logs)}
 ${talkSection(details.talk, options.previewChars)}

@@ -1,6 +1,7 @@
 import { AgentTask } from '../../domain/entities/agent-task.entity';
 import { DeadLetter } from '../../domain/entities/dead-letter.entity';
 import { StepSummary } from '../../domain/task-summaries';
+import { RunLogLine } from '../../persistence/run-log.store';
 import { durationBetween, formatDuration, timeOfDayElement } from './format';
 import { html, Html } from './html';
 import { statusBadge, ViewContext } from './layout';
@@ -134,18 +135,25 @@ const AXIS_HEIGHT = 22;
  * The run on one time axis (SVG): a lane per step, sleep, signal wait and child (its label a link
  * to the child's task), each bar from its start to its end (to now, or to its wake-up, while it
  * waits); a step that took several attempts says so, a failed one is red, and a compensation is a
- * mark where it ran. The chart is an image with a summary for screen readers; the table below
- * holds the same facts as text.
+ * mark where it ran. The `ctx.log` lines the page read (its Logs table) are marks on a lane of
+ * their own, at their time, coloured by level, each titled with its level, step and message. The
+ * chart is an image with a summary for screen readers; the tables below hold the same facts as text.
  */
-export function runTimelineChart(task: AgentTask, steps: StepSummary[], children: AgentTask[], context: ViewContext): Html {
+export function runTimelineChart(
+  task: AgentTask,
+  steps: StepSummary[],
+  children: AgentTask[],
+  logs: readonly RunLogLine[],
+  context: ViewContext,
+): Html {
   const lanes = steps.filter((step) => step.startedAt || step.createdAt).slice(0, CHART_LANES);
-  if (!lanes.length) return html``;
+  if (!lanes.length && !logs.length) return html``;
   const now = context.now.getTime();
   const end = (step: StepSummary) =>
     step.completedAt?.getTime() ??
     (step.status === 'waiting' ? Math.min(step.wakeAt?.getTime() ?? now, now) : step.status === 'running' ? now : null);
   const times = lanes.flatMap((step) => [step.startedAt?.getTime(), end(step) ?? undefined, step.compensatedAt?.getTime()]);
-  const known = [task.startedAt?.getTime(), task.completedAt?.getTime(), ...times].filter(
+  const known = [task.startedAt?.getTime(), task.completedAt?.getTime(), ...times, ...logs.map((line) => line.at.getTime())].filter(
     (time): time is number => typeof time === 'number',
   );
   const from = Math.min(...known);
@@ -154,7 +162,7 @@ export function runTimelineChart(task: AgentTask, steps: StepSummary[], children
   const plot = CHART_WIDTH - LABEL_WIDTH - 10;
   const x = (time: number) => LABEL_WIDTH + ((time - from) / width) * plot;
   const childOf = new Map(children.map((child) => [child.parentStepKey, child]));
-  const height = AXIS_HEIGHT + lanes.length * LANE_HEIGHT + 4;
+  const height = AXIS_HEIGHT + (lanes.length + (logs.length ? 1 : 0)) * LANE_HEIGHT + 4;
   const rows = lanes.map((step, index) => {
     const y = AXIS_HEIGHT + index * LANE_HEIGHT;
     const start = step.startedAt?.getTime() ?? step.createdAt.getTime();
@@ -177,20 +185,51 @@ export function runTimelineChart(task: AgentTask, steps: StepSummary[], children
       : '';
     return html`<g>${label}<rect class="${cls}" x="${barX.toFixed(1)}" y="${y + 4}" width="${barW.toFixed(1)}" height="${LANE_HEIGHT - 8}" rx="2"></rect>${attempts}${undone}</g>`;
   });
-  const summary =
-    `The run on a time axis of ${formatDuration(width)}: ${lanes.length} lane(s)` +
-    (steps.length > lanes.length ? ` (the first ${lanes.length} of ${steps.length})` : '') +
-    `, ${steps.filter((step) => step.attempt > 1).length} retried, ${steps.filter((step) => step.compensatedAt).length} compensated`;
   return html`<figure class="chart run-chart">
-<svg class="run-timeline" viewBox="0 0 ${CHART_WIDTH} ${height}" role="${childOf.size ? 'group' : 'img'}" aria-label="${summary}">
+<svg class="run-timeline" viewBox="0 0 ${CHART_WIDTH} ${height}" role="${childOf.size ? 'group' : 'img'}" aria-label="${chartSummary(width, steps, lanes.length, logs.length)}">
 <line class="axis" x1="${LABEL_WIDTH}" y1="${AXIS_HEIGHT - 4}" x2="${CHART_WIDTH - 10}" y2="${AXIS_HEIGHT - 4}"></line>
 <text class="tick" x="${LABEL_WIDTH}" y="12">0</text>
 <text class="tick" x="${LABEL_WIDTH + plot / 2}" y="12" text-anchor="middle">${formatDuration(width / 2)}</text>
 <text class="tick" x="${CHART_WIDTH - 10}" y="12" text-anchor="end">${formatDuration(width)}</text>
 ${rows}
+${logLane(logs, AXIS_HEIGHT + lanes.length * LANE_HEIGHT, x)}
 </svg>
-<ul class="legend" aria-hidden="true"><li><span class="swatch c-ok"></span>step</li><li><span class="swatch c-bad"></span>failed</li><li><span class="swatch c-run"></span>running</li><li><span class="swatch c-wait"></span>sleep or wait</li><li><span class="swatch c-undo"></span>compensated</li><li>×n attempts</li></ul>
+${chartLegend(logs.length > 0)}
 </figure>`;
+}
+
+/** What the chart shows, for screen readers (its aria-label). */
+function chartSummary(width: number, steps: StepSummary[], lanes: number, logLines: number): string {
+  return (
+    `The run on a time axis of ${formatDuration(width)}: ${lanes} lane(s)` +
+    (steps.length > lanes ? ` (the first ${lanes} of ${steps.length})` : '') +
+    `, ${steps.filter((step) => step.attempt > 1).length} retried, ${steps.filter((step) => step.compensatedAt).length} compensated` +
+    (logLines ? `, ${logLines} log line(s) (listed under Logs)` : '')
+  );
+}
+
+function chartLegend(withLogs: boolean): Html {
+  return html`<ul class="legend" aria-hidden="true"><li><span class="swatch c-ok"></span>step</li><li><span class="swatch c-bad"></span>failed</li><li><span class="swatch c-run"></span>running</li><li><span class="swatch c-wait"></span>sleep or wait</li><li><span class="swatch c-undo"></span>compensated</li><li>×n attempts</li>${withLogs && html`<li>◆ log line: <span class="swatch c-wait"></span>debug <span class="swatch c-run"></span>info <span class="swatch c-warn"></span>warn <span class="swatch c-bad"></span>error</li>`}</ul>`;
+}
+
+/** A title's message is cut here; the Logs table holds it whole. */
+const LOG_TITLE_CHARS = 200;
+
+const LOG_LEVEL_CLASS: Record<RunLogLine['level'], string> = { debug: 'c-wait', info: 'c-run', warn: 'c-warn', error: 'c-bad' };
+
+/**
+ * The run's log lines (only those the page read) as a lane of small diamonds at their times, each
+ * with a `<title>` a pointer shows. Hidden from screen readers: the Logs table lists the same lines.
+ */
+function logLane(logs: readonly RunLogLine[], y: number, x: (time: number) => number): Html {
+  if (!logs.length) return html``;
+  const marks = logs.map((line) => {
+    const at = x(line.at.getTime());
+    const message = line.message.length > LOG_TITLE_CHARS ? `${line.message.slice(0, LOG_TITLE_CHARS)}…` : line.message;
+    const where = line.stepKey === null ? 'body' : `step ${line.stepKey} #${line.attempt ?? '?'}`;
+    return html`<rect class="log-mark ${LOG_LEVEL_CLASS[line.level] ?? 'c-wait'}" data-seq="${line.seq}" x="${(at - 4).toFixed(1)}" y="${y + 6}" width="8" height="8" transform="rotate(45 ${at.toFixed(1)} ${y + 10})"><title>${line.level} · ${where} · ${message}</title></rect>`;
+  });
+  return html`<g class="log-lane" aria-hidden="true"><text x="4" y="${y + 14}">ctx.log (${logs.length})</text>${marks}</g>`;
 }
 
 function barClass(status: string): string {
