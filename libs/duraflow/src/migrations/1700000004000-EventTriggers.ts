@@ -63,6 +63,8 @@ export class EventTriggers1700000004000 implements MigrationInterface {
     await queryRunner.query(`CREATE UNIQUE INDEX idx_duraflow_event_groups_open
       ON duraflow_event_groups(workflow_name, group_key) WHERE sealed_at IS NULL`);
     await queryRunner.query(`CREATE INDEX idx_duraflow_event_groups_due ON duraflow_event_groups(due_at) WHERE started_at IS NULL`);
+    // The task a group started: how the own-event trigger knows a task an own event started through a group.
+    await queryRunner.query(`CREATE INDEX idx_duraflow_event_groups_task ON duraflow_event_groups(task_id) WHERE task_id IS NOT NULL`);
 
     // One row per (event, subscribing workflow): the task it started, the group it joined, or the
     // refusal (the workflow's DTO refused the payload; a key only TypeScript computes).
@@ -227,7 +229,11 @@ export class EventTriggers1700000004000 implements MigrationInterface {
       BEGIN
         IF NOT EXISTS (SELECT 1 FROM duraflow_event_subscriptions s WHERE s.event_name = finished_event) THEN RETURN NULL; END IF;
         IF EXISTS (SELECT 1 FROM duraflow_event_deliveries d JOIN duraflow_published_events e ON e.id = d.event_id
-                   WHERE d.task_id = NEW.id AND e.name LIKE 'duraflow.%') THEN
+                   WHERE d.task_id = NEW.id AND e.name LIKE 'duraflow.%')
+           -- Started by a debounce or a batch that an own event joined.
+           OR EXISTS (SELECT 1 FROM duraflow_event_groups g JOIN duraflow_event_deliveries d ON d.group_id = g.id
+                      JOIN duraflow_published_events e ON e.id = d.event_id
+                      WHERE g.task_id = NEW.id AND e.name LIKE 'duraflow.%') THEN
           RETURN NULL;
         END IF;
         BEGIN
