@@ -44,6 +44,12 @@ const SAFETY_RECHECK_MS = 30_000;
  */
 @Injectable()
 export class RunTalkReader {
+  /**
+   * While LISTEN is down, how often a waiting reader looks again. Internal, not an option: a test
+   * lengthens it to show that a waiting reader is woken by the NOTIFY, not by this poll.
+   */
+  pollWithoutListenMs = POLL_WITHOUT_LISTEN_MS;
+
   constructor(
     private readonly notifications: TaskNotifications,
     private readonly events: RunEventStore,
@@ -109,7 +115,7 @@ export class RunTalkReader {
   }
 
   private async wakeOn(taskId: string, signal?: AbortSignal): Promise<TalkWake> {
-    const wake = new TalkWake(this.notifications, taskId, signal);
+    const wake = new TalkWake(this.notifications, taskId, signal, this.pollWithoutListenMs);
     await this.notifications.ensureListening();
     return wake;
   }
@@ -125,6 +131,7 @@ class TalkWake {
     private readonly notifications: TaskNotifications,
     taskId: string,
     private readonly signal: AbortSignal | undefined,
+    private readonly pollWithoutListenMs: number,
   ) {
     const mine = (id: string) => id === taskId && this.fire();
     const onAbort = () => this.fire();
@@ -145,7 +152,7 @@ class TalkWake {
   /** Resolves at the next notification (at once if one came since `reset`), or after `maxMs`. */
   async next(maxMs: number): Promise<void> {
     if (this.notified || this.signal?.aborted) return;
-    const ms = this.notifications.listening ? maxMs : Math.min(maxMs, POLL_WITHOUT_LISTEN_MS);
+    const ms = this.notifications.listening ? maxMs : Math.min(maxMs, this.pollWithoutListenMs);
     await new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, ms);
       this.resolve = () => {
