@@ -80,12 +80,13 @@ export class PublishedEventStore {
    * Deletes up to `batch` published events older than `retention` (an interval's text) with their
    * deliveries, never one a group still to start holds, and as many started groups as old; how
    * many events it deleted. Picked FOR UPDATE SKIP LOCKED: two nodes sweeping never wait.
+   * Ages are counted on the engine's clock (`duraflow_now()`, the testing kit's virtual one).
    */
   async deleteExpired(executor: SqlExecutor, retention: string, batch: number): Promise<number> {
     const { rows } = await executor.query(
       `WITH expired AS (
          SELECT e.id FROM duraflow_published_events e
-         WHERE e.created_at < now() - $1::interval
+         WHERE e.created_at < duraflow_now() - $1::interval
            AND NOT EXISTS (SELECT 1 FROM duraflow_event_deliveries d JOIN duraflow_event_groups g ON g.id = d.group_id
                            WHERE d.event_id = e.id AND g.started_at IS NULL)
          ORDER BY e.created_at LIMIT $2 FOR UPDATE SKIP LOCKED
@@ -93,7 +94,7 @@ export class PublishedEventStore {
          DELETE FROM duraflow_published_events WHERE id IN (SELECT id FROM expired) RETURNING id
        ), groups AS (
          DELETE FROM duraflow_event_groups WHERE id IN (
-           SELECT id FROM duraflow_event_groups WHERE started_at < now() - $1::interval LIMIT $2 FOR UPDATE SKIP LOCKED)
+           SELECT id FROM duraflow_event_groups WHERE started_at < duraflow_now() - $1::interval LIMIT $2 FOR UPDATE SKIP LOCKED)
        )
        SELECT count(*)::int AS events FROM events`,
       [retention, batch],

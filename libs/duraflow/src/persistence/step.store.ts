@@ -82,7 +82,7 @@ const OWNED_TASK = ownedTaskRow('$1', '$3');
 export const UNIQUE_VIOLATION = '23505';
 /** One step written `completed` while the claim ($1 task, $3 token) owns its task: nothing otherwise. */
 const INSERT_COMPLETED_STEP = `INSERT INTO step_runs (task_id, step_key, status, output, compensation_fn, attempt, started_at, completed_at, completion_seq)
-       SELECT $1, $2, 'completed', $4::jsonb, $5, $6, $7, clock_timestamp(), $8
+       SELECT $1, $2, 'completed', $4::jsonb, $5, $6, $7, duraflow_clock_timestamp(), $8
        FROM (${OWNED_TASK}) owner`;
 
 /** The same over a row that may exist (parameters $1..$8 as INSERT_COMPLETED_STEP's): a completed row is never overwritten. */
@@ -178,7 +178,7 @@ export class StepStore {
            AS c(task_id, claim_token, step_key, output, compensation_fn, attempt, started_at, completion_seq)
        ), owner AS (${ownedTaskRows('c', 'SHARE')})
        INSERT INTO step_runs (task_id, step_key, status, output, compensation_fn, attempt, started_at, completed_at, completion_seq)
-       SELECT c.task_id, c.step_key, 'completed', c.output, c.compensation_fn, c.attempt, c.started_at, clock_timestamp(), c.completion_seq
+       SELECT c.task_id, c.step_key, 'completed', c.output, c.compensation_fn, c.attempt, c.started_at, duraflow_clock_timestamp(), c.completion_seq
        FROM c JOIN owner ON owner.id = c.task_id AND owner.claim_token = c.claim_token
        RETURNING task_id, step_key`,
       [

@@ -9,7 +9,8 @@ export const DEFAULT_TEST_SERVER_URL = 'postgres://postgres@127.0.0.1:5432/postg
 /**
  * The virtual clock in SQL: the engine's `duraflow_now()` and `duraflow_clock_timestamp()`
  * (migrations/1700000006000-EngineClock.ts) redefined in the test database to add the offset
- * its one-row table holds, which the test environment moves with its VirtualClock.
+ * its one-row table holds, which the test environment moves with its VirtualClock; and the
+ * stamps the engine later ages by that clock written by it.
  */
 const VIRTUAL_CLOCK_SQL = [
   `CREATE TABLE duraflow_test_clock (offset_ms bigint NOT NULL)`,
@@ -18,6 +19,9 @@ const VIRTUAL_CLOCK_SQL = [
      AS $$ SELECT now() + (SELECT offset_ms FROM duraflow_test_clock) * interval '1 millisecond' $$`,
   `CREATE OR REPLACE FUNCTION duraflow_clock_timestamp() RETURNS timestamptz LANGUAGE sql VOLATILE
      AS $$ SELECT clock_timestamp() + (SELECT offset_ms FROM duraflow_test_clock) * interval '1 millisecond' $$`,
+  // A published event's age (its retention) is counted on the engine's clock: stamped by it too,
+  // whether published from Node or from SQL (duraflow_publish, the engine's own events).
+  `ALTER TABLE duraflow_published_events ALTER COLUMN created_at SET DEFAULT duraflow_now()`,
 ];
 
 /** A database of one test environment: created, migrated, its clock virtual; dropped by `drop()`. */
@@ -36,6 +40,8 @@ export function testServerUrl(): string {
 
 /** The prefix of the template databases (one per set of migrations) that environments are cloned from. */
 export const TEMPLATE_PREFIX = 'duraflow_env_tpl_';
+/** The hex digits of a template's version (a hash of the migrations and the clock's SQL) after the prefix. */
+const VERSION_LENGTH = 16;
 
 /** PostgreSQL's "database is being accessed by other users" (a template another session still reads). */
 const OBJECT_IN_USE = '55006';
@@ -78,11 +84,15 @@ export async function createEnvDatabase(prefix = 'duraflow_env'): Promise<EnvDat
   return { name, url, client, drop };
 }
 
-/** Drops the template databases environments were cloned from (the global teardown's last step). */
+/**
+ * Drops the template databases environments were cloned from (the global teardown's last step):
+ * the finished ones only, `duraflow_env_tpl_<version>`; one still being built under its longer
+ * name is another run's, which drops it itself if it fails.
+ */
 export async function dropEnvTemplates(server = testServerUrl()): Promise<void> {
   await onServer(server, async (admin) => {
-    const { rows } = await admin.query<{ datname: string }>(`SELECT datname FROM pg_database WHERE datname LIKE $1`, [
-      `${TEMPLATE_PREFIX}%`,
+    const { rows } = await admin.query<{ datname: string }>(`SELECT datname FROM pg_database WHERE datname ~ $1`, [
+      `^${TEMPLATE_PREFIX}[0-9a-f]{${VERSION_LENGTH}}$`,
     ]);
     for (const { datname } of rows) {
       await admin.query(`ALTER DATABASE ${datname} IS_TEMPLATE false`).catch(() => undefined);
@@ -96,7 +106,7 @@ async function ensureTemplate(server: string): Promise<string> {
   const version = createHash('sha256')
     .update([...DURAFLOW_MIGRATIONS.map((migration) => migration.name), ...VIRTUAL_CLOCK_SQL].join('\n'))
     .digest('hex')
-    .slice(0, 16);
+    .slice(0, VERSION_LENGTH);
   const template = `${TEMPLATE_PREFIX}${version}`;
   const exists = await onServer(server, async (admin) => {
     const { rows } = await admin.query(`SELECT 1 FROM pg_database WHERE datname = $1`, [template]);

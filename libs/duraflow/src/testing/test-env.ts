@@ -11,6 +11,7 @@ import { WakeUpTimer } from '../notifications/wake-up-timer';
 import { TaskTransitions } from '../persistence/lifecycle/task-transitions';
 import { ScheduleTicker } from '../schedules/schedule-ticker';
 import { EventGroupCloser } from '../events/event-group-closer';
+import { EventRetention } from '../events/event-retention';
 import { ReaperService } from '../services/reaper.service';
 import { SignalReceipt } from '../services/workflows/task-control';
 import { CallbackReceipt } from '../services/workflows/task-callbacks';
@@ -129,7 +130,8 @@ export class DuraflowTestEnv {
   /**
    * Moves the engine's clock `duration` ahead, firing what real time would have fired, in order:
    * it moves to each next due time (a sleep's end, a timeout, a retry's backoff, a schedule's
-   * tick) and runs until idle there, then to the end.
+   * tick) and runs until idle there, then to the end; then a retention pass (finished tasks,
+   * published events and started debounces and batches past their retention by then).
    */
   async advanceTime(duration: Duration): Promise<void> {
     const target = this.clock.now() + durationMs(duration);
@@ -143,6 +145,7 @@ export class DuraflowTestEnv {
     await this.moveClockTo(target);
     await this.settle();
     await this.get(ReaperService).removeExpiredTasks();
+    await this.get(EventRetention).deleteExpired();
   }
 
   /** The next run of `workflow` dies right after step `step`'s checkpoint landed, as a killed process would; recovery then runs. */
