@@ -57,7 +57,7 @@ export class EventGroupStore {
   /** The group started (its task, or the refusal of its input): sealed, never taken again. */
   async markStarted(tx: SqlExecutor, groupId: string, taskId: string | null, refusal: EventRefusal | null): Promise<void> {
     await tx.query(
-      `UPDATE duraflow_event_groups SET sealed_at = coalesce(sealed_at, now()), started_at = now(), task_id = $2, refusal = $3::jsonb
+      `UPDATE duraflow_event_groups SET sealed_at = coalesce(sealed_at, duraflow_now()), started_at = duraflow_now(), task_id = $2, refusal = $3::jsonb
        WHERE id = $1 AND started_at IS NULL`,
       [groupId, taskId, refusal && JSON.stringify(refusal)],
       'duraflow_mark_group_started',

@@ -104,7 +104,10 @@ export async function dropEnvTemplates(server = testServerUrl()): Promise<void> 
 /** The template for this version's migrations and clock, built (migrated under another name, then renamed) if the server has none. */
 async function ensureTemplate(server: string): Promise<string> {
   const version = createHash('sha256')
-    .update([...DURAFLOW_MIGRATIONS.map((migration) => migration.name), ...VIRTUAL_CLOCK_SQL].join('\n'))
+    // Each migration's name and its code (its SQL), so a migration changed in place makes a new template.
+    .update(
+      [...DURAFLOW_MIGRATIONS.map((migration) => `${migration.name}\n${String(migration.prototype.up)}`), ...VIRTUAL_CLOCK_SQL].join('\n'),
+    )
     .digest('hex')
     .slice(0, VERSION_LENGTH);
   const template = `${TEMPLATE_PREFIX}${version}`;

@@ -132,7 +132,7 @@ ${problem && html`<p class="notice" role="alert">${problem}</p>`}
 <div class="panel"><p>The signal is kept until the task's <code>ctx.waitForSignal(name)</code> takes it (one per wait, in the order they were sent);
   a task waiting for that name resumes at once.</p></div>
 <form method="post" action="${links.signal(task.id)}">
-  <p><label>Name <input name="name" required maxlength="200" pattern="[A-Za-z0-9_.:\-]{1,200}" value="${values.name ?? ''}"></label></p>
+  <p><label>Name <input name="name" required maxlength="200" pattern="[A-Za-z0-9_.:\\-]{1,200}" value="${values.name ?? ''}"></label></p>
   <p><label>Payload (JSON; empty for none)<br><textarea name="payload" rows="6" cols="60">${values.payload ?? ''}</textarea></label></p>
   <div class="actions">
     <button type="submit">Send the signal</button>
