@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
-import { runDuraflowMigrations } from '@duraflow/nestjs';
+import { createEnvDatabase } from '../../libs/duraflow/src/testing/test-database';
 import { DEFAULT_DATABASE_URL } from './shared-servers';
 
 /**
@@ -43,9 +43,13 @@ export interface TestDatabaseOptions {
 
 /**
  * A fresh database of its own, migrated, so test files run in parallel and start clean (the
- * bench makes its own the same way). If it cannot be migrated or connected to, it is dropped again.
+ * bench makes its own the same way). Migrated, it is a clone of the testing kit's template for
+ * the current migrations with the real clock (`createEnvDatabase`, the kit's own mechanism: the
+ * migrations run once per server and version, not once per test); not migrated, an empty
+ * database. If it cannot be migrated or connected to, it is dropped again.
  */
 export async function createTestDatabase(options: TestDatabaseOptions = {}): Promise<TestDatabase> {
+  if (options.migrate ?? true) return createEnvDatabase(options.prefix ?? 'duraflow_test', { virtualClock: false });
   const name = `${options.prefix ?? 'duraflow_test'}_${randomBytes(6).toString('hex')}`;
   await onServer((admin) => admin.query(`CREATE DATABASE ${name}`));
   const url = databaseUrl(name);
@@ -55,7 +59,6 @@ export async function createTestDatabase(options: TestDatabaseOptions = {}): Pro
     await onServer((admin) => admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
   };
   try {
-    if (options.migrate ?? true) await runDuraflowMigrations(url);
     client = new Client({ connectionString: url });
     await client.connect();
   } catch (error) {

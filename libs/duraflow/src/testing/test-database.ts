@@ -49,15 +49,18 @@ const OBJECT_IN_USE = '55006';
 const INVALID_CATALOG_NAME = '3D000';
 
 /**
- * A fresh database on the test server, migrated, with the virtual clock installed: a clone of
- * the template for the current migrations (`CREATE DATABASE ... TEMPLATE`, a file copy), which
- * the first environment on the server builds. Dropped again if that fails.
+ * A fresh database on the test server, migrated, with the virtual clock installed (unless
+ * `virtualClock: false`: the engine's real clock, as a database migrated for production has
+ * it): a clone of the template for the current migrations and clock (`CREATE DATABASE ...
+ * TEMPLATE`, a file copy), which the first environment on the server builds. Dropped again if
+ * that fails.
  */
-export async function createEnvDatabase(prefix = 'duraflow_env'): Promise<EnvDatabase> {
+export async function createEnvDatabase(prefix = 'duraflow_env', options: { virtualClock?: boolean } = {}): Promise<EnvDatabase> {
   const server = testServerUrl();
   const name = `${prefix}_${randomBytes(6).toString('hex')}`;
+  const clockSql = options.virtualClock === false ? [] : VIRTUAL_CLOCK_SQL;
   for (let tries = 0; ; tries++) {
-    const template = await ensureTemplate(server);
+    const template = await ensureTemplate(server, clockSql);
     try {
       await onServer(server, (admin) => cloneWhenFree(admin, template, name));
       break;
@@ -102,11 +105,15 @@ export async function dropEnvTemplates(server = testServerUrl()): Promise<void> 
 }
 
 /** The template for this version's migrations and clock, built (migrated under another name, then renamed) if the server has none. */
-async function ensureTemplate(server: string): Promise<string> {
+async function ensureTemplate(server: string, clockSql: string[]): Promise<string> {
   const version = createHash('sha256')
     // Each migration's name and its code (its SQL), so a migration changed in place makes a new template.
     .update(
-      [...DURAFLOW_MIGRATIONS.map((migration) => `${migration.name}\n${String(migration.prototype.up)}`), ...VIRTUAL_CLOCK_SQL].join('\n'),
+      [
+        ...DURAFLOW_MIGRATIONS.map((migration) => `${migration.name}\n${String(migration.prototype.up)}`),
+        clockSql.length ? 'virtual clock' : 'real clock',
+        ...clockSql,
+      ].join('\n'),
     )
     .digest('hex')
     .slice(0, VERSION_LENGTH);
@@ -123,7 +130,7 @@ async function ensureTemplate(server: string): Promise<string> {
     const client = new Client({ connectionString: databaseOn(server, building) });
     await client.connect();
     try {
-      for (const statement of VIRTUAL_CLOCK_SQL) await client.query(statement);
+      for (const statement of clockSql) await client.query(statement);
     } finally {
       await client.end();
     }
