@@ -291,7 +291,11 @@ describe('WorkerService', () => {
       // Short runs so far: one claim takes all four, two start and block, two wait...
       const long = await workflows.submitMany('long', [{ label: 'a' }, { label: 'b' }, { label: 'c' }, { label: 'd' }]);
       // ...until, 500 ms later, they go back without counting a retry.
-      await eventually('two run and two are back', async () => barrier.waiting === 2 && (await bed.rows.countByStatus()).pending === 2);
+      // The hand-back's statement commits before the worker counts it: both are waited for.
+      await eventually(
+        'two run and two are back',
+        async () => barrier.waiting === 2 && (await bed.rows.countByStatus()).pending === 2 && worker.stats().stopped === 2,
+      );
       expect(worker.stats()).toMatchObject({ claimed: 7, stopped: 2, running: 2 });
       expect(worker.stats().backpressure).toMatchObject({ waiting: 0, prefetch: 0 });
       const { rows } = await bed.db.client.query(`SELECT retry_count, worker_id, claim_token FROM agent_tasks WHERE status = 'pending'`);
