@@ -1,7 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, mkdtempSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
 import { INestApplication } from '@nestjs/common';
 import { Page } from 'puppeteer-core';
 import {
@@ -18,6 +15,7 @@ import {
 import { RunningEngine } from '../src/engine';
 import { violationsInBothSchemes } from './support/accessibility';
 import { launchBrowser, TestBrowser } from './support/browser';
+import { pressEnter, screenshotBothSchemes, screenshotsFolder, tabTo } from './support/browser-actions';
 import { TestHttpApp, useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
 import { crashedRunOnReorderedCode, DASHBOARD_WORKFLOWS, OPERATOR_COOKIE, OperatorGuard } from './fixtures/dashboard/dashboard-app';
@@ -34,15 +32,8 @@ import { startTestEngine } from './fixtures/engine/engine-app';
  * DURAFLOW_UPDATE_SCREENSHOTS=1.
  */
 
-// What the callbacks run inside the page see (this project compiles without the DOM's types).
-declare const document: any;
-declare const window: any;
-
 const MOUNT = '/ops/duraflow';
-const SCREENSHOTS = process.env.DURAFLOW_UPDATE_SCREENSHOTS
-  ? resolve(__dirname, '../docs/screenshots')
-  : mkdtempSync(join(tmpdir(), 'duraflow-screenshots-'));
-mkdirSync(SCREENSHOTS, { recursive: true });
+const SCREENSHOTS = screenshotsFolder();
 
 jest.setTimeout(120_000);
 
@@ -117,31 +108,6 @@ describe('every dashboard page passes axe in both colour schemes', () => {
     expect([label, await violationsInBothSchemes(page)]).toEqual([label, { light: [], dark: [] }]);
   }
 
-  /** The viewport in the light and the dark colour scheme (`<name>.png`, `<name>-dark.png`). */
-  async function screenshot(page: Page, name: string): Promise<void> {
-    for (const scheme of ['light', 'dark'] as const) {
-      await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: scheme }]);
-      const path = join(SCREENSHOTS, `${name}${scheme === 'dark' ? '-dark' : ''}.png`);
-      await page.evaluate(() => new Promise((painted) => window.requestAnimationFrame(() => window.requestAnimationFrame(painted))));
-      await page.screenshot({ path });
-      expect(statSync(path).size).toBeGreaterThan(1000);
-    }
-    await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: 'light' }]);
-  }
-
-  async function tabTo(page: Page, selector: string, most = 120): Promise<void> {
-    for (let i = 0; i < most; i++) {
-      await page.keyboard.press('Tab');
-      if (await page.evaluate((wanted) => document.activeElement?.matches(wanted) ?? false, selector)) return;
-    }
-    throw new Error(`${most} presses of Tab never reached ${selector}`);
-  }
-
-  async function pressEnter(page: Page): Promise<number | undefined> {
-    const [response] = await Promise.all([page.waitForNavigation({ waitUntil: 'load' }), page.keyboard.press('Enter')]);
-    return response?.status();
-  }
-
   const text = (page: Page, selector: string) => page.$eval(selector, (element: any) => element.innerText as string);
   const cellsOf = (page: Page, selector: string) =>
     page.$$eval(selector, (rows) => rows.map((row: any) => [...row.querySelectorAll('td')].map((cell: any) => cell.innerText.trim())));
@@ -173,7 +139,7 @@ describe('every dashboard page passes axe in both colour schemes', () => {
     expect(started).toMatch(/reindex-order: waiting in its debounce or batch/);
     expect(await text(page, 'main')).toContain('no workflow subscribes');
     await expectNoSeriousViolation(page, '/events');
-    await screenshot(page, 'events');
+    await screenshotBothSchemes(page, SCREENSHOTS, 'events');
 
     // From an event to the task it started, by keyboard.
     await tabTo(page, `#event-${paid.eventId} a[href="${MOUNT}/tasks/${shipTaskId}"]`);
@@ -199,7 +165,7 @@ describe('every dashboard page passes axe in both colour schemes', () => {
     const row = rows.find((cells) => cells[1] === shipment.id);
     expect(row?.slice(2, 5)).toEqual(['reserve-stock', expect.stringContaining('warehouse API timed out'), '0']);
     await expectNoSeriousViolation(page, '/dead-letters');
-    await screenshot(page, 'dead-letters');
+    await screenshotBothSchemes(page, SCREENSHOTS, 'dead-letters');
 
     const deadLetters = () => app.app.get(SagaService).listDeadLetters({ taskId: shipment.id });
     const [entry] = (await deadLetters()).items;

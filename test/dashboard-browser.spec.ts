@@ -1,13 +1,11 @@
-import { mkdirSync, mkdtempSync, statSync } from 'node:fs';
 import { createServer, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
 import { INestApplication } from '@nestjs/common';
 import { Page } from 'puppeteer-core';
 import { AgentTask, TaskStatus, WorkflowService } from '@duraflow/nestjs';
 import { RunningEngine } from '../src/engine';
 import { launchBrowser, TestBrowser } from './support/browser';
+import { pressEnter, screenshotBothSchemes, screenshotsFolder, tabTo } from './support/browser-actions';
 import { TestHttpApp, useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
 import { crashedRunOnReorderedCode, OPERATOR_COOKIE, startDashboardApp } from './fixtures/dashboard/dashboard-app';
@@ -26,10 +24,7 @@ declare const document: any;
 declare const window: any;
 
 const MOUNT = '/ops/duraflow';
-const SCREENSHOTS = process.env.DURAFLOW_UPDATE_SCREENSHOTS
-  ? resolve(__dirname, '../docs/screenshots')
-  : mkdtempSync(join(tmpdir(), 'duraflow-screenshots-'));
-mkdirSync(SCREENSHOTS, { recursive: true });
+const SCREENSHOTS = screenshotsFolder();
 
 jest.setTimeout(90_000);
 
@@ -61,32 +56,6 @@ async function openTab(options: { signedIn?: boolean; url?: string } = {}): Prom
   return { page, errors };
 }
 
-/** The page in the light and in the dark colour scheme (`<name>.png`, `<name>-dark.png`). */
-async function screenshot(page: Page, name: string): Promise<void> {
-  for (const scheme of ['dark', 'light'] as const) {
-    const path = join(SCREENSHOTS, scheme === 'dark' ? `${name}-dark.png` : `${name}.png`);
-    await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: scheme }]);
-    await page.evaluate(() => new Promise((painted) => window.requestAnimationFrame(() => window.requestAnimationFrame(painted))));
-    await page.screenshot({ path, fullPage: true });
-    expect(statSync(path).size).toBeGreaterThan(1000);
-  }
-}
-
-/** Presses Tab until the focused element matches `selector` (what a keyboard user does). */
-async function tabTo(page: Page, selector: string, most = 80): Promise<void> {
-  for (let i = 0; i < most; i++) {
-    await page.keyboard.press('Tab');
-    if (await page.evaluate((wanted) => document.activeElement?.matches(wanted) ?? false, selector)) return;
-  }
-  throw new Error(`${most} presses of Tab never reached ${selector}`);
-}
-
-/** Presses Enter on the focused control and waits for the page it leads to. */
-async function pressEnter(page: Page): Promise<number | undefined> {
-  const [response] = await Promise.all([page.waitForNavigation({ waitUntil: 'load' }), page.keyboard.press('Enter')]);
-  return response?.status();
-}
-
 const text = (page: Page, selector: string) => page.$eval(selector, (element: any) => element.innerText);
 
 async function finished(name: string, input: unknown = {}): Promise<AgentTask> {
@@ -113,7 +82,7 @@ it('goes by keyboard from the list to a rolled-back task and shows its timeline 
   const { page, errors } = await openTab();
   await page.goto(`${app.url}${MOUNT}`);
   expect(await text(page, 'h1')).toBe('Tasks');
-  await screenshot(page, 'tasks');
+  await screenshotBothSchemes(page, SCREENSHOTS, 'tasks', { fullPage: true });
 
   await tabTo(page, `a[href="${MOUNT}/tasks/${trip.id}"]`);
   expect(await pressEnter(page)).toBe(200);
@@ -135,7 +104,7 @@ it('goes by keyboard from the list to a rolled-back task and shows its timeline 
   await tabTo(page, 'table.timeline details.value summary');
   await page.keyboard.press('Enter');
   expect(await page.$eval('table.timeline details.value', (details: any) => details.open)).toBe(true);
-  await screenshot(page, 'task-rolled-back');
+  await screenshotBothSchemes(page, SCREENSHOTS, 'task-rolled-back', { fullPage: true });
   expect(errors).toEqual([]);
   await page.close();
 });
@@ -147,13 +116,13 @@ it('retries a dead letter once confirmed, and the task ends rolled back', async 
   await page.goto(`${app.url}${MOUNT}/tasks/${shipment.id}`);
   expect(await text(page, 'h1 .badge')).toBe('partial rollback');
   expect(await page.$$('tr[id^="dead-letter-"]')).toHaveLength(1);
-  await screenshot(page, 'dead-letter');
+  await screenshotBothSchemes(page, SCREENSHOTS, 'dead-letter', { fullPage: true });
 
   await tabTo(page, 'tr[id^="dead-letter-"] a.button');
   expect(await pressEnter(page)).toBe(200);
   expect(await text(page, 'h1')).toBe('Retry this compensation?');
   expect((await workflows.get(shipment.id))!.status).toBe(TaskStatus.PARTIAL_ROLLBACK); // nothing happened yet
-  await screenshot(page, 'confirm-retry');
+  await screenshotBothSchemes(page, SCREENSHOTS, 'confirm-retry', { fullPage: true });
 
   await tabTo(page, 'form button[type="submit"]');
   expect(await pressEnter(page)).toBe(200);
@@ -180,12 +149,12 @@ it('follows a task live while it runs, then cancels it with compensation once co
   await page.waitForFunction(() => document.querySelectorAll('table.timeline tbody tr').length === 1, { timeout: 20_000 });
   expect(await page.evaluate(() => window.sameDocument)).toBe(true);
   expect(await text(page, 'table.timeline tbody tr td.key')).toBe('prepare');
-  await screenshot(page, 'task-live');
+  await screenshotBothSchemes(page, SCREENSHOTS, 'task-live', { fullPage: true });
 
   await tabTo(page, `a[href="${MOUNT}/tasks/${task.id}/cancel?compensate=true"]`);
   expect(await pressEnter(page)).toBe(200);
   expect(await text(page, 'h1')).toBe('Cancel and compensate this task?');
-  await screenshot(page, 'confirm-cancel');
+  await screenshotBothSchemes(page, SCREENSHOTS, 'confirm-cancel', { fullPage: true });
   expect((await workflows.get(task.id))!.status).toBe(TaskStatus.RUNNING);
 
   await tabTo(page, 'form button[type="submit"]');
@@ -210,7 +179,7 @@ it('finds a task the determinism guard holds from the list, and resumes it once 
   await tabTo(page, `a[href="${MOUNT}/tasks/${id}"]`);
   expect(await pressEnter(page)).toBe(200);
   expect(await text(page, 'main')).toContain('held by the determinism guard');
-  await screenshot(page, 'task-held');
+  await screenshotBothSchemes(page, SCREENSHOTS, 'task-held', { fullPage: true });
 
   await tabTo(page, `a[href="${MOUNT}/tasks/${id}/resume"]`);
   expect(await pressEnter(page)).toBe(200);
@@ -218,7 +187,7 @@ it('finds a task the determinism guard holds from the list, and resumes it once 
   const divergence = await page.$$eval('.confirm dl.facts dd', (cells) => cells.map((cell: any) => cell.innerText.trim()));
   expect(divergence).toEqual(['B', 'C']);
   expect((await workflows.get(id))!.heldAt).toBeInstanceOf(Date); // nothing happened yet
-  await screenshot(page, 'confirm-resume');
+  await screenshotBothSchemes(page, SCREENSHOTS, 'confirm-resume', { fullPage: true });
 
   deployed.code = 'original'; // the fix is deployed
   await tabTo(page, 'form button[type="submit"]');
@@ -240,7 +209,7 @@ it('forks a completed task from a step row, and bulk-cancels the tasks a filtere
   await tabTo(page, `a[href="${MOUNT}/tasks/${original.id}/fork?step=step-002"]`);
   expect(await pressEnter(page)).toBe(200);
   expect(await text(page, 'h1')).toBe('Fork this task from step “step-002”?');
-  await screenshot(page, 'confirm-fork');
+  await screenshotBothSchemes(page, SCREENSHOTS, 'confirm-fork', { fullPage: true });
   await tabTo(page, 'form button[type="submit"]');
   expect(await pressEnter(page)).toBe(200);
   const forkId = /\/tasks\/([0-9a-f-]{36})\?notice=forked$/.exec(page.url())![1];
@@ -258,7 +227,7 @@ it('forks a completed task from a step row, and bulk-cancels the tasks a filtere
   expect(await pressEnter(page)).toBe(200);
   expect(await text(page, 'h1')).toBe('Cancel the tasks that match?');
   expect(await text(page, '[data-matched]')).toBe('2');
-  await screenshot(page, 'confirm-bulk-cancel');
+  await screenshotBothSchemes(page, SCREENSHOTS, 'confirm-bulk-cancel', { fullPage: true });
   for (const task of waiting) expect((await workflows.get(task.id))!.status).toBe(TaskStatus.PENDING);
   await tabTo(page, 'form button[type="submit"]');
   expect(await pressEnter(page)).toBe(200);
@@ -326,7 +295,7 @@ describe('the engine app', () => {
     expect(await pressEnter(page)).toBe(401);
     expect(await text(page, '[role="alert"]')).toContain('not the engine');
     await page.type('#api-key', 'operator-key-1');
-    await screenshot(page, 'sign-in');
+    await screenshotBothSchemes(page, SCREENSHOTS, 'sign-in', { fullPage: true });
     expect(await pressEnter(page)).toBe(200);
     expect(page.url()).toBe(`${engine.httpUrl}/duraflow`);
     expect(await text(page, 'h1')).toBe('Tasks');

@@ -1,6 +1,3 @@
-import { mkdirSync, mkdtempSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
 import { Page } from 'puppeteer-core';
 import {
   AgentTask,
@@ -16,6 +13,7 @@ import {
 import { TaskStatsRollup } from '../libs/duraflow/src/background/task-stats-rollup';
 import { violationsInBothSchemes } from './support/accessibility';
 import { launchBrowser, TestBrowser } from './support/browser';
+import { pressEnter, screenshotBothSchemes, screenshotsFolder, tabTo } from './support/browser-actions';
 import { TestHttpApp, useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
 import { DASHBOARD_WORKFLOWS, OPERATOR_COOKIE, OPERATOR_HEADERS, OperatorGuard } from './fixtures/dashboard/dashboard-app';
@@ -29,16 +27,9 @@ import { DASHBOARD_WORKFLOWS, OPERATOR_COOKIE, OPERATOR_HEADERS, OperatorGuard }
  * or to docs/screenshots with DURAFLOW_UPDATE_SCREENSHOTS=1.
  */
 
-// What the callbacks run inside the page see (this project compiles without the DOM's types).
-declare const document: any;
-declare const window: any;
-
 const MOUNT = '/ops/duraflow';
 const HOUR = 3_600_000;
-const SCREENSHOTS = process.env.DURAFLOW_UPDATE_SCREENSHOTS
-  ? resolve(__dirname, '../docs/screenshots')
-  : mkdtempSync(join(tmpdir(), 'duraflow-screenshots-'));
-mkdirSync(SCREENSHOTS, { recursive: true });
+const SCREENSHOTS = screenshotsFolder();
 
 jest.setTimeout(120_000);
 
@@ -89,27 +80,7 @@ describe('the overview and the workflow pages', () => {
   /** The page checked by axe in both colour schemes, and its screenshot in each (the viewport only: small files). */
   async function checkAndShoot(page: Page, name: string): Promise<void> {
     expect(await violationsInBothSchemes(page)).toEqual({ light: [], dark: [] });
-    for (const scheme of ['light', 'dark'] as const) {
-      await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: scheme }]);
-      const path = join(SCREENSHOTS, `${name}${scheme === 'dark' ? '-dark' : ''}.png`);
-      await page.evaluate(() => new Promise((painted) => window.requestAnimationFrame(() => window.requestAnimationFrame(painted))));
-      await page.screenshot({ path });
-      expect(statSync(path).size).toBeGreaterThan(1000);
-    }
-    await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: 'light' }]);
-  }
-
-  async function tabTo(page: Page, selector: string, most = 120): Promise<void> {
-    for (let i = 0; i < most; i++) {
-      await page.keyboard.press('Tab');
-      if (await page.evaluate((wanted) => document.activeElement?.matches(wanted) ?? false, selector)) return;
-    }
-    throw new Error(`${most} presses of Tab never reached ${selector}`);
-  }
-
-  async function pressEnter(page: Page): Promise<number | undefined> {
-    const [response] = await Promise.all([page.waitForNavigation({ waitUntil: 'load' }), page.keyboard.press('Enter')]);
-    return response?.status();
+    await screenshotBothSchemes(page, SCREENSHOTS, name);
   }
 
   const cellsOf = (page: Page, selector: string) =>

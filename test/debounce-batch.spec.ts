@@ -1,11 +1,10 @@
-import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
 import { TestingModule } from '@nestjs/testing';
 import { TaskStatus, WorkflowService } from '@duraflow/nestjs';
 import { BATCH, DEBOUNCE, eventWorkflows } from './fixtures/events/event-workflows';
+import { startEventsWorker } from './fixtures/events/events-test-parts';
 import { SUBMIT_ONLY, TestBed, useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
-import { stopAllWorkerProcesses, WorkerProcess } from './support/worker-process';
+import { stopAllWorkerProcesses } from './support/worker-process';
 
 /**
  * Debounce and batch (docs/events.md): decided in the database, so every node may close a group
@@ -13,29 +12,8 @@ import { stopAllWorkerProcesses, WorkerProcess } from './support/worker-process'
  * test/fixtures/events/events-worker-main.ts; the test's own app only publishes.
  */
 
-const ENTRY = join(__dirname, 'fixtures/events/events-worker-main.ts');
-
 interface BatchInput {
   events: Array<{ id: string; name: string; payload: { n: number }; publishedAt: string }>;
-}
-
-function startWorker(bed: TestBed, label: string): WorkerProcess {
-  return bed.closeLater(
-    new WorkerProcess({
-      entry: ENTRY,
-      label,
-      config: {
-        databaseUrl: bed.db.url,
-        duraflow: {
-          workerId: `events-${label}-${randomBytes(3).toString('hex')}`,
-          worker: { pollIntervalMs: 50, maxIdlePollIntervalMs: 500 },
-          heartbeatIntervalMs: 200,
-          events: { groupPollIntervalMs: 10 },
-        },
-      },
-    }),
-    (worker) => worker.stop(),
-  );
 }
 
 async function readBatches(bed: TestBed): Promise<BatchInput[]> {
@@ -86,8 +64,8 @@ describe('debounce and batch', () => {
   afterEach(() => stopAllWorkerProcesses());
 
   it('starts one task per quiet period of a key, with the last payload, on one of two racing nodes', async () => {
-    startWorker(bed, 'a');
-    startWorker(bed, 'b');
+    startEventsWorker(bed, 'a');
+    startEventsWorker(bed, 'b');
     // Waves of changes to 20 documents: each wave's events of a document fall in one quiet period or the next.
     for (let wave = 0; wave < 5; wave++) {
       await Promise.all(Array.from({ length: 60 }, (_, i) => workflows.publish('doc.changed', { docId: `doc-${i % 20}`, wave, i })));
@@ -102,8 +80,8 @@ describe('debounce and batch', () => {
   });
 
   it('puts every event in exactly one batch when two nodes race to close them', async () => {
-    startWorker(bed, 'a');
-    startWorker(bed, 'b');
+    startEventsWorker(bed, 'a');
+    startEventsWorker(bed, 'b');
     const published: string[] = [];
     for (let wave = 0; wave < 6; wave++) {
       const results = await Promise.all(Array.from({ length: 40 }, (_, i) => workflows.publish('mail.received', { n: wave * 40 + i })));
@@ -118,8 +96,8 @@ describe('debounce and batch', () => {
   });
 
   it('loses no event and starts no batch twice when a node is killed (SIGKILL) while batches close', async () => {
-    const doomed = startWorker(bed, 'doomed');
-    startWorker(bed, 'survivor');
+    const doomed = startEventsWorker(bed, 'doomed');
+    startEventsWorker(bed, 'survivor');
     await Promise.all([doomed.ready]);
     const published: string[] = [];
     for (let wave = 0; wave < 8; wave++) {
@@ -145,7 +123,7 @@ describe('debounce and batch', () => {
     expect(rows[0].due_at.getTime()).toBe(rows[0].opened_at.getTime() + DEBOUNCE.maxWaitMs);
 
     const mail = await workflows.publish('mail.received', { n: 0 });
-    startWorker(bed, 'closer');
+    startEventsWorker(bed, 'closer');
     await eventually('the lone mail was batched', async () => (await readBatches(bed)).length === 1, { timeoutMs: 30_000 });
     expect((await readBatches(bed))[0].events.map((event) => [event.id, event.payload])).toEqual([[mail.eventId, { n: 0 }]]);
     await eventually('the busy document was reindexed', () => noGroupOpen(bed), { timeoutMs: 30_000 });

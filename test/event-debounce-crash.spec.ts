@@ -1,10 +1,9 @@
-import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
 import { TaskStatus, WorkflowService } from '@duraflow/nestjs';
 import { eventWorkflows } from './fixtures/events/event-workflows';
+import { startEventsWorker } from './fixtures/events/events-test-parts';
 import { SUBMIT_ONLY, TestBed, useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
-import { stopAllWorkerProcesses, WorkerProcess } from './support/worker-process';
+import { stopAllWorkerProcesses } from './support/worker-process';
 
 /**
  * A debounce survives the death of the process that published its events and would have closed
@@ -13,27 +12,6 @@ import { stopAllWorkerProcesses, WorkerProcess } from './support/worker-process'
  * test/fixtures/events/events-worker-main.ts (`ev-crash-reindex`: `doc.saved`, keyed by docId,
  * quiet for 2 s); the test's own app runs nothing.
  */
-
-const ENTRY = join(__dirname, 'fixtures/events/events-worker-main.ts');
-
-function startWorker(bed: TestBed, label: string): WorkerProcess {
-  return bed.closeLater(
-    new WorkerProcess({
-      entry: ENTRY,
-      label,
-      config: {
-        databaseUrl: bed.db.url,
-        duraflow: {
-          workerId: `crash-${label}-${randomBytes(3).toString('hex')}`,
-          worker: { pollIntervalMs: 50, maxIdlePollIntervalMs: 500 },
-          heartbeatIntervalMs: 200,
-          events: { groupPollIntervalMs: 10 },
-        },
-      },
-    }),
-    (worker) => worker.stop(),
-  );
-}
 
 interface GroupRow {
   group_key: string;
@@ -64,7 +42,7 @@ describe('debounce: a worker killed while a group is open', () => {
   afterAll(() => stopAllWorkerProcesses());
 
   it('starts exactly one task per key, with its last payload, on a worker started after the publisher and closer was SIGKILLed', async () => {
-    const doomed = startWorker(bed, 'doomed');
+    const doomed = startEventsWorker(bed, 'doomed');
     await doomed.ready;
     for (let n = 1; n <= 3; n++) {
       for (const docId of ['a', 'b']) await doomed.call('WorkflowService', 'publish', 'doc.saved', { docId, n });
@@ -79,7 +57,7 @@ describe('debounce: a worker killed while a group is open', () => {
     ]);
     expect(await bed.rows.count('agent_tasks', `workflow_name = 'ev-crash-reindex'`)).toBe(0);
 
-    startWorker(bed, 'successor');
+    startEventsWorker(bed, 'successor');
     const groups = await eventually('both keys ran', () => crashGroups(bed), {
       until: (rows) => rows.length === 2 && rows.every((row) => row.status === TaskStatus.COMPLETED),
       timeoutMs: 30_000,

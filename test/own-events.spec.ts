@@ -1,5 +1,6 @@
 import { TestingModule } from '@nestjs/testing';
 import { TaskStatus, Workflow, workflow, WorkflowContext, WorkflowService } from '@duraflow/nestjs';
+import { leakySaga as failingUndoSaga } from './fixtures/events/events-test-parts';
 import { useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
 
@@ -51,24 +52,7 @@ const tripSaga = workflow(
 );
 
 /** A step fails for good and its compensation fails too: partial_rollback. */
-const leakySaga = workflow(
-  'leaky-saga',
-  async (ctx) => {
-    await ctx.step.run('charge', () => ({ charged: 1 }));
-    await ctx.step.run('ship', () => {
-      throw new Error('no truck');
-    });
-  },
-  {
-    compensations: {
-      charge: () => {
-        throw new Error('the refund API is down');
-      },
-    },
-    compensation: { retries: 0 },
-    step: { retries: 0 },
-  },
-);
+const leakySaga = failingUndoSaga('leaky-saga');
 
 describe("Duraflow's own events: completed, rolled_back, partial_rollback", () => {
   const bed = useTestBed();

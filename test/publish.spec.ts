@@ -14,6 +14,7 @@ import {
   WorkflowService,
 } from '@duraflow/nestjs';
 import { EventRetention } from '../libs/duraflow/src/events/event-retention';
+import { leakySaga } from './fixtures/events/events-test-parts';
 import { useTestBed } from './support/test-bed';
 import { eventually } from './support/waiting';
 
@@ -62,24 +63,7 @@ const alert = workflow(
   },
   { on: ['duraflow.task.failed', 'duraflow.task.cancelled', 'duraflow.dead_letter.created'] },
 );
-const leaky = workflow(
-  'leaky',
-  async (ctx) => {
-    await ctx.step.run('charge', () => ({ charged: 1 }));
-    await ctx.step.run('ship', () => {
-      throw new Error('no truck');
-    });
-  },
-  {
-    compensations: {
-      charge: () => {
-        throw new Error('the refund API is down');
-      },
-    },
-    compensation: { retries: 0 },
-    step: { retries: 0 },
-  },
-);
+const leaky = leakySaga('leaky');
 
 describe('publish: events that start workflows', () => {
   const bed = useTestBed();
