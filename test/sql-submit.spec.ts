@@ -97,6 +97,33 @@ describe('duraflow_submit and duraflow_publish: the SQL twins of submit and publ
     expect([again.id, ts.eventId, ts.created]).toEqual([first.id, first.id, false]);
   });
 
+  it('refuses an object or an array in a key field alike from SQL and from publish, and still delivers to the others', async () => {
+    for (const docId of [{ shard: 1 }, ['d', 1]]) {
+      const payload = { docId, size: 1 };
+      const ts = await workflows.publish('sql.compared', payload);
+      const [{ id }] = await sql(`SELECT duraflow_publish('sql.compared', $1::jsonb) AS id`, [JSON.stringify(payload)]);
+      const deliveries = async (eventId: string) =>
+        sql(
+          `SELECT workflow_name, task_id IS NOT NULL AS started, group_id IS NOT NULL AS grouped, refusal FROM duraflow_event_deliveries
+             WHERE event_id = $1 ORDER BY workflow_name`,
+          [eventId],
+        );
+      const [tsDeliveries, sqlDeliveries] = [await deliveries(ts.eventId), await deliveries(id)];
+      expect(sqlDeliveries).toEqual(tsDeliveries);
+      const kind = Array.isArray(docId) ? 'array' : 'object';
+      expect(tsDeliveries.find((d) => d.workflow_name === 'sql-debounced')).toEqual({
+        workflow_name: 'sql-debounced',
+        started: false,
+        grouped: false,
+        refusal: {
+          code: 'EVENT_KEY_NOT_SCALAR',
+          message: `The debounce key field "docId" of workflow "sql-debounced" holds an ${kind}: a key field must hold a string, a number or a boolean.`,
+        },
+      });
+      expect(tsDeliveries.filter((d) => d.refusal === null).map((d) => d.workflow_name)).toEqual(['sql-batched', 'sql-versioned']);
+    }
+  });
+
   it('records a publish from SQL to a debounce keyed by a function as refused for that workflow', async () => {
     const [{ id }] = await sql(`SELECT duraflow_publish('sql.keyed', '{"docId": "d-2"}') AS id`);
     const [delivery] = await sql(`SELECT workflow_name, task_id, group_id, refusal FROM duraflow_event_deliveries WHERE event_id = $1`, [
