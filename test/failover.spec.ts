@@ -120,8 +120,11 @@ describe('failover: a synchronous standby promoted under load', () => {
       await current.killPrimary();
       await current.moveAddressTo('standby');
       // Reads work there, every write fails with 25006: long enough for claims, checkpoints and the lease to meet it.
-      await sleep(3_000);
-      expect(current.sessionsTo('standby')).toBeGreaterThan(0);
+      // The workers' sessions through the address come and go (a pool drops a session a statement broke), so the
+      // most seen at once over the window is what shows they reached the standby.
+      let most = 0;
+      for (const until = Date.now() + 3_000; Date.now() < until; await sleep(50)) most = Math.max(most, current.sessionsTo('standby'));
+      expect(most).toBeGreaterThan(0);
       await current.promoteStandby();
       await finishAndCheck(current, workers, pids, SMALL_TOTAL);
     }),
