@@ -92,6 +92,10 @@ describe('durable sleep', () => {
     const sleeping = await bed.rows.task(sleeper.id);
     expect(sleeping).toMatchObject({ status: 'pending', worker_id: null, heartbeat_at: null, claim_token: null });
     expect(new Date(sleeping.scheduled_at).getTime()).toBeGreaterThan(Date.now());
+    // The worker counts an outcome once its statement committed, which waitFor may see first.
+    await eventually('the worker counted the completion', () => app.get(WorkerService).stats(), {
+      until: (stats) => stats.completed === 1,
+    });
     expect(app.get(WorkerService).stats()).toMatchObject({ suspended: 1, completed: 1 });
   });
 

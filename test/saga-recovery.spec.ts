@@ -4,6 +4,7 @@ import { scenario, VendorError } from './fixtures/saga/scenario';
 import { CHAIN_LINKS, functionalUndoName, shipmentWorkflow } from './fixtures/saga/workflows';
 import { startSagaApp, STEP_FAILED_BY_BREAK, useSagaBed } from './fixtures/saga/saga-bed';
 import { SUBMIT_ONLY } from './support/test-bed';
+import { eventually } from './support/waiting';
 
 /*
  * A rollback does not depend on the process that started it: compensations are found by the
@@ -244,6 +245,8 @@ describe('saga: a rollback outlives the process that started it', () => {
       expect(done.error).toBeNull();
       expect(scenario.bodyRuns).toEqual([]);
       expect(scenario.undone(taskId)).toEqual(['link-2', 'link-1']);
+      // The worker counts an outcome once its statement committed, which waitFor may see first.
+      await eventually('the worker counted the cancel', () => app.get(WorkerService).stats(), { until: (stats) => stats.cancelled === 1 });
       expect(app.get(WorkerService).stats()).toMatchObject({ cancelled: 1, rolledBack: 0 });
     });
   });

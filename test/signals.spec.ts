@@ -92,6 +92,10 @@ describe('signals', () => {
 
     expect(receipt).toMatchObject({ taskId: task.id, name: 'approval', wokeTask: true });
     expect(done).toMatchObject({ status: 'completed', output: { decision: { ok: true } } });
+    // The worker counts an outcome once its statement committed, which waitFor may see first.
+    await eventually('the worker counted the completion', () => app.get(WorkerService).stats(), {
+      until: (stats) => stats.completed === 1,
+    });
     expect(app.get(WorkerService).stats()).toMatchObject({ suspended: 1, completed: 1 });
     expect(await signalRows(task.id)).toEqual([
       expect.objectContaining({ name: 'approval', payload: { ok: true }, consumed_by_step: 'signal:approval#1' }),
