@@ -30,9 +30,10 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { randomBytes } from 'node:crypto';
+import { loadavg } from 'node:os';
 import { promisify } from 'node:util';
-import { Client } from 'pg';
 import { DURAFLOW_DEFAULTS } from '@duraflow/nestjs';
+import { createTestDatabase } from '../test/support/database';
 import { eventually } from '../test/support/waiting';
 import { createBenchDatabase } from './database';
 import { pgbench } from './pgbench';
@@ -48,7 +49,6 @@ const RUNS = runsArg > 0 ? Number(process.argv[runsArg + 1]) : 1;
 const BURST = quick ? 100 : 1_000;
 const BURST_STEPS = 10;
 const DRAIN = quick ? 2_000 : 20_000;
-const SERVER_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 /** One figure of one run: throughput (steps/s for the burst, tasks/s for the drain) and the process's CPU. */
 interface Sample {
@@ -69,20 +69,11 @@ async function ensurePeersInstalled(): Promise<void> {
 
 /** An empty database of its own for a peer (the peer creates its schema), dropped after. */
 async function withEmptyDatabase<T>(fn: (url: string) => Promise<T>): Promise<T> {
-  const name = `duraflow_peer_${randomBytes(4).toString('hex')}`;
-  const admin = new Client({ connectionString: SERVER_URL });
-  await admin.connect();
+  const db = await createTestDatabase({ migrate: false, prefix: 'duraflow_peer' });
   try {
-    await admin.query(`CREATE DATABASE ${name}`);
-    const url = new URL(SERVER_URL);
-    url.pathname = `/${name}`;
-    try {
-      return await fn(url.toString());
-    } finally {
-      await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    }
+    return await fn(db.url);
   } finally {
-    await admin.end();
+    await db.drop();
   }
 }
 
@@ -218,15 +209,15 @@ async function oneRun(run: number): Promise<Sample[]> {
     progress(`run ${run + 1}: ${measure.name}`);
     samples.push(await measure());
   }
-  const drains: Array<() => Promise<Sample>> = [
-    () => duraflowDrain(10),
-    () => duraflowDrain(),
-    () => graphileDrain(-1),
-    () => graphileDrain(20),
-    () => graphileDrain(500),
+  const drains: Array<[string, () => Promise<Sample>]> = [
+    ['Duraflow c10', () => duraflowDrain(10)],
+    ['Duraflow defaults', () => duraflowDrain()],
+    ['graphile-worker unbatched', () => graphileDrain(-1)],
+    ['graphile-worker local queue 20', () => graphileDrain(20)],
+    ['graphile-worker local queue 500', () => graphileDrain(500)],
   ];
-  for (const measure of run % 2 === 0 ? drains : [...drains].reverse()) {
-    progress(`run ${run + 1}: drain`);
+  for (const [label, measure] of run % 2 === 0 ? drains : [...drains].reverse()) {
+    progress(`run ${run + 1}: drain, ${label}`);
     samples.push(await measure());
   }
   samples.push(await reference());
@@ -256,8 +247,7 @@ async function main(): Promise<void> {
   for (let run = 0; run < RUNS; run++) runs.push(await oneRun(run));
   const all = runs.flat();
   const lines = [
-    `Load average at the end: ${(await import('node:os'))
-      .loadavg()
+    `Load average at the end: ${loadavg()
       .map((v) => v.toFixed(1))
       .join(' / ')}; ${RUNS} run(s).`,
     '',
